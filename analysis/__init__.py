@@ -1,0 +1,1 @@
+"""Reading the lake: SQL through DuckDB, pandas frames, summaries."""

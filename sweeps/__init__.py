@@ -1,0 +1,1 @@
+"""The driver: load a config, plan points, dispatch them to Ray, commit to the lake."""

@@ -1,0 +1,98 @@
+"""Plan a sweep: one point per configuration x hardware scenario, each with a stable key.
+
+A key hashes the point's content and everything that would change its result (the
+hardware profile's figures, the cost model's version, the calibration), so a point whose
+key is already in the lake never needs projecting again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+import pyarrow as pa
+
+from sweeps.config import RunConfig, load_preset
+from tasks.metrics import required_tp
+from tasks.projection import COST_MODEL_VERSION, POINT_SCHEMA
+from tasks.specs import HardwareProfile, TransformerModel, fingerprint
+
+__all__ = ["Highlight", "Plan", "plan_points", "point_key"]
+
+_KEY_FIELDS = [f for f in POINT_SCHEMA.names if f != "key"]
+
+
+@dataclass(frozen=True)
+class Highlight:
+    """A model projected at the TP Eq. 10 requires of it on the sweep's hardware."""
+
+    model: str
+    h: int
+    heads: int
+    sl: int
+    tp: int
+    tp_eq10: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The points of a run (``POINT_SCHEMA``) and the highlighted models among them."""
+
+    points: pa.Table
+    highlights: Tuple[Highlight, ...]
+
+
+def point_key(point: Dict[str, object], hardware_fingerprint: str, calibration: str) -> str:
+    """Deterministic key of one point: sha256 of its canonical content and provenance."""
+    content = {f: point[f] for f in _KEY_FIELDS}
+    content.update(hardware=hardware_fingerprint, calibration=calibration, cost_model=COST_MODEL_VERSION)
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _next_power_of_two(x: float) -> int:
+    return 1 if x <= 1 else 2 ** math.ceil(math.log2(x))
+
+
+def _highlight(model: TransformerModel, reference: TransformerModel, config: RunConfig) -> Highlight:
+    """Eq. 10: TP = base_TP * (params / reference params) / (HBM / reference HBM),
+    rounded up to a power of two."""
+    sweep, hw = config.sweep, config.hardware
+    tp = float(required_tp(model.params_b / reference.params_b, hw.hbm_gb / sweep.reference_hbm_gb, sweep.reference_tp))
+    return Highlight(model.name, model.hidden, model.heads, model.seq_len, _next_power_of_two(tp), tp)
+
+
+def plan_points(config: RunConfig) -> Plan:
+    """Every point of the sweep: the grid (or the selected model's layer over the grid's
+    SL, B, TP) plus each highlighted model at its Eq. 10 TP, times every flop-vs-bw m."""
+    sweep, hw = config.sweep, config.hardware
+    if config.model is None:
+        layers = [("", h, h // sweep.head_dim) for h in sweep.h]
+    else:
+        layers = [(config.model.name, config.model.hidden, config.model.heads)]
+    configs = [
+        (label, h, heads, sl, b, tp)
+        for (label, h, heads), sl, b, tp in itertools.product(layers, sweep.sl, sweep.b, sweep.tp)
+    ]
+    reference = load_preset("model", sweep.reference_model)
+    highlights = tuple(_highlight(load_preset("model", name), reference, config) for name in sweep.highlights)
+    configs += [(f"highlight:{x.model}", x.h, x.heads, x.sl, min(sweep.b), x.tp) for x in highlights]
+
+    hw_print, calibration = fingerprint(hw), f"spec:{hw.name}"
+    rows: List[Dict[str, object]] = []
+    for (label, h, heads, sl, b, tp), m in itertools.product(configs, sweep.flop_vs_bw):
+        row = dict(label=label, h=h, heads=heads, sl=sl, b=b, tp=tp, dp=sweep.dp,
+                   dtype_bytes=sweep.dtype_bytes, flop_vs_bw=float(m),
+                   dp_slowdown=float(sweep.dp_slowdown), links=sweep.links.value)
+        row["key"] = point_key(row, hw_print, calibration)
+        rows.append(row)
+    return Plan(pa.Table.from_pylist(rows, schema=POINT_SCHEMA), highlights)
+
+
+def hardware_partition(hw: HardwareProfile) -> str:
+    """The lake partition value naming a hardware profile."""
+    return hw.name
