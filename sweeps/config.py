@@ -98,28 +98,31 @@ def _preset_path(group: str, choice: str) -> Path:
     return path
 
 
-def _explain(exc: OmegaConfBaseException, prefix: str) -> ConfigError:
-    """Turn an OmegaConf error into one message naming the field and the value."""
-    key = getattr(exc, "full_key", None) or ""
-    full = f"{prefix}.{key}" if prefix and key and not key.startswith(prefix + ".") else (key or prefix)
-    value = getattr(exc, "value", None)
-    reason = str(getattr(exc, "msg", None) or exc).splitlines()[0]
-    if type(exc).__name__ == "ConfigKeyError":
-        reason = "unknown key"
-    elif type(exc).__name__ == "MissingMandatoryValue":
-        reason = "missing field (it has no default and the YAML does not set it)"
-    return ConfigError(full, value, reason)
+def _reason(exc: OmegaConfBaseException) -> str:
+    """A one-line reason for an OmegaConf error, in the user's terms."""
+    kind = type(exc).__name__
+    if kind == "ConfigKeyError":
+        return "unknown key"
+    if kind == "MissingMandatoryValue":
+        return "missing field (it has no default and the YAML does not set it)"
+    message = str(getattr(exc, "msg", None) or exc).splitlines()[0]
+    if "ListConfig" in message:
+        return "expected a list, e.g. [1, 2]"
+    if "is not a subclass of" in message or "Merge error" in message:
+        return "expected a mapping of fields here, not a single value"
+    return message
 
 
 def load_preset(group: str, choice: str):
     """Load and validate one preset; returns the schema's dataclass instance."""
     path = _preset_path(group, choice)
+    raw = OmegaConf.load(path)
     try:
-        node = OmegaConf.merge(OmegaConf.structured(GROUPS[group]), OmegaConf.load(path))
-        return OmegaConf.to_object(node)
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(GROUPS[group]), raw))
     except OmegaConfBaseException as exc:
-        error = _explain(exc, group)
-        raise ConfigError(error.field, error.value, f"{error.reason} (in {path})") from None
+        key = getattr(exc, "full_key", "") or ""
+        value = OmegaConf.select(raw, key, default=None) if key else None
+        raise ConfigError(f"{group}.{key}" if key else group, value, f"{_reason(exc)} (in {path})") from None
 
 
 def _split_overrides(overrides: Sequence[str]) -> Tuple[Dict[str, Optional[str]], List[str]]:
@@ -150,12 +153,17 @@ def load_run_config(overrides: Sequence[str] = ()) -> RunConfig:
     groups = {g: (load_preset(g, c) if c is not None else None) for g, c in selected.items()}
     if groups["model"] is None and any(o.startswith("model.") for o in dotted):
         raise ConfigError("model", None, "no model is selected; choose one with model=NAME before model.FIELD=...")
+    node = OmegaConf.structured(RunConfig(**groups))
+    for item in dotted:  # one at a time, so an error names the override that caused it
+        key, _, value = item.partition("=")
+        try:
+            node = OmegaConf.merge(node, OmegaConf.from_dotlist([item]))
+        except OmegaConfBaseException as exc:
+            raise ConfigError(key, value, _reason(exc)) from None
     try:
-        base = OmegaConf.structured(RunConfig(**groups))
-        node = OmegaConf.merge(base, OmegaConf.from_dotlist(dotted))
         config: RunConfig = OmegaConf.to_object(node)
     except OmegaConfBaseException as exc:
-        raise _explain(exc, "") from None
+        raise ConfigError(getattr(exc, "full_key", "") or "config", None, _reason(exc)) from None
     validate(config)
     return config
 

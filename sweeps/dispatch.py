@@ -13,8 +13,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import ray
 from ray._raylet import AuthenticationMode, get_authentication_mode
+from ray.exceptions import AuthenticationError
 
 import tasks
+from sweeps.errors import UserError
 from tasks.projection import project_table
 from tasks.specs import HardwareProfile
 
@@ -50,7 +52,15 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     quiet = dict(logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
     if address:
-        ray.init(address=address, runtime_env={"py_modules": [tasks]}, **quiet)
+        # A driver beside a cluster on loopback must not advertise another interface.
+        local = {"_node_ip_address": "127.0.0.1"} if _is_loopback(address) else {}
+        try:
+            ray.init(address=address, runtime_env={"py_modules": [tasks]}, **local, **quiet)
+        except (ConnectionError, AuthenticationError, RuntimeError) as exc:
+            raise UserError(
+                f"cannot join the Ray cluster at {address!r}: {str(exc).splitlines()[0]} "
+                "(check the address, and RAY_AUTH_TOKEN or ~/.ray/auth_token for its token)"
+            ) from None
         where = f"Ray cluster at {address}"
     else:
         ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
@@ -62,6 +72,11 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
         yield RaySession(f"{where} ({cpus} CPUs, auth: {auth})", cpus, auth)
     finally:
         ray.shutdown()
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.split("://")[-1].rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def chunk(points: pa.Table, chunk_size: int) -> List[pa.Table]:

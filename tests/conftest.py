@@ -1,0 +1,18 @@
+"""Shared fixtures: shipped hardware profiles, loaded the way a run loads them."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeps.config import load_preset
+
+
+@pytest.fixture(scope="session")
+def study_hw():
+    """The study's own system: four MI210 (conf/hardware/mi210x4.yaml)."""
+    return load_preset("hardware", "mi210x4")
+
+
+@pytest.fixture(scope="session")
+def h100():
+    return load_preset("hardware", "h100")
