@@ -71,15 +71,15 @@ def run(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cp
     model = f", model {config.model.name}" if config.model else ""
     out.print(f"[bold]sweep {sweep.name}[/] on [bold]{hw.name}[/] ({hw.accelerator}{model}): "
               f"{report.planned} points, {report.projected} projected, {report.cached} already in the lake; "
-              f"{report.where}; {report.elapsed_s:.1f} s")
+              f"{report.where}; {report.elapsed_s:.1f} s", soft_wrap=True)
     for x in report.highlights:
-        out.print(f"  highlight {x.model}: TP {x.tp} (Eq. 10 gives {x.tp_eq10:.1f} on {hw.hbm_gb:g} GB devices)")
+        out.print(f"  highlight {x.model}: TP {x.tp} (Eq. 10 gives {x.tp_eq10:.1f} on {hw.hbm_gb:g} GB devices)", soft_wrap=True)
     render_summary(out, report.rows, title=f"{hw.name}, sweep {sweep.name}", overlap_tp=sweep.overlap_tp)
     where = "/".join(f"{k}={v}" for k, v in report.partition.items())
     lake_flag = "" if lake_root == DEFAULT_LAKE else f" --lake {lake_root}"
-    out.print(f"\nLake: {lake} ({len(report.rows)} rows of this run under kind=projection/{where})")
+    out.print(f"\nLake: {lake} ({len(report.rows)} rows of this run under kind=projection/{where})", soft_wrap=True)
     out.print("Query it:  commscale query \"SELECT h, sl, tp, flop_vs_bw, serialized_fraction FROM projection "
-              f"WHERE sweep = '{sweep.name}' ORDER BY serialized_fraction DESC LIMIT 10\"{lake_flag}")
+              f"WHERE sweep = '{sweep.name}' ORDER BY serialized_fraction DESC LIMIT 10\"{lake_flag}", soft_wrap=True)
 
 
 @main.command()
