@@ -30,7 +30,7 @@ def serialized_summary(rows: pd.DataFrame) -> pd.DataFrame:
     if len(marked):
         marked = marked.assign(row=[
             f"{label[len(HIGHLIGHT_PREFIX):]} (H={h}, SL={sl}, TP={tp})"
-            for label, h, sl, tp in zip(marked["label"], marked["h"], marked["sl"], marked["tp"])
+            for label, h, sl, tp in zip(marked["label"], marked["h"], marked["sl"], marked["tp"], strict=True)
         ])
         per_model = marked.pivot_table(index="row", columns="flop_vs_bw", values="serialized_fraction", sort=False)
         stats = pd.concat([stats, per_model])

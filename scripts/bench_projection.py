@@ -33,7 +33,7 @@ def grid() -> dict:
         tp=2.0 ** np.arange(1, 9), dp=np.array([2.0, 4, 8, 16]), flop_vs_bw=np.array([1.0, 2, 3, 4]),
     )
     mesh = np.meshgrid(*axes.values(), indexing="ij")
-    cols = {name: m.ravel() for name, m in zip(axes, mesh)}
+    cols = {name: m.ravel() for name, m in zip(axes, mesh, strict=True)}
     n = cols["h"].size
     cols.update(heads=cols["h"] / 128, dtype_bytes=np.full(n, 2.0), dp_slowdown=np.ones(n),
                 placed=np.zeros(n, bool))

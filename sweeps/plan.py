@@ -19,7 +19,7 @@ import pyarrow as pa
 from sweeps.config import RunConfig, load_preset
 from tasks.metrics import required_tp
 from tasks.projection import COST_MODEL_VERSION, POINT_SCHEMA
-from tasks.specs import HardwareProfile, TransformerModel, fingerprint
+from tasks.specs import TransformerModel, fingerprint
 
 __all__ = ["Highlight", "Plan", "plan_points", "point_key"]
 
@@ -92,7 +92,3 @@ def plan_points(config: RunConfig) -> Plan:
         rows.append(row)
     return Plan(pa.Table.from_pylist(rows, schema=POINT_SCHEMA), highlights)
 
-
-def hardware_partition(hw: HardwareProfile) -> str:
-    """The lake partition value naming a hardware profile."""
-    return hw.name

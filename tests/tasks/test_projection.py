@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
-import pytest
 
 from sweeps.config import load_run_config
 from sweeps.plan import plan_points
