@@ -10,7 +10,8 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
-from sweeps.errors import QueryError
+from sweeps.errors import LakeError, QueryError
+from sweeps.kinds import SCHEMAS
 from sweeps.lake import Lake
 
 __all__ = ["connect", "query"]
@@ -24,6 +25,7 @@ def connect(lake: Lake) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with a view per result kind of ``lake``."""
     con = duckdb.connect(database=":memory:")
     for kind in lake.kinds():
+        _check_schema(lake, kind)
         files = lake.files(kind)
         if not files:
             continue
@@ -37,6 +39,19 @@ def connect(lake: Lake) -> duckdb.DuckDBPyConnection:
             con.register(f"{kind}_dataset", lake.dataset(kind))
             con.execute(f'CREATE VIEW "{kind}" AS SELECT * FROM "{kind}_dataset"')
     return con
+
+
+def _check_schema(lake: Lake, kind: str) -> None:
+    """Refuse rows of a schema version this commscale does not read, saying what to do."""
+    if kind not in SCHEMAS:
+        return
+    expected = SCHEMAS[kind][1]
+    found = lake.schema_versions(kind) - {expected}
+    if found:
+        raise LakeError(
+            f"lake {lake} holds {kind} rows of schema version {sorted(found)}, this commscale reads version "
+            f"{expected}: run their sweeps again with --restart (or read them with the commscale that wrote them)"
+        )
 
 
 def query(lake: Lake, statement: str) -> pa.Table:

@@ -1,6 +1,9 @@
 """The ``commscale`` command line.
 
-    commscale run [GROUP=NAME | GROUP.FIELD=VALUE ...] [--lake PATH] [--address ADDR]
+    commscale run [GROUP=NAME | GROUP.FIELD=VALUE ...] [--lake PATH] [--address ADDR] [--restart]
+    commscale probe --points 1000 --sleep-ms 50 [--fail die_once:3] [--resource standin_gpu=1]
+    commscale status [SWEEP]              # done, failed, pending per sweep, from the lake
+    commscale lake verify|vacuum|upgrade  # maintenance
     commscale query "SELECT ... FROM projection" [--format table|csv|json|parquet]
     commscale config [OVERRIDES ...]      # the composed config, as YAML
     commscale presets                     # the presets of each config group
@@ -50,36 +53,186 @@ lake_option = click.option("--lake", "lake_root", default=DEFAULT_LAKE, show_def
                            help="Lake root: a path or a pyarrow filesystem URI (env COMMSCALE_LAKE).")
 
 
+address_option = click.option("--address", default=None,
+                              help="Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray).")
+restart_option = click.option("--restart", is_flag=True,
+                              help="Start the sweep anew if its config changed (its rows leave the lake).")
+
+
+def _report_header(out: Console, report, what: str) -> None:
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(report.by_status.items()) if status != "ok")
+    out.print(f"{what}: {report.planned} points, {report.committed} new, {report.cached} already in the lake"
+              f"{', ' + counts if counts else ''}{', ' + str(len(report.failures)) + ' failed' if report.failures else ''}"
+              f"; {report.where}; {report.elapsed_s:.1f} s" + ("; restarted" if report.restarted else ""), soft_wrap=True)
+
+
+def _report_failures(out: Console, report, lake_root: str) -> None:
+    """Name the failures and where their tracebacks are; exit 1 (a bug fails loudly)."""
+    if not report.failures:
+        return
+    by_type: dict = {}
+    for failure in report.failures:
+        by_type.setdefault((failure["status"], failure["error_type"], failure["message"]), []).append(failure)
+    err = Console(stderr=True)
+    err.print(f"[bold red]{len(report.failures)} points failed[/] (run {report.run_id}):", soft_wrap=True)
+    for (status, error_type, message), group in sorted(by_type.items(), key=lambda kv: -len(kv[1])):
+        err.print(f"  {len(group)} x {status}: {error_type}: {message}", soft_wrap=True)
+    first = report.failures[0]["traceback"].strip().splitlines()
+    err.print("  first traceback (all are in the lake):\n    " + "\n    ".join(first[-8:]), soft_wrap=True)
+    err.print(f"  commscale query \"SELECT point_key, status, error_type, message, traceback FROM failure "
+              f"WHERE run_id = '{report.run_id}'\" --lake {lake_root}", soft_wrap=True)
+    err.print("  Running the same command again retries them.", soft_wrap=True)
+    sys.exit(1)
+
+
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("overrides", nargs=-1)
 @lake_option
-@click.option("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray).")
+@address_option
 @click.option("--num-cpus", type=click.IntRange(min=1), default=None, help="CPUs of the embedded Ray (default: all).")
 @click.option("--chunk-size", type=click.IntRange(min=1), default=None, help="Points per Ray task.")
+@restart_option
 def run(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cpus: Optional[int],
-        chunk_size: Optional[int]) -> None:
-    """Project a sweep on Ray and land it in the lake (e.g. `run hardware=h100 sweep.tp=[8,16]`)."""
+        chunk_size: Optional[int], restart: bool) -> None:
+    """Project a sweep on Ray and land it in the lake (e.g. `run hardware=h100 sweep.tp=[8,16]`).
+
+    Run it again to resume: finished points stay, the rest run."""
     from analysis.summary import render_summary
-    from sweeps.run import run_sweep
+    from sweeps.jobs import projection_job
+    from sweeps.run import read_rows, run_job
 
     config = load_run_config(overrides)
     lake = Lake(lake_root)
-    console = Console(stderr=True)
-    report = run_sweep(config, lake, address=address, num_cpus=num_cpus, chunk_size=chunk_size, console=console)
+    job, plan = projection_job(config)
+    report = run_job(job, lake, address=address, num_cpus=num_cpus, chunk_size=chunk_size, restart=restart,
+                     console=Console(stderr=True))
     out = Console()
     sweep, hw = config.sweep, config.hardware
     model = f", model {config.model.name}" if config.model else ""
-    out.print(f"[bold]sweep {sweep.name}[/] on [bold]{hw.name}[/] ({hw.accelerator}{model}): "
-              f"{report.planned} points, {report.projected} projected, {report.cached} already in the lake; "
-              f"{report.where}; {report.elapsed_s:.1f} s", soft_wrap=True)
-    for x in report.highlights:
-        out.print(f"  highlight {x.model}: TP {x.tp} (Eq. 10 gives {x.tp_eq10:.1f} on {hw.hbm_gb:g} GB devices)", soft_wrap=True)
-    render_summary(out, report.rows, title=f"{hw.name}, sweep {sweep.name}", overlap_tp=sweep.overlap_tp)
-    where = "/".join(f"{k}={v}" for k, v in report.partition.items())
+    _report_header(out, report, f"[bold]sweep {sweep.name}[/] on [bold]{hw.name}[/] ({hw.accelerator}{model})")
+    for x in plan.highlights:
+        out.print(f"  highlight {x.model}: TP {x.tp} (Eq. 10 gives {x.tp_eq10:.1f} on {hw.hbm_gb:g} GB devices)",
+                  soft_wrap=True)
+    rows = read_rows(lake, "projection", plan.points)
+    if len(rows):
+        render_summary(out, rows, title=f"{hw.name}, sweep {sweep.name}", overlap_tp=sweep.overlap_tp)
+    where = "/".join(f"{k}={v}" for k, v in job.partition.items())
     lake_flag = "" if lake_root == DEFAULT_LAKE else f" --lake {lake_root}"
-    out.print(f"\nLake: {lake} ({len(report.rows)} rows of this run under kind=projection/{where})", soft_wrap=True)
+    out.print(f"\nLake: {lake} ({len(rows)} rows of this sweep under kind=projection/{where})", soft_wrap=True)
     out.print("Query it:  commscale query \"SELECT h, sl, tp, flop_vs_bw, serialized_fraction FROM projection "
               f"WHERE sweep = '{sweep.name}' ORDER BY serialized_fraction DESC LIMIT 10\"{lake_flag}", soft_wrap=True)
+    _report_failures(out, report, lake_root)
+
+
+def _parse_pairs(values: Sequence[str], option: str, cast) -> dict:
+    pairs = {}
+    for value in values:
+        name, sep, amount = value.partition(":" if option == "--fail" else "=")
+        try:
+            pairs[name] = cast(amount) if sep else cast(1)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not NAME{':' if option == '--fail' else '='}NUMBER", param_hint=option)
+    return pairs
+
+
+@main.command()
+@click.option("--name", default="probe", show_default=True, help="Sweep name in the lake.")
+@click.option("--points", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--sleep-ms", type=click.FloatRange(min=0), default=50.0, show_default=True,
+              help="Each point sleeps this long, standing in for a device measurement.")
+@click.option("--fail", multiple=True, metavar="MODE:COUNT",
+              help="Make COUNT points fail: die_once, transient_once, infeasible, oom, bug (repeatable).")
+@click.option("--resource", multiple=True, metavar="NAME=AMOUNT",
+              help="Custom Ray resource each point needs, e.g. standin_gpu=1 (repeatable).")
+@click.option("--cpus-per-point", type=click.FloatRange(min=0), default=1.0, show_default=True)
+@click.option("--timeout-s", type=click.FloatRange(min=0.01), default=60.0, show_default=True,
+              help="Time cap of one point.")
+@click.option("--chunk-size", type=click.IntRange(min=1), default=None, help="Points per Ray task.")
+@lake_option
+@address_option
+@click.option("--num-cpus", type=click.IntRange(min=1), default=None, help="CPUs of the embedded Ray.")
+@restart_option
+def probe(name: str, points: int, sleep_ms: float, fail: Sequence[str], resource: Sequence[str], cpus_per_point: float,
+          timeout_s: float, chunk_size: Optional[int], lake_root: str, address: Optional[str], num_cpus: Optional[int],
+          restart: bool) -> None:
+    """Check a cluster end to end with synthetic points: dispatch, retries, faults, lake."""
+    from sweeps.jobs import probe_job
+    from sweeps.run import run_job
+
+    job = probe_job(name=name, points=points, sleep_s=sleep_ms / 1000.0, fail=_parse_pairs(fail, "--fail", int),
+                    resources=_parse_pairs(resource, "--resource", float), cpus_per_point=cpus_per_point,
+                    point_timeout_s=timeout_s)
+    report = run_job(job, Lake(lake_root), address=address, num_cpus=num_cpus, chunk_size=chunk_size,
+                     restart=restart, console=Console(stderr=True))
+    out = Console()
+    _report_header(out, report, f"[bold]probe {name}[/]")
+    _report_failures(out, report, lake_root)
+
+
+@main.command()
+@click.argument("sweep", required=False)
+@lake_option
+def status(sweep: Optional[str], lake_root: str) -> None:
+    """Progress of each sweep in the lake (done, failed, pending), or of one."""
+    from analysis.status import sweep_status
+
+    frame = sweep_status(Lake(lake_root), sweep)
+    if frame.empty:
+        raise UserError(f"no sweep {sweep!r} in lake {lake_root}" if sweep else f"lake {lake_root} holds no sweep yet")
+    table = Table(title=f"Sweeps in {Lake(lake_root)}", title_justify="left")
+    for column in frame.columns:
+        table.add_column(column, justify="right" if frame[column].dtype.kind in "iu" else "left")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(str(v) for v in row))
+    Console().print(table)
+
+
+@main.group()
+def lake() -> None:
+    """Maintain the lake: verify files, remove orphans, upgrade an older lake."""
+
+
+@lake.command()
+@lake_option
+@click.option("--keys-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the keys to measure again, one per line.")
+def verify(lake_root: str, keys_out: Optional[Path]) -> None:
+    """Check every committed file (size, sha256, readable); set bad ones aside."""
+    store = Lake(lake_root)
+    store.ensure_readable()
+    report = store.verify()
+    for path, reason, keys in report.bad:
+        click.echo(f"set aside {path}: {reason} ({keys} keys)")
+    redo = sum(len(keys) for keys in report.keys_to_redo.values())
+    click.echo(f"{report.checked} files checked, {len(report.bad)} set aside in _quarantine/, "
+               f"{redo} keys to measure again" + (" (the next run of their sweeps does it)" if redo else ""))
+    if keys_out:
+        keys_out.write_text("".join(f"{kind}\t{key}\n" for kind, keys in sorted(report.keys_to_redo.items())
+                                    for key in sorted(keys)))
+    if report.bad:
+        sys.exit(1)
+
+
+@lake.command()
+@lake_option
+@click.option("--grace-s", type=click.FloatRange(min=0), default=3600.0, show_default=True,
+              help="Keep files younger than this: they may belong to a commit in progress.")
+def vacuum(lake_root: str, grace_s: float) -> None:
+    """Delete files no commit holds: leftovers of crashed writers, dropped sweeps."""
+    store = Lake(lake_root)
+    store.ensure_readable()
+    report = store.vacuum(grace_s=grace_s)
+    for path in report.removed:
+        click.echo(f"removed {path}")
+    click.echo(f"{len(report.removed)} files removed, {report.bytes_freed:,} bytes freed")
+
+
+@lake.command()
+@lake_option
+def upgrade(lake_root: str) -> None:
+    """Adopt the files of a lake written without a commit log."""
+    rows = Lake(lake_root).upgrade()
+    click.echo(f"{rows} rows adopted into the commit log of {Lake(lake_root)}")
 
 
 @main.command()

@@ -1,28 +1,35 @@
 """The only module that knows Ray: start or join a cluster, fan chunks of points out
-as tasks, hand each finished chunk back to the driver as it completes."""
+as tasks, hand each finished chunk back to the driver as it completes.
+
+Fault handling: a task whose worker or node dies, or that raises ``TransientError``, is
+retried by Ray (``MAX_RETRIES``); infeasible and out-of-memory points come back as result
+rows (``tasks.outcomes``); a chunk that outlives its time cap (``point_timeout_s`` per
+point) is cancelled and its points are reported as failures, so a sweep never hangs on a
+dead or stuck worker.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
-from typing import Callable, Iterator, List, Optional
-
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pyarrow as pa
 import ray
+from ray._private import ray_constants
 from ray._raylet import AuthenticationMode, get_authentication_mode
-from ray.exceptions import AuthenticationError
+from ray.exceptions import AuthenticationError, GetTimeoutError, RayError, RayTaskError, TaskCancelledError
 
 import tasks
 from sweeps.errors import UserError
-from tasks.projection import project_table
-from tasks.specs import HardwareProfile
+from tasks.outcomes import ChunkOutcome, TransientError, run_chunk
 
-__all__ = ["RaySession", "ray_session", "project_on_ray", "chunk"]
+__all__ = ["RaySession", "Workload", "ray_session", "execute", "chunk", "MAX_RETRIES"]
 
-#: Ray retries a task whose worker died this many times (transient faults).
+#: Ray retries a task whose worker died, or that raised TransientError, this many times.
 MAX_RETRIES = 3
 
 
@@ -35,6 +42,24 @@ class RaySession:
     auth: str
 
 
+@dataclass
+class Workload:
+    """What to run on each chunk of points, and what a chunk needs from a worker.
+
+    ``body(points, context)`` is a plain function of ``tasks`` returning rows of
+    ``schema``; ``resources`` are Ray task options (``num_cpus``, ``num_gpus``,
+    ``resources``); ``point_timeout_s`` caps the time of one point.
+    """
+
+    kind: str
+    body: Callable[[pa.Table, Any], pa.Table]
+    context: Any
+    schema: pa.Schema
+    schema_version: int
+    resources: Dict[str, Any] = field(default_factory=lambda: {"num_cpus": 1})
+    point_timeout_s: float = 300.0
+
+
 @contextlib.contextmanager
 def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -> Iterator[RaySession]:
     """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), or start an embedded one.
@@ -42,12 +67,14 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
     The embedded cluster binds to 127.0.0.1, runs no dashboard, and runs with Ray's
     token authentication, which Ray 2.60 turns on for a new local cluster unless
     ``RAY_AUTH_MODE`` says otherwise (it generates ``~/.ray/auth_token`` if missing);
-    ``auth`` in the session says which mode is in force. When joining a
-    cluster, the ``tasks`` package travels with the job, so workers need only Ray and
-    the scientific stack. Shuts the embedded cluster down (or disconnects) on exit.
+    ``auth`` in the session says which mode is in force. When joining a cluster, the
+    ``tasks`` package travels with the job, so workers need only Ray and the scientific
+    stack. Shuts the embedded cluster down (or disconnects) on exit.
     """
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     address = address or os.environ.get("RAY_ADDRESS") or None
+    if not address:
+        _keep_to_loopback()
     # Ray logs a warning that token authentication is on; the session reports it instead.
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     quiet = dict(logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
@@ -74,6 +101,29 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
         ray.shutdown()
 
 
+def slots(workload: Workload) -> int:
+    """How many tasks of ``workload`` the cluster can run at once (at least 1)."""
+    total = ray.cluster_resources()
+    needs = {"CPU": workload.resources.get("num_cpus", 1), "GPU": workload.resources.get("num_gpus", 0),
+             **workload.resources.get("resources", {})}
+    fits = [total.get(name, 0) / amount for name, amount in needs.items() if amount]
+    return max(1, int(min(fits))) if fits else max(1, int(total.get("CPU", 1)))
+
+
+def _keep_to_loopback() -> None:
+    """Make the embedded cluster use 127.0.0.1 as its node IP, so it listens on loopback.
+
+    Ray 2.60 replaces a node IP of 127.0.0.1 (``_node_ip_address``) by the host's
+    outward address unless it treats the host as single-node, which
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` selects; its servers then listen on loopback
+    only. The variable reaches the processes Ray starts; the already imported constant
+    covers this one. Not for joining a cluster: a driver must share the node IP its
+    cluster's nodes advertise.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
 def _is_loopback(address: str) -> bool:
     host = address.split("://")[-1].rsplit(":", 1)[0].strip("[]")
     return host in ("localhost", "::1") or host.startswith("127.")
@@ -84,18 +134,47 @@ def chunk(points: pa.Table, chunk_size: int) -> List[pa.Table]:
     return [points.slice(start, chunk_size) for start in range(0, points.num_rows, chunk_size)]
 
 
-def project_on_ray(points: pa.Table, hw: HardwareProfile, chunk_size: int,
-                   on_result: Callable[[pa.Table], None]) -> None:
-    """Project ``points`` as Ray tasks of ``chunk_size`` rows, one CPU each.
+def _lost(points: pa.Table, status: str, exc: BaseException) -> ChunkOutcome:
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ChunkOutcome(None, [dict(point_key=k, status=status, error_type=type(exc).__name__, message=message,
+                                    traceback=str(exc)) for k in points.column("key").to_pylist()])
 
-    ``on_result`` runs in the driver for every finished chunk, in completion order.
-    A task whose worker dies is retried by Ray; an exception in the cost model (a bug)
-    propagates and fails the run.
+
+def execute(points: pa.Table, workload: Workload, *, chunk_size: int, max_in_flight: int,
+            on_outcome: Callable[[pa.Table, ChunkOutcome], None]) -> None:
+    """Run ``workload`` over ``points`` as Ray tasks of ``chunk_size`` rows.
+
+    At most ``max_in_flight`` tasks are submitted at once, so a task's time cap counts
+    from about when it starts. ``on_outcome(points, outcome)`` runs in the driver for
+    every chunk, in completion order, including chunks that timed out or were lost.
     """
-    remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(project_table)
-    hw_ref = ray.put(hw)
-    pending = [remote.remote(piece, hw_ref) for piece in chunk(points, chunk_size)]
-    while pending:
-        done, pending = ray.wait(pending, num_returns=1)
+    remote = ray.remote(run_chunk).options(max_retries=MAX_RETRIES, retry_exceptions=[TransientError],
+                                           **workload.resources)
+    context_ref = ray.put(workload.context)
+    queue = chunk(points, chunk_size)[::-1]
+    in_flight: Dict[ray.ObjectRef, tuple] = {}
+    while queue or in_flight:
+        while queue and len(in_flight) < max_in_flight:
+            piece = queue.pop()
+            ref = remote.remote(workload.body, piece, context_ref, workload.schema)
+            in_flight[ref] = (piece, time.monotonic() + workload.point_timeout_s * piece.num_rows)
+        next_deadline = min(deadline for _, deadline in in_flight.values())
+        done, _ = ray.wait(list(in_flight), num_returns=1, timeout=max(0.0, next_deadline - time.monotonic()))
         for ref in done:
-            on_result(ray.get(ref))
+            piece, _ = in_flight.pop(ref)
+            try:
+                outcome = ray.get(ref)
+            except (TaskCancelledError, GetTimeoutError) as exc:
+                outcome = _lost(piece, "timeout", exc)
+            except RayTaskError as exc:  # the chunk itself raised, retries spent (transient to the end)
+                outcome = _lost(piece, "error", exc)
+            except RayError as exc:  # retries spent on a dead worker or node
+                outcome = _lost(piece, "lost", exc)
+            on_outcome(piece, outcome)
+        now = time.monotonic()
+        for ref, (piece, deadline) in list(in_flight.items()):
+            if deadline <= now:
+                ray.cancel(ref, force=True)
+                in_flight.pop(ref)
+                on_outcome(piece, _lost(piece, "timeout", TimeoutError(
+                    f"no result within {workload.point_timeout_s:g} s per point ({piece.num_rows} points)")))

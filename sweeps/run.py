@@ -1,98 +1,177 @@
-"""``commscale run``: plan, skip what the lake holds, project on Ray, commit, read back."""
+"""Run a sweep: check its manifest, skip what the lake holds, execute on Ray, commit.
+
+A sweep is known to the lake by a manifest per (sweep name, hardware): the fingerprint of
+its config and how many points it plans. Running a sweep again resumes it: committed
+points stay, the rest run, and the count at the end is exact. Running it with a changed
+config under the same name is refused unless ``restart`` asks to start anew (its rows
+are dropped from the lake).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import time
-from dataclasses import dataclass
-from typing import Optional, Tuple
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
+from rich.text import Text
 
 from analysis.query import connect
-from sweeps.config import RunConfig
-from sweeps.dispatch import project_on_ray, ray_session
+from sweeps.dispatch import Workload, execute, ray_session, slots
+from sweeps.errors import UserError
+from sweeps.kinds import FAILURE_KIND, FAILURE_SCHEMA_VERSION
 from sweeps.lake import Lake
-from sweeps.plan import Highlight, plan_points
+from tasks.outcomes import FAILURE_SCHEMA, STATUS_OK, ChunkOutcome
 
-__all__ = ["RunReport", "run_sweep", "PROJECTION_KIND"]
+__all__ = ["SweepJob", "RunReport", "run_job", "read_rows", "fingerprint_of"]
 
-PROJECTION_KIND = "projection"
+
+def fingerprint_of(content: Any) -> str:
+    """Stable short hash of JSON-able content."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass
+class SweepJob:
+    """A planned sweep: its points (with keys), what runs them, and its identity.
+
+    ``config`` is the JSON-able config the manifest keeps (diffed to name what changed);
+    ``sweep_fingerprint`` must change whenever the points would, except through the
+    hardware, which ``hardware_fingerprint`` covers (one partition per hardware name).
+    """
+
+    name: str
+    hardware: str
+    points: pa.Table
+    workload: Workload
+    config: Dict[str, Any]
+    sweep_fingerprint: str
+    hardware_fingerprint: str
+
+    @property
+    def partition(self) -> Dict[str, str]:
+        return {"sweep": self.name, "hardware": self.hardware}
 
 
 @dataclass
 class RunReport:
-    """What a run did and the rows it stands on (read back from the lake)."""
+    """What a run did. ``failures`` are this run's failed points (bugs, timeouts, lost)."""
 
-    config: RunConfig
+    job: SweepJob
     lake: Lake
-    partition: dict
     planned: int
     cached: int
-    projected: int
-    files_written: int
+    committed: int
+    by_status: Dict[str, int]
+    failures: List[Dict[str, Any]]
+    run_id: str
     where: str
     elapsed_s: float
-    rows: pd.DataFrame
-    highlights: Tuple[Highlight, ...]
+    restarted: bool = False
+    details: Dict[str, Any] = field(default_factory=dict)
 
 
-def _chunk_size(pending: int, workers: int, requested: Optional[int]) -> int:
-    """Rows per task: as asked, else about two tasks per CPU (at least 64 rows each)."""
-    if requested:
-        return requested
-    return max(64, -(-pending // max(1, 2 * workers)))
+class _RateColumn(ProgressColumn):
+    def render(self, task) -> Text:
+        return Text(f"{task.speed:,.0f} pts/s" if task.speed else "- pts/s", style="progress.data.speed")
 
 
-def run_sweep(config: RunConfig, lake: Lake, *, address: Optional[str] = None,
-              num_cpus: Optional[int] = None, chunk_size: Optional[int] = None,
-              console: Optional[Console] = None) -> RunReport:
-    """Project every point of the sweep not yet in the lake and commit the results.
+def _check_manifest(lake: Lake, job: SweepJob, restart: bool) -> bool:
+    """Refuse a changed sweep under a known name, unless restarting; returns restarted."""
+    changed = []
+    for (name, hardware), manifest in lake.sweeps().items():
+        if name != job.name:
+            continue
+        if manifest["sweep_fingerprint"] != job.sweep_fingerprint:
+            old = manifest.get("config", {})
+            changed += [k for k in sorted(set(old) | set(job.config)) if old.get(k) != job.config.get(k)] or ["config"]
+        if hardware == job.hardware and manifest["hardware_fingerprint"] != job.hardware_fingerprint:
+            changed.append(f"hardware {hardware}'s figures")
+    if not changed:
+        return False
+    if not restart:
+        raise UserError(
+            f"sweep {job.name!r} in lake {lake} was run with another config (changed: {', '.join(sorted(set(changed)))}); "
+            "run with --restart to start it anew (its rows leave the lake), or choose another sweep name"
+        )
+    for kind in (job.workload.kind, FAILURE_KIND):
+        lake.remove_partition(kind, job.name, reason=f"restart of sweep {job.name}")
+    return True
 
-    The lake is checked for writing before anything runs; each finished chunk is
-    committed as one file, so an interrupted run keeps what finished. Points whose key
-    the partition already holds are not projected again.
+
+def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpus: Optional[int] = None,
+            chunk_size: Optional[int] = None, restart: bool = False, console: Optional[Console] = None) -> RunReport:
+    """Run every point of ``job`` not yet committed; commit each finished chunk.
+
+    Checks run before any work: the lake is writable and of this format, and the sweep's
+    manifest matches (or ``restart``). Safe to interrupt at any moment: what was
+    committed stays, and running the same job again finishes the rest.
     """
     console = console or Console(stderr=True)
     started = time.perf_counter()
     lake.ensure_writable()
-    plan = plan_points(config)
-    partition = {"sweep": config.sweep.name, "hardware": config.hardware.name}
-    done_keys = lake.keys(PROJECTION_KIND, partition)
-    pending = plan.points.filter(pc.invert(pc.is_in(plan.points.column("key"), pa.array(sorted(done_keys), pa.string()))))
-    files, where = 0, "nothing to run: every point is in the lake"
+    restarted = _check_manifest(lake, job, restart)
+    kind = job.workload.kind
+    lake.record_sweep({"sweep": job.name, "hardware": job.hardware, "kind": kind, "planned": job.points.num_rows,
+                       "sweep_fingerprint": job.sweep_fingerprint, "hardware_fingerprint": job.hardware_fingerprint,
+                       "config": job.config})
+    done_keys = lake.keys(kind, job.partition)
+    pending = job.points.filter(pc.invert(pc.is_in(job.points.column("key"), pa.array(sorted(done_keys), pa.string()))))
+    run_id = uuid.uuid4().hex[:12]
+    by_status: Dict[str, int] = {}
+    failures: List[Dict[str, Any]] = []
+    committed, where = 0, "nothing to run: every point is in the lake"
     if pending.num_rows:
         with contextlib.ExitStack() as stack:
             with console.status("starting Ray..."):
                 session = stack.enter_context(ray_session(address, num_cpus))
             where = session.where
-            size = _chunk_size(pending.num_rows, session.cpus, chunk_size)
-            columns = (TextColumn("[bold]projecting[/]"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("points"), TimeElapsedColumn())
+            width = slots(job.workload)
+            size = chunk_size or max(1, min(512, -(-pending.num_rows // (4 * width))))
+            columns = (TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
+                       TextColumn("failed {task.fields[failed]} · cached {task.fields[cached]}"),
+                       _RateColumn(), TimeRemainingColumn())
             with Progress(*columns, console=console) as progress:
-                bar = progress.add_task("project", total=pending.num_rows)
+                bar = progress.add_task(kind, total=pending.num_rows, failed=0, cached=job.points.num_rows - pending.num_rows)
 
-                def commit(result: pa.Table) -> None:
-                    nonlocal files
-                    lake.commit(PROJECTION_KIND, partition, result)
-                    files += 1
-                    progress.advance(bar, result.num_rows)
+                def commit(piece: pa.Table, outcome: ChunkOutcome) -> None:
+                    nonlocal committed
+                    if outcome.results is not None and outcome.results.num_rows:
+                        result = lake.commit(kind, job.partition, outcome.results, schema_version=job.workload.schema_version)
+                        committed += result.rows_written
+                        for entry in pc.value_counts(outcome.results.column("status")).to_pylist():
+                            by_status[entry["values"]] = by_status.get(entry["values"], 0) + entry["counts"]
+                    if outcome.failures:
+                        _commit_failures(lake, job, kind, run_id, outcome.failures)
+                        failures.extend(outcome.failures)
+                    progress.update(bar, advance=piece.num_rows, failed=len(failures))
 
-                project_on_ray(pending, config.hardware, size, commit)
-    rows = read_rows(lake, plan.points.select(["key"]))
-    return RunReport(config, lake, partition, plan.points.num_rows, plan.points.num_rows - pending.num_rows,
-                     pending.num_rows, files, where, time.perf_counter() - started, rows, plan.highlights)
+                execute(pending, job.workload, chunk_size=size, max_in_flight=2 * width, on_outcome=commit)
+    return RunReport(job, lake, job.points.num_rows, job.points.num_rows - pending.num_rows, committed, by_status,
+                     failures, run_id, where, time.perf_counter() - started, restarted)
 
 
-def read_rows(lake: Lake, keys: pa.Table) -> pd.DataFrame:
-    """The projection rows of the given keys, read back from the lake through DuckDB."""
+def _commit_failures(lake: Lake, job: SweepJob, kind: str, run_id: str, failures: List[Dict[str, Any]]) -> None:
+    now = time.time()
+    rows = [{**f, "key": f"{f['point_key']}@{run_id}", "result_kind": kind, "run_id": run_id, "time": now}
+            for f in failures]
+    lake.commit(FAILURE_KIND, job.partition, pa.Table.from_pylist(rows, schema=FAILURE_SCHEMA),
+                schema_version=FAILURE_SCHEMA_VERSION)
+
+
+def read_rows(lake: Lake, kind: str, keys: pa.Table, *, status: str = STATUS_OK) -> pd.DataFrame:
+    """Rows of ``kind`` with the given keys (and status), read back through DuckDB."""
     con = connect(lake)
     try:
-        con.register("wanted", keys)
-        return con.sql(f"SELECT p.* FROM {PROJECTION_KIND} p JOIN wanted USING (key)").df()
+        con.register("wanted", keys.select(["key"]))
+        return con.sql(f'SELECT r.* FROM "{kind}" r JOIN wanted USING (key) WHERE r.status = ?', params=[status]).df()
     finally:
         con.close()

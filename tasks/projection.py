@@ -30,7 +30,8 @@ __all__ = [
 COST_MODEL_VERSION = "spec-1"
 
 #: Version of the projection table's schema (the lake's ``schema_version`` column).
-SCHEMA_VERSION = 1
+#: 2 added ``status`` and ``reason``.
+SCHEMA_VERSION = 2
 
 #: What a point carries into a projection. ``links`` is "ideal" (every group on the
 #: scale-up tier, the study's assumption that four devices stand in for larger groups)
@@ -53,6 +54,8 @@ POINT_SCHEMA = pa.schema(
 )
 
 _RESULT_FIELDS = [
+    ("status", pa.string()),  # ok | infeasible | oom (tasks.outcomes)
+    ("reason", pa.string()),
     ("hardware_fingerprint", pa.string()),
     ("calibration", pa.string()),
     ("cost_model_version", pa.string()),
@@ -192,6 +195,8 @@ def project_table(points: pa.Table, hw: HardwareProfile) -> pa.Table:
     result = project_columns(columns, hw)
     n = points.num_rows
     out = {name: points.column(name) for name in POINT_SCHEMA.names}
+    out["status"] = pa.array(["ok"] * n, pa.string())
+    out["reason"] = pa.nulls(n, pa.string())
     out["hardware_fingerprint"] = pa.array([fingerprint(hw)] * n, pa.string())
     out["calibration"] = pa.array([f"spec:{hw.name}"] * n, pa.string())
     out["cost_model_version"] = pa.array([COST_MODEL_VERSION] * n, pa.string())

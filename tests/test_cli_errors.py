@@ -50,9 +50,9 @@ def snapshot(root: Path) -> list[tuple]:
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Path:
-    """A lake holding one committed projection file."""
+    """A lake holding one committed file of a toy kind."""
     root = tmp_path / "lake"
-    Lake(str(root)).commit("projection", {"sweep": "s", "hardware": "h"}, pa.table({"key": ["a"]}))
+    Lake(str(root)).commit("toy", {"sweep": "s", "hardware": "h"}, pa.table({"key": ["a"]}))
     return root
 
 
@@ -88,7 +88,7 @@ def test_run_rejects_bad_config(tmp_path, lake, overrides, fragments):
 
 @pytest.mark.parametrize("command", [
     pytest.param(["run", "sweep=smoke"], id="run"),
-    pytest.param(["query", "SELECT count(*) FROM projection"], id="query"),
+    pytest.param(["query", "SELECT count(*) FROM toy"], id="query"),
 ])
 def test_lake_path_is_a_regular_file(tmp_path, lake, command):
     not_a_dir = tmp_path / "lake-file"
@@ -129,7 +129,7 @@ def test_query_rejects_bad_sql(tmp_path, lake, statement, fragments):
 
 def test_query_csv_and_json(tmp_path, lake):
     before = snapshot(tmp_path)
-    statement = "SELECT count(*) AS n FROM projection"
+    statement = "SELECT count(*) AS n FROM toy"
 
     as_csv = commscale("query", statement, "--lake", str(lake), "--format", "csv", cwd=tmp_path)
     assert as_csv.returncode == 0, as_csv.stderr

@@ -29,7 +29,7 @@ def test_smoke_sweep_lands_every_point_once_and_a_rerun_projects_nothing(tmp_pat
 
     first = _run("run", "sweep=smoke", "--lake", str(lake), "--num-cpus", "2", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert f"{len(expected_keys)} projected" in first.stdout
+    assert f"{len(expected_keys)} points, {len(expected_keys)} new, 0 already in the lake" in first.stdout
     assert "auth: token" in first.stdout
     assert str(lake) in first.stdout and "commscale query" in first.stdout
 
@@ -41,7 +41,7 @@ def test_smoke_sweep_lands_every_point_once_and_a_rerun_projects_nothing(tmp_pat
 
     second = _run("run", "sweep=smoke", "--lake", str(lake), cwd=tmp_path)
     assert second.returncode == 0, second.stderr
-    assert f"0 projected, {len(expected_keys)} already in the lake" in second.stdout
+    assert f"0 new, {len(expected_keys)} already in the lake" in second.stdout
     assert sorted(lake.rglob("*.parquet")) == files_after_first
 
     summary = _run("query", "SELECT count(*) AS n, count(DISTINCT key) AS k FROM projection", "--lake", str(lake),

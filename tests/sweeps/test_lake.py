@@ -20,57 +20,57 @@ def _table(keys, value=1.0):
 
 def test_round_trip_through_duckdb_read_parquet_with_hive_partitions(tmp_path):
     lake = Lake(str(tmp_path))
-    lake.commit("projection", PARTITION, _table(["a", "b"], 2.5))
-    lake.commit("projection", {"sweep": "s2", "hardware": "b200"}, _table(["c"], 7.0))
+    lake.commit("toy", PARTITION, _table(["a", "b"], 2.5))
+    lake.commit("toy", {"sweep": "s2", "hardware": "b200"}, _table(["c"], 7.0))
     rows = duckdb.sql(
         f"SELECT key, value, kind, sweep, hardware FROM read_parquet('{tmp_path}/**/*.parquet', "
         "hive_partitioning = true) ORDER BY key"
     ).fetchall()
-    assert rows == [("a", 2.5, "projection", "s1", "h100"), ("b", 2.5, "projection", "s1", "h100"),
-                    ("c", 7.0, "projection", "s2", "b200")]
+    assert rows == [("a", 2.5, "toy", "s1", "h100"), ("b", 2.5, "toy", "s1", "h100"),
+                    ("c", 7.0, "toy", "s2", "b200")]
 
 
 def test_pandas_reads_the_lake_with_partitions(tmp_path):
     lake = Lake(str(tmp_path))
-    lake.commit("projection", PARTITION, _table(["a"]))
-    frame = pd.read_parquet(tmp_path / "kind=projection")
+    lake.commit("toy", PARTITION, _table(["a"]))
+    frame = pd.read_parquet(tmp_path / "kind=toy")
     assert list(frame["key"]) == ["a"]
     assert list(frame["sweep"].astype(str)) == ["s1"]
 
 
 def test_commit_leaves_no_temporary_file_and_keys_are_listed(tmp_path):
     lake = Lake(str(tmp_path))
-    path = lake.commit("projection", PARTITION, _table(["a", "b"]))
-    names = [p.name for p in (tmp_path / "kind=projection" / "sweep=s1" / "hardware=h100").iterdir()]
-    assert names == [path.rsplit("/", 1)[1]]
-    assert lake.keys("projection", PARTITION) == {"a", "b"}
-    assert lake.keys("projection", {"sweep": "other", "hardware": "h100"}) == set()
+    path = lake.commit("toy", PARTITION, _table(["a", "b"])).path
+    names = [p.name for p in (tmp_path / "kind=toy" / "sweep=s1" / "hardware=h100").iterdir()]
+    assert names == [path.rsplit("/", 1)[1]]  # only the committed file, no temporary left
+    assert lake.keys("toy", PARTITION) == {"a", "b"}
+    assert lake.keys("toy", {"sweep": "other", "hardware": "h100"}) == set()
 
 
 def test_a_half_written_hidden_file_is_invisible_to_readers(tmp_path):
     lake = Lake(str(tmp_path))
-    lake.commit("projection", PARTITION, _table(["a"]))
-    directory = tmp_path / "kind=projection" / "sweep=s1" / "hardware=h100"
+    lake.commit("toy", PARTITION, _table(["a"]))
+    directory = tmp_path / "kind=toy" / "sweep=s1" / "hardware=h100"
     (directory / ".part-deadbeef.parquet.tmp").write_bytes(b"PAR1 truncated")
-    assert len(lake.files("projection")) == 1
-    assert query(lake, "SELECT count(*) AS n FROM projection").column("n").to_pylist() == [1]
-    assert lake.keys("projection", PARTITION) == {"a"}
+    assert len(lake.files("toy")) == 1
+    assert query(lake, "SELECT count(*) AS n FROM toy").column("n").to_pylist() == [1]
+    assert lake.keys("toy", PARTITION) == {"a"}
 
 
 def test_query_views_name_each_kind(tmp_path):
     lake = Lake(str(tmp_path))
-    lake.commit("projection", PARTITION, _table(["a", "b"]))
+    lake.commit("toy", PARTITION, _table(["a", "b"]))
     lake.commit("roi", {"sweep": "s1", "hardware": "h100"}, _table(["x"]))
-    result = query(lake, "SELECT (SELECT count(*) FROM projection) AS p, (SELECT count(*) FROM roi) AS r")
+    result = query(lake, "SELECT (SELECT count(*) FROM toy) AS p, (SELECT count(*) FROM roi) AS r")
     assert result.to_pylist() == [{"p": 2, "r": 1}]
 
 
 def test_failing_sql_names_the_statement(tmp_path):
     lake = Lake(str(tmp_path))
-    lake.commit("projection", PARTITION, _table(["a"]))
+    lake.commit("toy", PARTITION, _table(["a"]))
     with pytest.raises(QueryError) as info:
-        query(lake, "SELECT nope FROM projection")
-    assert "SELECT nope FROM projection" in str(info.value)
+        query(lake, "SELECT nope FROM toy")
+    assert "SELECT nope FROM toy" in str(info.value)
 
 
 def test_a_file_in_place_of_the_lake_is_refused(tmp_path):
@@ -86,12 +86,12 @@ def test_a_file_in_place_of_the_lake_is_refused(tmp_path):
 
 def test_partition_values_cannot_escape_the_layout(tmp_path):
     with pytest.raises(LakeError):
-        Lake(str(tmp_path)).commit("projection", {"sweep": "../x", "hardware": "h"}, _table(["a"]))
+        Lake(str(tmp_path)).commit("toy", {"sweep": "../x", "hardware": "h"}, _table(["a"]))
 
 
 def test_a_uri_root_works_through_pyarrow_filesystems(tmp_path):
     lake = Lake(f"file://{tmp_path}")
     lake.ensure_writable()
-    lake.commit("projection", PARTITION, _table(["a"]))
-    assert lake.keys("projection", PARTITION) == {"a"}
-    assert query(lake, "SELECT key FROM projection").column("key").to_pylist() == ["a"]
+    lake.commit("toy", PARTITION, _table(["a"]))
+    assert lake.keys("toy", PARTITION) == {"a"}
+    assert query(lake, "SELECT key FROM toy").column("key").to_pylist() == ["a"]

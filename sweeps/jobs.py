@@ -1,0 +1,69 @@
+"""Turn a config into a ``SweepJob``: the projection of a grid, or a probe of a cluster."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import tempfile
+from typing import Dict, Mapping, Optional, Tuple
+
+import pyarrow as pa
+
+from sweeps.config import RunConfig
+from sweeps.dispatch import Workload
+from sweeps.errors import ConfigError
+from sweeps.plan import Plan, plan_points
+from sweeps.run import SweepJob, fingerprint_of
+from tasks import probe, projection
+from tasks.specs import fingerprint
+
+__all__ = ["projection_job", "probe_job"]
+
+
+def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0) -> Tuple[SweepJob, Plan]:
+    """The job of ``commscale run``: the sweep's points projected on its hardware."""
+    plan = plan_points(config)
+    sweep = {f"sweep.{k}": v for k, v in dataclasses.asdict(config.sweep).items() if k != "description"}
+    sweep["sweep.links"] = config.sweep.links.value
+    sweep["model"] = dataclasses.asdict(config.model) if config.model else None
+    sweep["cost_model"] = projection.COST_MODEL_VERSION
+    workload = Workload(kind="projection", body=projection.project_table, context=config.hardware,
+                        schema=projection.PROJECTION_SCHEMA, schema_version=projection.SCHEMA_VERSION,
+                        resources={"num_cpus": 1}, point_timeout_s=point_timeout_s)
+    job = SweepJob(name=config.sweep.name, hardware=config.hardware.name, points=plan.points, workload=workload,
+                   config=sweep, sweep_fingerprint=fingerprint_of(sweep),
+                   hardware_fingerprint=fingerprint(config.hardware))
+    return job, plan
+
+
+def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int], resources: Dict[str, float],
+              cpus_per_point: float = 1.0, point_timeout_s: float = 60.0, marker_dir: Optional[str] = None) -> SweepJob:
+    """Synthetic points (``tasks.probe``): ``points`` of them sleep ``sleep_s``; the first
+    ones fail on purpose, ``fail[mode]`` points per mode. Each task asks for
+    ``cpus_per_point`` CPUs and ``resources`` (custom Ray resources standing in for GPUs)."""
+    if points <= 0:
+        raise ConfigError("points", points, "must be positive")
+    if sleep_s < 0:
+        raise ConfigError("sleep_ms", sleep_s * 1000, "must not be negative")
+    for mode, count in fail.items():
+        if mode not in probe.FAIL_MODES or not mode:
+            raise ConfigError("fail", mode, f"unknown mode; choose from {', '.join(m for m in probe.FAIL_MODES if m)}")
+        if count < 0:
+            raise ConfigError("fail", f"{mode}:{count}", "count must not be negative")
+    if sum(fail.values()) > points:
+        raise ConfigError("fail", dict(fail), f"asks for more failing points than the {points} points")
+    modes = [mode for mode, count in sorted(fail.items()) for _ in range(count)]
+    modes += [""] * (points - len(modes))
+    config = {"points": points, "sleep_s": sleep_s, "fail": dict(sorted(fail.items()))}
+    fp = fingerprint_of(config)
+    rows = [{"key": hashlib.sha256(f"probe:{fp}:{i}".encode()).hexdigest()[:32], "index": i, "sleep_s": sleep_s,
+             "fail": mode} for i, mode in enumerate(modes)]
+    options: Dict[str, object] = {"num_cpus": cpus_per_point}
+    if resources:
+        options["resources"] = dict(resources)
+    context = probe.ProbeContext(marker_dir or tempfile.mkdtemp(prefix="commscale-probe-"))
+    workload = Workload(kind="probe", body=probe.probe_table, context=context, schema=probe.PROBE_SCHEMA,
+                        schema_version=probe.SCHEMA_VERSION, resources=options, point_timeout_s=point_timeout_s)
+    label = "+".join(sorted(resources)) or "cpu"
+    return SweepJob(name=name, hardware=label, points=pa.Table.from_pylist(rows, schema=probe.PROBE_POINT_SCHEMA),
+                    workload=workload, config=config, sweep_fingerprint=fp, hardware_fingerprint=fingerprint_of(resources))

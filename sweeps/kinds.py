@@ -1,0 +1,22 @@
+"""The result kinds of the lake: each one's table schema and its version."""
+
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+import pyarrow as pa
+
+from tasks import probe, projection
+from tasks.outcomes import FAILURE_SCHEMA
+
+__all__ = ["SCHEMAS", "FAILURE_KIND", "FAILURE_SCHEMA_VERSION"]
+
+FAILURE_KIND = "failure"
+FAILURE_SCHEMA_VERSION = 1
+
+#: kind -> (schema, version) that this commscale writes and reads.
+SCHEMAS: Dict[str, Tuple[pa.Schema, int]] = {
+    "projection": (projection.PROJECTION_SCHEMA, projection.SCHEMA_VERSION),
+    "probe": (probe.PROBE_SCHEMA, probe.SCHEMA_VERSION),
+    FAILURE_KIND: (FAILURE_SCHEMA, FAILURE_SCHEMA_VERSION),
+}
