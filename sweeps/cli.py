@@ -131,7 +131,7 @@ def _parse_pairs(values: Sequence[str], option: str, cast) -> dict:
         try:
             pairs[name] = cast(amount) if sep else cast(1)
         except ValueError:
-            raise click.BadParameter(f"{value!r} is not NAME{':' if option == '--fail' else '='}NUMBER", param_hint=option)
+            raise click.BadParameter(f"{value!r} is not NAME{':' if option == '--fail' else '='}NUMBER", param_hint=option) from None
     return pairs
 
 
@@ -167,6 +167,30 @@ def probe(name: str, points: int, sleep_ms: float, fail: Sequence[str], resource
     out = Console()
     _report_header(out, report, f"[bold]probe {name}[/]")
     _report_failures(out, report, lake_root)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("overrides", nargs=-1)
+@click.option("--address", envvar="RAY_API_SERVER_ADDRESS", default="http://127.0.0.1:8265", show_default=True,
+              help="The cluster's Jobs API (dashboard) address.")
+@lake_option
+@click.option("--python", "python_bin", default="python", show_default=True,
+              help="Python that runs the job on the head node.")
+@click.option("--follow/--no-follow", default=True, show_default=True, help="Stream the job's logs until it ends.")
+def submit(overrides: Sequence[str], address: str, lake_root: str, python_bin: str, follow: bool) -> None:
+    """Submit `commscale run OVERRIDES` to a Ray cluster as a job, and follow it.
+
+    The config is checked here first; the repository travels as the job's working
+    directory; the lake path must be one the cluster can write (shared storage, or this
+    machine for a cluster on loopback)."""
+    from sweeps.submit import submit_run
+
+    load_run_config(overrides)  # bad input fails here, before anything is submitted
+    lake_path = lake_root if "://" in lake_root else str(Path(lake_root).expanduser().resolve())
+    ok = submit_run(address, [*overrides, "--lake", lake_path], python_bin=python_bin, follow=follow,
+                    echo=lambda text: click.echo(text, nl=False))
+    if not ok:
+        sys.exit(1)
 
 
 @main.command()

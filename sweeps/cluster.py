@@ -15,6 +15,14 @@ What Ray 2.60 does with the addresses, found by running it (see ``LocalCluster``
   ``127.0.0.1:PORT`` is redirected to it. The dashboard binds to 127.0.0.1.
 - The C++ servers (GCS, raylets, object managers, core workers) listen on every
   interface whatever the flags say; token authentication is what keeps other hosts out.
+  The dashboard asks for the token too (``Authorization: Bearer <token>``).
+- Several nodes on one host need ports of their own: each node gets its own temp dir,
+  and lets the OS pick its dashboard agent port and its workers' ports (the defaults,
+  52365 and 10002-19999, are the same for every node).
+- A client with a wrong token is refused only after Ray has retried the GCS once a
+  second ``RAY_NUM_REDIS_GET_RETRIES`` times (20 by default); set it to 1-2 in a client
+  that should fail fast. A node (``ray start --address``) with a wrong token fails the
+  same way, before it spawns anything.
 
 Importing this module starts nothing and imports no Ray: it drives the ``ray`` command
 line, and asks the GCS about nodes through a short Python subprocess.
@@ -33,9 +41,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any
 
 __all__ = ["LocalCluster", "LOOPBACK"]
 
@@ -102,13 +111,13 @@ class _Node:
     name: str
     role: str  # "head" or "worker"
     pid: int  # also the process group id (started with start_new_session=True)
-    start_ticks: Optional[int]  # start time from /proc, to tell the pid from a reused one
+    start_ticks: int | None  # start time from /proc, to tell the pid from a reused one
     temp_dir: str
     log: str
     cpus: int
     gpus: int = 0
-    resources: Dict[str, float] = field(default_factory=dict)
-    node_id: Optional[str] = None
+    resources: dict[str, float] = field(default_factory=dict)
+    node_id: str | None = None
 
 
 class LocalCluster:
@@ -140,12 +149,12 @@ class LocalCluster:
     def __init__(
         self,
         *,
-        state_dir: Union[str, Path],
+        state_dir: str | Path,
         head_cpus: int = 1,
         dashboard: bool = False,
-        ray_bin: Optional[str] = None,
+        ray_bin: str | None = None,
         object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES,
-        extra_env: Optional[Mapping[str, str]] = None,
+        extra_env: Mapping[str, str] | None = None,
         start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         """Validate the settings; start nothing.
@@ -185,12 +194,12 @@ class LocalCluster:
         self._extra_env = env_extra
         self._start_timeout_s = float(start_timeout_s)
         self._token = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(16)
-        self._gcs_port: Optional[int] = None
-        self._dashboard_port: Optional[int] = None
-        self._node_ip: Optional[str] = None
-        self._head: Optional[_Node] = None
-        self._workers: Dict[str, _Node] = {}
-        self._procs: Dict[int, subprocess.Popen] = {}  # pid -> Popen, for nodes this process started
+        self._gcs_port: int | None = None
+        self._dashboard_port: int | None = None
+        self._node_ip: str | None = None
+        self._head: _Node | None = None
+        self._workers: dict[str, _Node] = {}
+        self._procs: dict[int, subprocess.Popen] = {}  # pid -> Popen, for nodes this process started
         self._stopped = False
         if self.state_file.exists():
             try:
@@ -227,25 +236,28 @@ class LocalCluster:
         return f"{LOOPBACK}:{self._gcs_port}"
 
     @property
-    def dashboard_url(self) -> Optional[str]:
-        """``http://127.0.0.1:PORT`` when started with ``dashboard=True``, else None."""
+    def dashboard_url(self) -> str | None:
+        """``http://127.0.0.1:PORT`` when started with ``dashboard=True``, else None.
+
+        The dashboard wants the token: ``Authorization: Bearer <token>`` from API clients.
+        """
         if not self._dashboard or self._dashboard_port is None:
             return None
         return f"http://{LOOPBACK}:{self._dashboard_port}"
 
     @property
-    def env(self) -> Dict[str, str]:
+    def env(self) -> dict[str, str]:
         """What a client needs in its environment: RAY_AUTH_MODE, RAY_AUTH_TOKEN, RAY_ADDRESS."""
         return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self._token, "RAY_ADDRESS": self.address}
 
     @property
-    def node_ip(self) -> Optional[str]:
+    def node_ip(self) -> str | None:
         """The IP the nodes registered under (Ray 2.60 on Linux: the host's routable IP,
         not 127.0.0.1, see the module docstring); None before ``start_head``."""
         return self._node_ip
 
     @property
-    def workers(self) -> List[str]:
+    def workers(self) -> list[str]:
         """Names of the worker nodes this cluster started and has not removed."""
         return list(self._workers)
 
@@ -300,8 +312,8 @@ class LocalCluster:
         self.save_state()
         return self.address
 
-    def add_worker(self, *, cpus: int = 1, resources: Optional[Dict[str, float]] = None,
-                   name: Optional[str] = None, gpus: int = 0) -> str:
+    def add_worker(self, *, cpus: int = 1, resources: dict[str, float] | None = None,
+                   name: str | None = None, gpus: int = 0) -> str:
         """Start a worker node and return its name (the handle for ``remove_worker``).
 
         Runs ``ray start --block --address=... --node-ip-address=127.0.0.1 --num-cpus=..
@@ -387,7 +399,7 @@ class LocalCluster:
         if was_running and self._state_dir.is_dir():
             self.save_state()
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -395,7 +407,7 @@ class LocalCluster:
 
     # ---------------------------------------------------------------- the GCS view
 
-    def nodes(self) -> List[Dict[str, Any]]:
+    def nodes(self) -> list[dict[str, Any]]:
         """The GCS's node table: dicts with node_id, alive, ip, head, temp_dir, resources.
 
         Dead nodes stay in the table. Raises ``RuntimeError`` if the GCS cannot be asked.
@@ -416,7 +428,7 @@ class LocalCluster:
         nodes = self._probe("count", str(count), timeout_s=timeout_s)
         return sum(1 for n in nodes if n["alive"])
 
-    def pids(self) -> List[int]:
+    def pids(self) -> list[int]:
         """Pids of the live (not zombie) processes in this cluster's process groups."""
         nodes = list(self._workers.values()) + ([self._head] if self._head else [])
         table = _process_table()
@@ -456,7 +468,7 @@ class LocalCluster:
         return self.state_file
 
     @classmethod
-    def load(cls, state_dir: Union[str, Path]) -> "LocalCluster":
+    def load(cls, state_dir: str | Path) -> LocalCluster:
         """The cluster saved in ``state_dir``, ready to be stopped, inspected or grown.
 
         Raises ``ValueError`` if there is no readable state file there.
@@ -491,15 +503,15 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ internals
 
-    def _node_env(self, extra: Mapping[str, str]) -> Dict[str, str]:
+    def _node_env(self, extra: Mapping[str, str]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN_PATH")}
         env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self._token, RAY_USAGE_STATS_ENABLED="0")
         env.update(self._extra_env)
         env.update(extra)
         return env
 
-    def _spawn(self, name: str, role: str, temp_dir: str, log: Path, args: List[str], *, cpus: int,
-               gpus: int, resources: Dict[str, float], env: Mapping[str, str]) -> _Node:
+    def _spawn(self, name: str, role: str, temp_dir: str, log: Path, args: list[str], *, cpus: int,
+               gpus: int, resources: dict[str, float], env: Mapping[str, str]) -> _Node:
         command = [
             self._ray_bin, "start", "--block", *args,
             f"--node-ip-address={LOOPBACK}", f"--num-gpus={gpus}", f"--temp-dir={temp_dir}",
@@ -543,7 +555,7 @@ class LocalCluster:
                                           f"{self._start_timeout_s:.0f} s")
             time.sleep(0.2)
 
-    def _wait_registered(self, node: _Node, deadline: float) -> Dict[str, Any]:
+    def _wait_registered(self, node: _Node, deadline: float) -> dict[str, Any]:
         """Poll the GCS (one probe subprocess) until the node with ``node.temp_dir`` is alive."""
         remaining = max(1.0, deadline - time.monotonic())
         probe = self._start_probe("temp_dir", node.temp_dir, remaining)
@@ -577,7 +589,7 @@ class LocalCluster:
                                 env=env, text=True)
 
     @staticmethod
-    def _probe_result(probe: subprocess.Popen) -> List[Dict[str, Any]]:
+    def _probe_result(probe: subprocess.Popen) -> list[dict[str, Any]]:
         out, err = probe.communicate()
         lines = [line for line in out.splitlines() if line.startswith("[")]
         if probe.returncode != 0 or not lines:
@@ -585,7 +597,7 @@ class LocalCluster:
             raise RuntimeError(f"cannot read the node table from the GCS: {message}")
         return json.loads(lines[-1])
 
-    def _probe(self, mode: str, arg: str, *, timeout_s: float) -> List[Dict[str, Any]]:
+    def _probe(self, mode: str, arg: str, *, timeout_s: float) -> list[dict[str, Any]]:
         probe = self._start_probe(mode, arg, timeout_s)
         try:
             probe.wait(timeout=timeout_s + 30)
@@ -595,7 +607,7 @@ class LocalCluster:
             raise RuntimeError(f"the GCS at {self.address} did not answer within {timeout_s + 30:.0f} s") from None
         return self._probe_result(probe)
 
-    def _owns(self, node: _Node, table: Dict[int, "_Proc"]) -> bool:
+    def _owns(self, node: _Node, table: dict[int, _Proc]) -> bool:
         """Whether process group ``node.pid`` is still the one this cluster started.
 
         The leader, if alive, must have the recorded start time (pids are reused). If the
@@ -613,7 +625,7 @@ class LocalCluster:
                 return False
         return True
 
-    def _kill(self, nodes: List[_Node], *, hard: bool) -> None:
+    def _kill(self, nodes: list[_Node], *, hard: bool) -> None:
         """Stop the nodes' process groups and wait until no live member is left.
 
         Hard: SIGKILL to each whole group. Soft: SIGTERM to each group's leader, the
@@ -664,15 +676,15 @@ class LocalCluster:
 class _Proc:
     pgid: int
     state: str
-    start_ticks: Optional[int]
+    start_ticks: int | None
 
 
-def _process_table() -> Dict[int, _Proc]:
+def _process_table() -> dict[int, _Proc]:
     """Every process on the host: pid -> (process group, state, start time).
 
     From /proc on Linux; elsewhere from ``ps`` (without start times).
     """
-    table: Dict[int, _Proc] = {}
+    table: dict[int, _Proc] = {}
     if os.path.isdir("/proc/self"):
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
@@ -694,12 +706,12 @@ def _process_table() -> Dict[int, _Proc]:
     return table
 
 
-def _members(pgid: int, table: Dict[int, _Proc]) -> List[int]:
+def _members(pgid: int, table: dict[int, _Proc]) -> list[int]:
     """Live (not zombie, not dead) processes of process group ``pgid``."""
     return [pid for pid, proc in table.items() if proc.pgid == pgid and proc.state not in ("Z", "X")]
 
 
-def _start_ticks(pid: int) -> Optional[int]:
+def _start_ticks(pid: int) -> int | None:
     proc = _process_table().get(pid) if os.path.isdir("/proc/self") else None
     return proc.start_ticks if proc else None
 
@@ -723,12 +735,12 @@ def _check_int(name: str, value: object, *, minimum: int) -> None:
         raise ValueError(f"{name} must be >= {minimum}, not {value}")
 
 
-def _check_resources(resources: Optional[Mapping[str, float]]) -> Dict[str, float]:
+def _check_resources(resources: Mapping[str, float] | None) -> dict[str, float]:
     if resources is None:
         return {}
     if not isinstance(resources, Mapping):
         raise TypeError(f"resources must be a dict of name -> amount, not {resources!r}")
-    checked: Dict[str, float] = {}
+    checked: dict[str, float] = {}
     for key, amount in resources.items():
         if not isinstance(key, str) or not key:
             raise TypeError(f"resource names must be non-empty strings, not {key!r}")
@@ -742,7 +754,7 @@ def _check_resources(resources: Optional[Mapping[str, float]]) -> Dict[str, floa
     return checked
 
 
-def _find_ray_bin(ray_bin: Optional[str]) -> str:
+def _find_ray_bin(ray_bin: str | None) -> str:
     if ray_bin is not None:
         if not isinstance(ray_bin, str) or not ray_bin:
             raise TypeError(f"ray_bin must be a path, not {ray_bin!r}")

@@ -82,7 +82,7 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
         # A driver beside a cluster on loopback must not advertise another interface.
         local = {"_node_ip_address": "127.0.0.1"} if _is_loopback(address) else {}
         try:
-            ray.init(address=address, runtime_env={"py_modules": [tasks]}, **local, **quiet)
+            ray.init(address=address, runtime_env={"py_modules": [os.path.dirname(tasks.__file__)]}, **local, **quiet)
         except (ConnectionError, AuthenticationError, RuntimeError) as exc:
             raise UserError(
                 f"cannot join the Ray cluster at {address!r}: {str(exc).splitlines()[0]} "

@@ -56,7 +56,7 @@ def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int]
     modes += [""] * (points - len(modes))
     config = {"points": points, "sleep_s": sleep_s, "fail": dict(sorted(fail.items()))}
     fp = fingerprint_of(config)
-    rows = [{"key": hashlib.sha256(f"probe:{fp}:{i}".encode()).hexdigest()[:32], "index": i, "sleep_s": sleep_s,
+    rows = [{"key": hashlib.sha256(f"probe:{name}:{fp}:{i}".encode()).hexdigest()[:32], "index": i, "sleep_s": sleep_s,
              "fail": mode} for i, mode in enumerate(modes)]
     options: Dict[str, object] = {"num_cpus": cpus_per_point}
     if resources:

@@ -4,6 +4,7 @@ Layout under ROOT (a local path, or a pyarrow filesystem URI)::
 
     _lake.json                                   format version of the lake
     _log/00000000000000000001.json ...           commit log: one JSON entry per commit
+    _keys/part-UUID.keys                         the keys of each data file (Parquet)
     kind=KIND/sweep=SWEEP/hardware=HW/part-UUID.parquet
     _quarantine/                                 files set aside by ``verify``
 
@@ -17,7 +18,9 @@ Contract (after Delta Lake's commit protocol, simplified to one lock):
   ``_log/.lock`` (``fcntl.flock``; local filesystems). Under the lock the writer reads the
   log's new entries and drops rows whose key is already committed, so a key committed
   twice, by a retry or by two writers, is one result.
-- Each add entry records the file's row count, size, sha256 and keys: ``verify`` finds
+- Each add entry records the file's row count, size and sha256, and names a sidecar
+  holding its keys (read only by writers, ``keys`` and ``verify``, so readers that only
+  list files stay fast): ``verify`` finds
   truncated or corrupt files, moves them to ``_quarantine``, removes them from the lake
   with a log entry, and reports the keys to measure again.
 - On a non-local filesystem there is no lock: one writer at a time.
@@ -82,7 +85,6 @@ class VacuumReport:
 class _State:
     version: int = 0
     files: Dict[str, dict] = field(default_factory=dict)  # relative path -> add entry
-    keys: Dict[str, Set[str]] = field(default_factory=dict)  # kind -> committed keys
     sweeps: Dict[Tuple[str, str], dict] = field(default_factory=dict)  # (sweep, hardware) -> entry
 
 
@@ -101,6 +103,8 @@ class Lake:
         self.root = self.root.rstrip("/") or "/"
         self._state = _State()
         self._format_ok = False
+        self._file_keys: Dict[str, Set[str]] = {}  # relative path -> keys, loaded on demand
+        self._kind_keys: Dict[str, Set[str]] = {}  # kind -> keys of its loaded live files
 
     @property
     def local_root(self) -> Optional[Path]:
@@ -151,7 +155,7 @@ class Lake:
                 )
             if create:
                 self.fs.create_dir(self.root, recursive=True)
-                self._write_bytes(self._path("_lake.json"), json.dumps({"format": LAKE_FORMAT}).encode())
+                self._write_meta()
                 self._format_ok = True
             return
         found = meta.get("format")
@@ -193,12 +197,11 @@ class Lake:
         action = entry["action"]
         if action == "add":
             state.files[entry["file"]] = entry
-            state.keys.setdefault(entry["kind"], set()).update(entry["keys"])
         elif action == "remove":
             for relative in entry["files"]:
                 gone = state.files.pop(relative, None)
-                if gone is not None:
-                    state.keys.get(gone["kind"], set()).difference_update(gone["keys"])
+                if gone is not None and relative in self._file_keys:
+                    self._kind_keys.get(gone["kind"], set()).difference_update(self._file_keys.pop(relative))
         elif action == "sweep":
             state.sweeps[(entry["sweep"], entry["hardware"])] = entry
 
@@ -253,22 +256,27 @@ class Lake:
         relative = f"{directory}/{name}"
         temporary = self._path(f"{directory}/.{name}.tmp")
         self.fs.create_dir(self._path(directory), recursive=True)
+        keys_file = f"_keys/{name[:-len('.parquet')]}.keys"  # not *.parquet: raw globs skip it
+        self.fs.create_dir(self._path("_keys"), recursive=True)
         size, digest = self._write_parquet(temporary, table)
+        self._write_parquet(self._path(keys_file), table.select(["key"]))
         with self._locked():
-            committed = self._state.keys.get(kind, set())
+            committed = self._committed_keys(kind)
             fresh = [key not in committed for key in table.column("key").to_pylist()]
             skipped = fresh.count(False)
             if skipped:
                 table = table.filter(pa.array(fresh))
                 if table.num_rows == 0:
                     self.fs.delete_file(temporary)
+                    self.fs.delete_file(self._path(keys_file))
                     return CommitResult(None, 0, skipped, None)
                 size, digest = self._write_parquet(temporary, table)
+                self._write_parquet(self._path(keys_file), table.select(["key"]))
             self._publish(temporary, self._path(relative))
             version = self._append({
                 "action": "add", "kind": kind, "partition": dict(partition), "file": relative,
                 "rows": table.num_rows, "bytes": size, "sha256": digest,
-                "schema_version": schema_version, "keys": table.column("key").to_pylist(),
+                "schema_version": schema_version, "keys_file": keys_file,
             })
         return CommitResult(self._path(relative), table.num_rows, skipped, version)
 
@@ -319,13 +327,33 @@ class Lake:
         """Keys committed in a kind, or in one partition of it."""
         self.refresh()
         if partition is None:
-            return set(self._state.keys.get(kind, set()))
+            return set(self._committed_keys(kind))
         prefix = self.partition_dir(kind, partition) + "/"
         found: Set[str] = set()
-        for relative, entry in self._state.files.items():
+        for relative in list(self._state.files):
             if relative.startswith(prefix):
-                found.update(entry["keys"])
+                found.update(self._keys_of(relative))
         return found
+
+    def _keys_of(self, relative: str) -> Set[str]:
+        """The keys of one committed file, from its sidecar (cached)."""
+        if relative not in self._file_keys:
+            entry = self._state.files[relative]
+            if "keys" in entry:  # an entry that carries its keys inline
+                keys = set(entry["keys"])
+            else:
+                with self.fs.open_input_file(self._path(entry["keys_file"])) as handle:
+                    keys = set(pq.read_table(handle).column("key").to_pylist())
+            self._file_keys[relative] = keys
+            self._kind_keys.setdefault(entry["kind"], set()).update(keys)
+        return self._file_keys[relative]
+
+    def _committed_keys(self, kind: str) -> Set[str]:
+        """Keys of every live file of ``kind`` (loads the sidecars not yet loaded)."""
+        for relative, entry in list(self._state.files.items()):
+            if entry["kind"] == kind:
+                self._keys_of(relative)
+        return self._kind_keys.setdefault(kind, set())
 
     # -- maintenance ------------------------------------------------------------------
     def verify(self) -> VerifyReport:
@@ -341,6 +369,7 @@ class Lake:
             reason = self._check_file(relative, entry)
             if reason is None:
                 continue
+            keys = set(self._keys_of(relative))
             with self._locked():
                 if relative not in self._state.files:
                     continue
@@ -350,8 +379,8 @@ class Lake:
                     self.fs.move(self._path(relative), self._path(quarantine))
                 self._append({"action": "remove", "files": [relative], "reason": f"verify: {reason}",
                               "quarantine": quarantine})
-            report.bad.append((self._path(relative), reason, len(entry["keys"])))
-            report.keys_to_redo.setdefault(entry["kind"], set()).update(entry["keys"])
+            report.bad.append((self._path(relative), reason, len(keys)))
+            report.keys_to_redo.setdefault(entry["kind"], set()).update(keys)
         return report
 
     def _check_file(self, relative: str, entry: dict) -> Optional[str]:
@@ -376,10 +405,11 @@ class Lake:
         report = VacuumReport()
         self.refresh()
         live = {self._path(f) for f in self._state.files}
+        live |= {self._path(e["keys_file"]) for e in self._state.files.values() if "keys_file" in e}
         now = time.time()
-        for info in self._raw_files():
+        for info in self._raw_files(include_keys=True):
             name = info.base_name
-            if info.path in live or not (name.endswith(".tmp") or name.endswith(".parquet")):
+            if info.path in live or not name.endswith((".tmp", ".parquet", ".keys")):
                 continue
             if info.mtime is not None and now - info.mtime.timestamp() < grace_s:
                 continue
@@ -393,7 +423,7 @@ class Lake:
         if self._read_json(self._path("_lake.json")) is not None:
             self.check_format(create=False)
             return 0
-        self._write_bytes(self._path("_lake.json"), json.dumps({"format": LAKE_FORMAT}).encode())
+        self._write_meta()
         self._format_ok = True
         adopted = 0
         for info in self._raw_files():
@@ -411,11 +441,12 @@ class Lake:
         return adopted
 
     # -- helpers ----------------------------------------------------------------------
-    def _raw_files(self) -> List[pafs.FileInfo]:
+    def _raw_files(self, include_keys: bool = False) -> List[pafs.FileInfo]:
         selector = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
+        tops = ("kind=", "_keys/") if include_keys else ("kind=",)
         return [
             info for info in self.fs.get_file_info(selector)
-            if info.type == pafs.FileType.File and info.path[len(self.root) + 1:].startswith("kind=")
+            if info.type == pafs.FileType.File and info.path[len(self.root) + 1:].startswith(tops)
         ]
 
     def _raw_data_files(self) -> bool:
@@ -433,6 +464,16 @@ class Lake:
             raise LakeError(f"cannot read {path}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise LakeError(f"{path} is not valid JSON ({exc}); the lake's log is damaged") from None
+
+    def _write_meta(self) -> None:
+        """Create ``_lake.json`` whole, never half-written: writers may race to create it."""
+        final = self._path("_lake.json")
+        temporary = f"{final}.{uuid.uuid4().hex}.tmp"
+        self._write_bytes(temporary, json.dumps({"format": LAKE_FORMAT}).encode())
+        if self.local_root is not None:
+            os.replace(temporary, final)
+        else:
+            self.fs.move(temporary, final)
 
     def _write_bytes(self, path: str, data: bytes) -> None:
         if self.local_root is not None:

@@ -1,8 +1,8 @@
 """Plan a sweep: one point per configuration x hardware scenario, each with a stable key.
 
-A key hashes the point's content and everything that would change its result (the
-hardware profile's figures, the cost model's version, the calibration), so a point whose
-key is already in the lake never needs projecting again.
+A key hashes the point's content, its sweep, and everything that would change its result
+(the hardware profile's figures, the cost model's version, the calibration), so a point
+whose key is already in the lake never needs projecting again.
 """
 
 from __future__ import annotations
@@ -46,10 +46,12 @@ class Plan:
     highlights: Tuple[Highlight, ...]
 
 
-def point_key(point: Dict[str, object], hardware_fingerprint: str, calibration: str) -> str:
-    """Deterministic key of one point: sha256 of its canonical content and provenance."""
+def point_key(point: Dict[str, object], sweep: str, hardware_fingerprint: str, calibration: str) -> str:
+    """Deterministic key of one point of a sweep: sha256 of its canonical content, the
+    sweep it belongs to, and its provenance. Keys are unique within a result kind, so
+    each sweep owns whole rows (a point of two sweeps is one row in each)."""
     content = {f: point[f] for f in _KEY_FIELDS}
-    content.update(hardware=hardware_fingerprint, calibration=calibration, cost_model=COST_MODEL_VERSION)
+    content.update(sweep=sweep, hardware=hardware_fingerprint, calibration=calibration, cost_model=COST_MODEL_VERSION)
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
@@ -88,7 +90,7 @@ def plan_points(config: RunConfig) -> Plan:
         row = dict(label=label, h=h, heads=heads, sl=sl, b=b, tp=tp, dp=sweep.dp,
                    dtype_bytes=sweep.dtype_bytes, flop_vs_bw=float(m),
                    dp_slowdown=float(sweep.dp_slowdown), links=sweep.links.value)
-        row["key"] = point_key(row, hw_print, calibration)
+        row["key"] = point_key(row, sweep.name, hw_print, calibration)
         rows.append(row)
     return Plan(pa.Table.from_pylist(rows, schema=POINT_SCHEMA), highlights)
 

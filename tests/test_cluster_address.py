@@ -75,7 +75,8 @@ def test_run_joins_a_token_protected_cluster_on_loopback(ray_head, tmp_path):
 
     refused = subprocess.run(
         [str(BIN / "commscale"), "run", "sweep=smoke", "sweep.name=other", "--address", address, "--lake", str(lake)],
-        env={**env, "RAY_AUTH_TOKEN": "not-the-token"}, capture_output=True, text=True, timeout=300)
+        env={**env, "RAY_AUTH_TOKEN": "not-the-token", "RAY_NUM_REDIS_GET_RETRIES": "2"},  # refuse in seconds
+        capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2
     assert "cannot join the Ray cluster" in refused.stderr and "Traceback" not in refused.stderr
     assert not (lake / "kind=projection" / "sweep=other").exists()

@@ -11,13 +11,16 @@ import contextlib
 import json
 import logging
 import os
+import shutil
+import signal
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Dict, Iterator
 
 import pytest
 
@@ -42,7 +45,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _clean_env(**extra: str) -> Dict[str, str]:
+def _clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _CLIENT_VARS}
     env.update(RAY_USAGE_STATS_ENABLED="0", **extra)
     return env
@@ -111,7 +114,7 @@ def test_the_constructor_validates_eagerly_and_starts_nothing(tmp_path):
     idle = LocalCluster(state_dir=tmp_path / "idle")
     assert not (tmp_path / "idle").exists()
     with pytest.raises(RuntimeError):
-        idle.address
+        _ = idle.address
     with pytest.raises(RuntimeError):
         idle.add_worker()
     with pytest.raises(ValueError):
@@ -132,8 +135,8 @@ def test_a_client_needs_the_token(cluster):
     token = cluster.token_path
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
     assert token.read_text() == cluster.env["RAY_AUTH_TOKEN"]
-    join = ("import ray; ray.init(address=%r, logging_level='ERROR'); "
-            "print(sum(n['Alive'] for n in ray.nodes())); ray.shutdown()" % cluster.address)
+    join = (f"import ray; ray.init(address={cluster.address!r}, logging_level='ERROR'); "
+            "print(sum(n['Alive'] for n in ray.nodes())); ray.shutdown()")
 
     # With the token file (RAY_AUTH_TOKEN_PATH), a client joins and sees the three nodes.
     joined = subprocess.run([sys.executable, "-c", join], capture_output=True, text=True, timeout=120,
@@ -150,6 +153,23 @@ def test_a_client_needs_the_token(cluster):
     assert refused.returncode != 0
     assert "InvalidAuthToken" in refused.stderr or "AuthenticationError" in refused.stderr, refused.stderr[-2000:]
     assert time.monotonic() - start < 60
+
+    # Nor can a node join with a wrong token; it fails before it spawns anything.
+    temp_dir = tempfile.mkdtemp(prefix="csr-", dir="/tmp")
+    node = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", f"--address={cluster.address}",
+                             f"--temp-dir={temp_dir}", "--num-cpus=1", "--disable-usage-stats"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env=_clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="wrong",
+                                           RAY_NUM_REDIS_GET_RETRIES="2"))
+    try:
+        output, _ = node.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(node.pid, signal.SIGKILL)  # in case it left anything behind
+        node.wait()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    assert node.returncode != 0
+    assert "InvalidAuthToken" in output or "AuthenticationError" in output, output[-2000:]
     assert cluster.alive_nodes() == 3
 
 

@@ -53,6 +53,12 @@ def test_keys_change_with_the_hardware_figures_not_its_prose():
     assert set(plan_points(faster).points.column("key").to_pylist()).isdisjoint(base)
 
 
+def test_the_same_point_in_two_sweeps_has_two_keys():
+    first = set(plan_points(load_run_config(["sweep=smoke"])).points.column("key").to_pylist())
+    renamed = set(plan_points(load_run_config(["sweep=smoke", "sweep.name=smoke2"])).points.column("key").to_pylist())
+    assert len(first) == len(renamed) and first.isdisjoint(renamed)
+
+
 def test_a_selected_model_replaces_the_grid_of_hidden_sizes():
     plan = plan_points(load_run_config(["model=gpt3", "sweep=smoke", "sweep.highlights=[]"]))
     points = plan.points.to_pandas()

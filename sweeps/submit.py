@@ -1,0 +1,60 @@
+"""Submit a sweep to a Ray cluster as a job (Ray Jobs API) and follow its logs."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+import sweeps
+from sweeps.errors import UserError
+
+__all__ = ["submit_run", "job_runtime_env"]
+
+#: Never shipped with the job: lakes, environments, build output, version control.
+EXCLUDES = [".git", ".venv*", "venv", "lake", "*.lake", "__pycache__", "*.egg-info", "build", "dist",
+            ".pytest_cache", ".hypothesis", "bench-out"]
+
+
+def job_runtime_env() -> Dict[str, object]:
+    """The repository as the job's working directory (an editable install), or the
+    packages themselves when commscale is installed without its repository."""
+    root = Path(sweeps.__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "tasks").is_dir():
+        return {"working_dir": str(root), "excludes": EXCLUDES}
+    import analysis
+    import conf
+    import tasks
+
+    return {"py_modules": [sweeps, tasks, analysis, conf]}
+
+
+def submit_run(address: str, run_args: List[str], *, python_bin: str, follow: bool,
+               echo: Callable[[str], None]) -> bool:
+    """Submit ``commscale run RUN_ARGS`` as a job; with ``follow``, stream its logs and
+    return whether it succeeded (without, return True once it is accepted)."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    try:
+        client = JobSubmissionClient(address)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UserError(f"cannot reach the Jobs API at {address!r}: {str(exc).splitlines()[0]}") from None
+    entrypoint = shlex.join([python_bin, "-m", "sweeps.cli", "run", *run_args])
+    job_id = client.submit_job(entrypoint=entrypoint, runtime_env=job_runtime_env())
+    echo(f"submitted job {job_id} to {address}: {entrypoint}\n")
+    if not follow:
+        return True
+
+    async def stream() -> None:
+        async for lines in client.tail_job_logs(job_id):
+            echo(lines)
+
+    asyncio.run(stream())
+    status = client.get_job_status(job_id)
+    while status not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+        time.sleep(0.5)
+        status = client.get_job_status(job_id)
+    echo(f"job {job_id}: {status.value}\n")
+    return status == JobStatus.SUCCEEDED

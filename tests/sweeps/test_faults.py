@@ -1,0 +1,114 @@
+"""Sweeps on a real embedded Ray that fail on purpose (``commscale probe``): every kind of
+fault is sorted, a hung point times out, a killed driver resumes, a changed sweep is
+refused. Each test checks the committed key set against the expected one, no duplicates."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from analysis.query import query
+from sweeps.jobs import probe_job
+from sweeps.lake import Lake
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+COMMSCALE = str(Path(sys.executable).with_name("commscale"))
+
+
+def _probe(lake: Path, *args: str, **popen) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return subprocess.run([COMMSCALE, "probe", "--lake", str(lake), "--num-cpus", "2", *args], env=env,
+                          capture_output=True, text=True, timeout=600, **popen)
+
+
+def _expected_keys(name: str, points: int, sleep_ms: float, fail: dict) -> set:
+    job = probe_job(name=name, points=points, sleep_s=sleep_ms / 1000.0, fail=fail, resources={})
+    return set(job.points.column("key").to_pylist())
+
+
+def _rows(lake: Path, sql: str) -> list:
+    return query(Lake(str(lake)), sql).to_pylist()
+
+
+def test_every_kind_of_fault_is_sorted_and_a_rerun_retries_only_the_bugs(tmp_path):
+    lake = tmp_path / "lake"
+    fail = {"die_once": 2, "transient_once": 2, "infeasible": 1, "oom": 1, "bug": 2}
+    args = ["--points", "30", "--sleep-ms", "5", "--chunk-size", "3"]
+    args += [a for mode, n in fail.items() for a in ("--fail", f"{mode}:{n}")]
+    first = _probe(lake, *args)
+    assert first.returncode == 1, first.stderr  # bugs fail the run loudly
+    assert "2 points failed" in first.stderr and "ZeroDivisionError" in first.stderr
+
+    keys = [r["key"] for r in _rows(lake, "SELECT key FROM probe")]
+    expected = _expected_keys("probe", 30, 5, fail)
+    bug_points = {r["key"] for r in _rows(lake, "SELECT DISTINCT point_key AS key FROM failure")}
+    assert len(keys) == len(set(keys)) == 28
+    assert set(keys) | bug_points == expected and not set(keys) & bug_points
+    statuses = {r["status"]: r["n"] for r in _rows(lake, "SELECT status, count(*) AS n FROM probe GROUP BY status")}
+    assert statuses == {"ok": 26, "infeasible": 1, "oom": 1}
+    modes = {r["fail"]: r["status"] for r in _rows(lake, "SELECT fail, status FROM probe WHERE fail <> ''")}
+    assert modes == {"die_once": "ok", "transient_once": "ok", "infeasible": "infeasible", "oom": "oom"}
+    tracebacks = _rows(lake, "SELECT error_type, traceback FROM failure")
+    assert len(tracebacks) == 2 and all("ZeroDivisionError" in r["traceback"] for r in tracebacks)
+
+    second = _probe(lake, *args)
+    assert second.returncode == 1
+    assert "0 new, 28 already in the lake" in second.stdout and "2 failed" in second.stdout
+    assert len(_rows(lake, "SELECT key FROM probe")) == 28
+    assert len(_rows(lake, "SELECT key FROM failure")) == 4  # each run's failures are kept
+
+
+def test_a_hung_point_times_out_instead_of_hanging_the_sweep(tmp_path):
+    lake = tmp_path / "lake"
+    started = time.monotonic()
+    result = _probe(lake, "--name", "hang", "--points", "3", "--sleep-ms", "600000", "--timeout-s", "2",
+                    "--chunk-size", "1")
+    assert time.monotonic() - started < 120
+    assert result.returncode == 1
+    failures = _rows(lake, "SELECT status FROM failure")
+    assert [r["status"] for r in failures] == ["timeout"] * 3
+
+
+def test_a_driver_killed_mid_sweep_resumes_with_nothing_lost_or_doubled(tmp_path):
+    lake = tmp_path / "lake"
+    args = ["--name", "resume", "--points", "60", "--sleep-ms", "250", "--chunk-size", "2"]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    driver = subprocess.Popen([COMMSCALE, "probe", "--lake", str(lake), "--num-cpus", "2", *args], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while len(Lake(str(lake)).keys("probe")) < 6 if (lake / "_log").exists() else True:
+            assert driver.poll() is None, "the sweep ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray it started, at once
+        driver.wait()
+    before = Lake(str(lake)).keys("probe")
+    assert 6 <= len(before) < 60
+
+    resumed = _probe(lake, *args)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{60 - len(before)} new, {len(before)} already in the lake" in resumed.stdout
+    keys = [r["key"] for r in _rows(lake, "SELECT key FROM probe")]
+    assert len(keys) == len(set(keys)) and set(keys) == _expected_keys("resume", 60, 250, {})
+
+
+def test_a_changed_sweep_is_refused_unless_restarted(tmp_path):
+    lake = tmp_path / "lake"
+    assert _probe(lake, "--name", "same", "--points", "4", "--sleep-ms", "1").returncode == 0
+    refused = _probe(lake, "--name", "same", "--points", "5", "--sleep-ms", "1")
+    assert refused.returncode == 2
+    assert "sweep 'same'" in refused.stderr and "points" in refused.stderr and "--restart" in refused.stderr
+    assert len(_rows(lake, "SELECT key FROM probe")) == 4  # nothing lost by the refusal
+    restarted = _probe(lake, "--name", "same", "--points", "5", "--sleep-ms", "1", "--restart")
+    assert restarted.returncode == 0, restarted.stderr
+    keys = {r["key"] for r in _rows(lake, "SELECT key FROM probe")}
+    assert keys == _expected_keys("same", 5, 1, {})
