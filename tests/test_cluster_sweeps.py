@@ -60,6 +60,7 @@ def test_bad_input_is_refused_before_anything_is_submitted(cluster, tmp_path):
     assert done.returncode == 2 and "sweep.tp" in done.stderr and "submitted" not in done.stdout
 
 
+@pytest.mark.chaos
 def test_a_worker_node_lost_mid_sweep_is_retried_elsewhere(cluster, tmp_path):
     lake = tmp_path / "lake"
     args = ["--name", "lost", "--points", "40", "--sleep-ms", "400", "--chunk-size", "1",

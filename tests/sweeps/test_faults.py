@@ -17,7 +17,7 @@ from analysis.query import query
 from sweeps.jobs import probe_job
 from sweeps.lake import Lake
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.chaos]
 
 COMMSCALE = str(Path(sys.executable).with_name("commscale"))
 

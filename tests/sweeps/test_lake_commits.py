@@ -91,6 +91,7 @@ Lake(sys.argv[1]).commit("toy", {"sweep": "s", "hardware": "h"},
 """
 
 
+@pytest.mark.chaos
 def test_a_writer_killed_mid_file_leaves_nothing_a_reader_sees(tmp_path):
     lake = Lake(str(tmp_path))
     lake.commit("toy", PARTITION, _table(["before"]))
