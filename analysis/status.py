@@ -35,15 +35,14 @@ def sweep_status(lake: Lake, sweep: Optional[str] = None) -> pd.DataFrame:
                     f'SELECT status, count(*) FROM "{kind}" WHERE sweep = ? AND hardware = ? GROUP BY status',
                     [name, hardware]).fetchall())
             failed = 0
-            if FAILURE_KIND in kinds and kind in kinds:
+            if FAILURE_KIND in kinds:
+                unresolved, params = "", [name, hardware]
+                if kind in kinds:  # a point that failed once and then succeeded is done
+                    unresolved = f'AND point_key NOT IN (SELECT key FROM "{kind}" WHERE sweep = ? AND hardware = ?)'
+                    params += [name, hardware]
                 (failed,) = con.execute(
-                    f'SELECT count(DISTINCT f.point_key) FROM "{FAILURE_KIND}" f WHERE f.sweep = ? AND f.hardware = ? '
-                    f'AND f.point_key NOT IN (SELECT key FROM "{kind}" WHERE sweep = ? AND hardware = ?)',
-                    [name, hardware, name, hardware]).fetchall()[0]
-            elif FAILURE_KIND in kinds:
-                (failed,) = con.execute(
-                    f'SELECT count(DISTINCT point_key) FROM "{FAILURE_KIND}" WHERE sweep = ? AND hardware = ?',
-                    [name, hardware]).fetchall()[0]
+                    f'SELECT count(DISTINCT point_key) FROM "{FAILURE_KIND}" WHERE sweep = ? AND hardware = ? {unresolved}',
+                    params).fetchall()[0]
             done = sum(counts.values())
             rows.append({"sweep": name, "hardware": hardware, "kind": kind, "planned": manifest["planned"],
                          "done": done, "ok": counts.get("ok", 0), "infeasible": counts.get("infeasible", 0),

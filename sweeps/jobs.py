@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import tempfile
 from typing import Dict, Mapping, Optional, Tuple
 
@@ -13,9 +12,9 @@ from sweeps.config import RunConfig
 from sweeps.dispatch import Workload
 from sweeps.errors import ConfigError
 from sweeps.plan import Plan, plan_points
-from sweeps.run import SweepJob, fingerprint_of
+from sweeps.run import SweepJob
 from tasks import probe, projection
-from tasks.specs import fingerprint
+from tasks.specs import content_hash, fingerprint
 
 __all__ = ["projection_job", "probe_job"]
 
@@ -31,7 +30,7 @@ def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0) -> Tupl
                         schema=projection.PROJECTION_SCHEMA, schema_version=projection.SCHEMA_VERSION,
                         resources={"num_cpus": 1}, point_timeout_s=point_timeout_s)
     job = SweepJob(name=config.sweep.name, hardware=config.hardware.name, points=plan.points, workload=workload,
-                   config=sweep, sweep_fingerprint=fingerprint_of(sweep),
+                   config=sweep, sweep_fingerprint=content_hash(sweep),
                    hardware_fingerprint=fingerprint(config.hardware))
     return job, plan
 
@@ -55,8 +54,8 @@ def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int]
     modes = [mode for mode, count in sorted(fail.items()) for _ in range(count)]
     modes += [""] * (points - len(modes))
     config = {"points": points, "sleep_s": sleep_s, "fail": dict(sorted(fail.items()))}
-    fp = fingerprint_of(config)
-    rows = [{"key": hashlib.sha256(f"probe:{name}:{fp}:{i}".encode()).hexdigest()[:32], "index": i, "sleep_s": sleep_s,
+    fp = content_hash(config)
+    rows = [{"key": content_hash(["probe", name, fp, i], length=32), "index": i, "sleep_s": sleep_s,
              "fail": mode} for i, mode in enumerate(modes)]
     options: Dict[str, object] = {"num_cpus": cpus_per_point}
     if resources:
@@ -66,4 +65,4 @@ def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int]
                         schema_version=probe.SCHEMA_VERSION, resources=options, point_timeout_s=point_timeout_s)
     label = "+".join(sorted(resources)) or "cpu"
     return SweepJob(name=name, hardware=label, points=pa.Table.from_pylist(rows, schema=probe.PROBE_POINT_SCHEMA),
-                    workload=workload, config=config, sweep_fingerprint=fp, hardware_fingerprint=fingerprint_of(resources))
+                    workload=workload, config=config, sweep_fingerprint=fp, hardware_fingerprint=content_hash(resources))

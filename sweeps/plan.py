@@ -7,9 +7,7 @@ whose key is already in the lake never needs projecting again.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import math
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
@@ -19,7 +17,7 @@ import pyarrow as pa
 from sweeps.config import RunConfig, load_preset
 from tasks.metrics import required_tp
 from tasks.projection import COST_MODEL_VERSION, POINT_SCHEMA
-from tasks.specs import TransformerModel, fingerprint
+from tasks.specs import TransformerModel, content_hash, fingerprint
 
 __all__ = ["Highlight", "Plan", "plan_points", "point_key"]
 
@@ -52,8 +50,7 @@ def point_key(point: Dict[str, object], sweep: str, hardware_fingerprint: str, c
     each sweep owns whole rows (a point of two sweeps is one row in each)."""
     content = {f: point[f] for f in _KEY_FIELDS}
     content.update(sweep=sweep, hardware=hardware_fingerprint, calibration=calibration, cost_model=COST_MODEL_VERSION)
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+    return content_hash(content, length=32)
 
 
 def _next_power_of_two(x: float) -> int:

@@ -10,8 +10,6 @@ are dropped from the lake).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -31,12 +29,7 @@ from sweeps.kinds import FAILURE_KIND, FAILURE_SCHEMA_VERSION
 from sweeps.lake import Lake
 from tasks.outcomes import FAILURE_SCHEMA, STATUS_OK, ChunkOutcome
 
-__all__ = ["SweepJob", "RunReport", "run_job", "read_rows", "fingerprint_of"]
-
-
-def fingerprint_of(content: Any) -> str:
-    """Stable short hash of JSON-able content."""
-    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
+__all__ = ["SweepJob", "RunReport", "run_job", "read_rows"]
 
 
 @dataclass

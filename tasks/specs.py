@@ -17,7 +17,7 @@ from typing import Dict, Optional
 
 from omegaconf import MISSING
 
-__all__ = ["TransformerModel", "LinkTier", "HardwareProfile", "fingerprint"]
+__all__ = ["TransformerModel", "LinkTier", "HardwareProfile", "fingerprint", "content_hash"]
 
 
 @dataclass
@@ -80,6 +80,13 @@ class HardwareProfile:
     sources: Dict[str, str] = field(default_factory=dict)
 
 
+def content_hash(content: object, length: int = 16) -> str:
+    """Hex sha256 of ``content``'s canonical JSON (sorted keys, no spaces), cut to
+    ``length`` characters: equal content, equal hash, on any machine."""
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:length]
+
+
 def fingerprint(spec: object) -> str:
     """A short stable hash of a spec's content, ignoring prose (description, sources).
 
@@ -89,5 +96,4 @@ def fingerprint(spec: object) -> str:
     content = asdict(spec)  # type: ignore[arg-type]
     for prose in ("description", "sources", "source"):
         content.pop(prose, None)
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return content_hash(content)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from analysis.query import query
+from analysis.status import sweep_status
 from sweeps.jobs import probe_job
 from sweeps.lake import Lake
 
@@ -57,6 +58,9 @@ def test_every_kind_of_fault_is_sorted_and_a_rerun_retries_only_the_bugs(tmp_pat
     assert modes == {"die_once": "ok", "transient_once": "ok", "infeasible": "infeasible", "oom": "oom"}
     tracebacks = _rows(lake, "SELECT error_type, traceback FROM failure")
     assert len(tracebacks) == 2 and all("ZeroDivisionError" in r["traceback"] for r in tracebacks)
+    (status,) = sweep_status(Lake(str(lake)), "probe").to_dict("records")
+    assert {k: status[k] for k in ("planned", "done", "ok", "infeasible", "oom", "failed", "pending")} == {
+        "planned": 30, "done": 28, "ok": 26, "infeasible": 1, "oom": 1, "failed": 2, "pending": 2}
 
     second = _probe(lake, *args)
     assert second.returncode == 1
