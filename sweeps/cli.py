@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import click
+import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
@@ -103,6 +104,9 @@ def run(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cp
 
     config = load_run_config(overrides)
     lake = Lake(lake_root)
+    if config.sweep.mode.value == "roi":
+        _run_roi(config, lake, lake_root, address=address, num_cpus=num_cpus, chunk_size=chunk_size, restart=restart)
+        return
     job, plan = projection_job(config)
     report = run_job(job, lake, address=address, num_cpus=num_cpus, chunk_size=chunk_size, restart=restart,
                      console=Console(stderr=True))
@@ -121,6 +125,42 @@ def run(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cp
     out.print(f"\nLake: {lake} ({len(rows)} rows of this sweep under kind=projection/{where})", soft_wrap=True)
     out.print("Query it:  commscale query \"SELECT h, sl, tp, flop_vs_bw, serialized_fraction FROM projection "
               f"WHERE sweep = '{sweep.name}' ORDER BY serialized_fraction DESC LIMIT 10\"{lake_flag}", soft_wrap=True)
+    _report_failures(out, report, lake_root)
+
+
+def _run_roi(config, lake: Lake, lake_root: str, **options) -> None:
+    """`commscale run` of a ``mode: roi`` sweep: measure, fit, and show the overlap."""
+    import pyarrow as pa
+
+    from analysis.roi import collective_fits, measured_overlap, render_roi
+    from sweeps.jobs import roi_configs, roi_job
+    from sweeps.run import read_rows, run_job
+    from tasks.collectives import FIT_SCHEMA_VERSION, fit_schema
+    from tasks.specs import content_hash
+
+    job = roi_job(config)
+    report = run_job(job, lake, console=Console(stderr=True), **options)
+    out = Console()
+    roi = config.sweep.roi
+    _report_header(out, report, f"[bold]ROI sweep {config.sweep.name}[/] ({roi.device}, {roi.dtype})")
+    rows = pd.concat([read_rows(lake, "roi", job.points, status=s) for s in ("ok", "infeasible", "oom")])
+    fits = collective_fits(rows)
+    devices = sorted(set(rows["device_model"].dropna()))
+    if fits:
+        fit_rows = [dict(op=f.op, world=f.world, placement=roi.placement, device_model=", ".join(devices),
+                         alpha_us=f.alpha_s * 1e6, busbw_GBps=f.busbw_Bps / 1e9, max_rel_error=f.max_rel_error,
+                         judged_from_bytes=f.judged_from_bytes,
+                         points=int(((rows["op"] == f.op) & (rows["world"] == f.world)).sum()), status="ok")
+                    for f in fits]
+        for r in fit_rows:
+            r["key"] = content_hash([job.name, report.run_id, r["op"], r["world"], r["placement"]], length=32)
+        lake.commit("collective_fit", job.partition, pa.Table.from_pylist(fit_rows, schema=fit_schema()),
+                    schema_version=FIT_SCHEMA_VERSION)
+    overlap = measured_overlap(rows, roi_configs(config), passes=roi.passes, world=roi.world,
+                               dtype_bytes=config.sweep.dtype_bytes, hardware=config.hardware)
+    render_roi(out, rows, fits, overlap)
+    out.print(f"\nLake: {lake} (kind=roi, kind=collective_fit); measured on: {'; '.join(devices) or 'nothing'}",
+              soft_wrap=True)
     _report_failures(out, report, lake_root)
 
 

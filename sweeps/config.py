@@ -24,7 +24,7 @@ from conf import CONF_DIR
 from sweeps.errors import ConfigError
 from tasks.specs import HardwareProfile, TransformerModel
 
-__all__ = ["LinkPlacement", "SweepSpec", "RunConfig", "load_run_config", "load_preset", "list_presets", "GROUPS"]
+__all__ = ["LinkPlacement", "SweepMode", "RoiSpec", "SweepSpec", "RunConfig", "load_run_config", "load_preset", "list_presets", "GROUPS"]
 
 
 class LinkPlacement(enum.Enum):
@@ -37,6 +37,38 @@ class LinkPlacement(enum.Enum):
 
     ideal = "ideal"
     placed = "placed"
+
+
+class SweepMode(enum.Enum):
+    projection = "projection"
+    roi = "roi"
+
+
+@dataclass
+class RoiSpec:
+    """Measurement settings of a ``mode: roi`` sweep.
+
+    ``device`` is "cpu" or "cuda" (one GPU per kernel task); ``device_model`` names the
+    device for the measurement keys ("auto": whatever the workers are; each row records
+    the model it ran on). The ladder sizes the α-β fit of each collective.
+    """
+
+    device: str = "cpu"
+    device_model: str = "auto"
+    dtype: str = "bf16"
+    passes: List[str] = field(default_factory=lambda: ["ig", "wg"])
+    elementwise: bool = False
+    collective_ops: List[str] = field(default_factory=lambda: ["all_reduce"])
+    world: int = 2
+    placement: str = "pack"
+    ladder_bytes: List[int] = field(default_factory=lambda: [2**k for k in range(16, 27, 2)])
+    warmup: int = 3
+    min_repeats: int = 5
+    max_repeats: int = 50
+    rel_spread: float = 0.05
+    time_cap_s: float = 5.0
+    collective_repeats: int = 10
+    point_timeout_s: float = 300.0
 
 
 @dataclass
@@ -66,6 +98,10 @@ class SweepSpec:
     reference_model: str = "megatron-8.3b"
     reference_tp: int = 8
     reference_hbm_gb: float = 32.0
+    # What the sweep does: "projection" (the cost model) or "roi" (measure the region of
+    # interest of the overlapped grid, h x sl x b at overlap_tp, on real devices).
+    mode: SweepMode = SweepMode.projection
+    roi: RoiSpec = field(default_factory=lambda: RoiSpec())
 
 
 @dataclass
@@ -184,6 +220,8 @@ def validate(config: RunConfig) -> None:
         raise ConfigError("sweep.name", sweep.name, "use letters, digits, '.', '_' and '-' only")
     for name in ("h", "sl", "b", "tp", "flop_vs_bw", "dp", "head_dim", "dtype_bytes", "overlap_tp", "reference_tp", "reference_hbm_gb"):
         _check_positive(f"sweep.{name}", getattr(sweep, name))
+    if sweep.mode == SweepMode.roi:
+        _validate_roi(sweep.roi)
     if sweep.dp_slowdown < 1.0:
         raise ConfigError("sweep.dp_slowdown", sweep.dp_slowdown, "an interference slowdown is at least 1")
     _validate_hardware(hw)
@@ -201,6 +239,27 @@ def validate(config: RunConfig) -> None:
                     raise ConfigError("sweep.tp", tp, f"does not divide sweep.h={h}")
     for name in sweep.highlights + [sweep.reference_model]:
         _preset_path("model", name)
+
+
+def _validate_roi(roi: RoiSpec) -> None:
+    from tasks.collectives import COLLECTIVE_OPS
+    from tasks.kernels import DTYPES
+
+    if roi.device != "cpu" and not roi.device.startswith("cuda"):
+        raise ConfigError("sweep.roi.device", roi.device, "use cpu or cuda")
+    if roi.dtype not in DTYPES:
+        raise ConfigError("sweep.roi.dtype", roi.dtype, f"choose one of {', '.join(DTYPES)}")
+    for p in roi.passes:
+        if p not in ("fwd", "ig", "wg"):
+            raise ConfigError("sweep.roi.passes", p, "choose from fwd, ig, wg")
+    for op in roi.collective_ops:
+        if op not in COLLECTIVE_OPS:
+            raise ConfigError("sweep.roi.collective_ops", op, f"choose from {', '.join(COLLECTIVE_OPS)}")
+    if roi.placement not in ("pack", "spread"):
+        raise ConfigError("sweep.roi.placement", roi.placement, "use pack (inside a node) or spread (across nodes)")
+    for name in ("world", "warmup", "min_repeats", "max_repeats", "collective_repeats", "point_timeout_s", "time_cap_s"):
+        _check_positive(f"sweep.roi.{name}", getattr(roi, name))
+    _check_positive("sweep.roi.ladder_bytes", roi.ladder_bytes or [1])
 
 
 def _validate_hardware(hw: HardwareProfile) -> None:

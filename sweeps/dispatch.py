@@ -178,3 +178,77 @@ def execute(points: pa.Table, workload: Workload, *, chunk_size: int, max_in_fli
                 in_flight.pop(ref)
                 on_outcome(piece, _lost(piece, "timeout", TimeoutError(
                     f"no result within {workload.point_timeout_s:g} s per point ({piece.num_rows} points)")))
+
+
+def _collective_rows(points: pa.Table, schema: pa.Schema, status: str, reason: str) -> pa.Table:
+    from tasks.outcomes import status_rows
+
+    return status_rows(points, schema, status, reason)
+
+
+def run_collective_group(points: pa.Table, *, world: int, placement: str, backend: str, device: str,
+                         context: Any, schema: pa.Schema, form_timeout_s: float = 60.0) -> pa.Table:
+    """Measure collective ``points`` among ``world`` Ray actors joined by torch.distributed.
+
+    ``placement`` "pack" keeps the group inside one node where it can (intra-node links);
+    "spread" puts every rank on a different node (inter-node links). A group that cannot
+    form (too few nodes or devices, or a failed rendezvous) yields rows with status
+    "infeasible" and the reason, not an exception.
+    """
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from tasks.collectives import CollectiveMember
+
+    bundle = {"CPU": 1, "GPU": 1} if device.startswith("cuda") else {"CPU": 1}
+    group = placement_group([bundle] * world, strategy="PACK" if placement == "pack" else "STRICT_SPREAD")
+    try:
+        ray.get(group.ready(), timeout=form_timeout_s)
+    except GetTimeoutError:
+        remove_placement_group(group)
+        return _collective_rows(points, schema, "infeasible",
+                                f"a group of {world} x {bundle} placed '{placement}' cannot form on this cluster")
+    member = ray.remote(CollectiveMember)
+    actors = [member.options(num_cpus=1, num_gpus=bundle.get("GPU", 0), scheduling_strategy=
+                             PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)).remote(
+                                 i, world, backend, "cuda" if device.startswith("cuda") else device)
+              for i in range(world)]
+    try:
+        master = ray.get(actors[0].__ray_call__.remote(lambda self: ray.util.get_node_ip_address()))
+        port = ray.get(actors[0].free_port.remote())
+        ray.get([a.join.remote(master, port, context.timeout_s) for a in actors], timeout=context.timeout_s)
+        totals = ray.get([a.check.remote() for a in actors], timeout=context.timeout_s)  # every rank joins in
+        if any(total != world for total in totals):
+            raise RuntimeError(f"an all-reduce of ones gave {totals}, not {world} on every rank")
+        rows = ray.get([a.measure.remote(points.to_pylist(), context) for a in actors])[0]
+        return pa.Table.from_pylist(rows, schema=schema)
+    except (RayError, RuntimeError) as exc:
+        cause = getattr(exc, "cause", None) or exc
+        reason = str(cause).strip().splitlines()[-1] if str(cause).strip() else type(cause).__name__
+        return _collective_rows(points, schema, "infeasible", f"collective group failed: {reason}")
+    finally:
+        for actor in actors:
+            with contextlib.suppress(Exception):
+                ray.get(actor.leave.remote(), timeout=10)
+            ray.kill(actor)
+        remove_placement_group(group)
+
+
+def execute_roi(points: pa.Table, workload: Workload, *, chunk_size: int, max_in_flight: int,
+                on_outcome: Callable[[pa.Table, ChunkOutcome], None]) -> None:
+    """Kernel points as tasks (``execute``); collective points as actor groups, one group
+    per (world, placement), run one after the other so their timings do not overlap."""
+    import pyarrow.compute as pc
+
+    collective = pc.is_in(points.column("op"), pa.array(["all_reduce", "all_gather", "reduce_scatter"]))
+    kernels = points.filter(pc.invert(collective))
+    if kernels.num_rows:
+        execute(kernels, workload, chunk_size=chunk_size, max_in_flight=max_in_flight, on_outcome=on_outcome)
+    groups = points.filter(collective)
+    settings = workload.context
+    for world, placement in sorted({(r["world"], r["placement"]) for r in groups.select(["world", "placement"]).to_pylist()}):
+        mask = pc.and_(pc.equal(groups.column("world"), world), pc.equal(groups.column("placement"), placement))
+        piece = groups.filter(mask)
+        rows = run_collective_group(piece, world=world, placement=placement, backend=settings.backend,
+                                    device=settings.device, context=settings.collectives, schema=workload.schema)
+        on_outcome(piece, ChunkOutcome(rows))

@@ -16,13 +16,14 @@ from sweeps.run import SweepJob
 from tasks import probe, projection
 from tasks.specs import content_hash, fingerprint
 
-__all__ = ["projection_job", "probe_job"]
+__all__ = ["projection_job", "probe_job", "roi_job", "roi_configs"]
 
 
 def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0) -> Tuple[SweepJob, Plan]:
     """The job of ``commscale run``: the sweep's points projected on its hardware."""
     plan = plan_points(config)
-    sweep = {f"sweep.{k}": v for k, v in dataclasses.asdict(config.sweep).items() if k != "description"}
+    sweep = {f"sweep.{k}": v for k, v in dataclasses.asdict(config.sweep).items()
+             if k not in ("description", "mode", "roi")}
     sweep["sweep.links"] = config.sweep.links.value
     sweep["model"] = dataclasses.asdict(config.model) if config.model else None
     sweep["cost_model"] = projection.COST_MODEL_VERSION
@@ -66,3 +67,48 @@ def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int]
     label = "+".join(sorted(resources)) or "cpu"
     return SweepJob(name=name, hardware=label, points=pa.Table.from_pylist(rows, schema=probe.PROBE_POINT_SCHEMA),
                     workload=workload, config=config, sweep_fingerprint=fp, hardware_fingerprint=content_hash(resources))
+
+
+def roi_configs(config: RunConfig):
+    """The overlapped grid: every (h, sl, b) of the sweep at TP = ``overlap_tp``."""
+    sweep = config.sweep
+    if config.model is not None:
+        layers = [(config.model.hidden, config.model.heads)]
+    else:
+        layers = [(h, h // sweep.head_dim) for h in sweep.h]
+    return [dict(h=h, heads=heads, sl=sl, b=b, tp=sweep.overlap_tp)
+            for (h, heads) in layers for sl in sweep.sl for b in sweep.b]
+
+
+def roi_job(config: RunConfig) -> SweepJob:
+    """The job of ``commscale run`` for a ``mode: roi`` sweep: measure the backward GEMMs
+    and the weight-gradient collectives of the overlapped grid on the cluster's devices.
+    Measurements are keyed by what they measure, so they are shared between sweeps."""
+    import torch
+
+    from sweeps.dispatch import execute_roi
+    from tasks.collectives import CollectiveContext
+    from tasks.kernels import ROI_SCHEMA, SCHEMA_VERSION, KernelContext
+    from tasks.roi import RoiContext, measure_roi_kernels, roi_points
+
+    roi = config.sweep.roi
+    points = roi_points(roi_configs(config), passes=roi.passes, elementwise=roi.elementwise, dtype=roi.dtype,
+                        device=roi.device, device_model_spec=roi.device_model, collective_ops=roi.collective_ops,
+                        world=roi.world, placement=roi.placement, ladder_bytes=roi.ladder_bytes,
+                        torch_version=torch.__version__)
+    context = RoiContext(
+        kernels=KernelContext(warmup=roi.warmup, min_repeats=roi.min_repeats, max_repeats=roi.max_repeats,
+                              rel_spread=roi.rel_spread, time_cap_s=roi.time_cap_s, hardware=config.hardware),
+        collectives=CollectiveContext(warmup=roi.warmup, repeats=roi.collective_repeats),
+        backend="nccl" if roi.device.startswith("cuda") else "gloo", device=roi.device)
+    resources = {"num_cpus": 1, "num_gpus": 1} if roi.device.startswith("cuda") else {"num_cpus": 1}
+    workload = Workload(kind="roi", body=measure_roi_kernels, context=context, schema=ROI_SCHEMA,
+                        schema_version=SCHEMA_VERSION, resources=resources, point_timeout_s=roi.point_timeout_s)
+    spec = {f"sweep.{k}": v for k, v in dataclasses.asdict(config.sweep).items() if k != "description"}
+    spec["sweep.links"], spec["sweep.mode"] = config.sweep.links.value, config.sweep.mode.value
+    spec["model"] = config.model.name if config.model else None
+    label = roi.device_model if roi.device_model != "auto" else roi.device
+    return SweepJob(name=config.sweep.name, hardware=label.replace(" ", "_").replace("/", "_"), points=points,
+                    workload=workload, config=spec, sweep_fingerprint=content_hash(spec),
+                    hardware_fingerprint=content_hash([roi.device, roi.device_model, torch.__version__]),
+                    share_results=True, executor=execute_roi)

@@ -6,7 +6,8 @@ from typing import Dict, Tuple
 
 import pyarrow as pa
 
-from tasks import probe, projection
+from tasks import kernels, probe, projection
+from tasks.collectives import FIT_SCHEMA_VERSION, fit_schema
 from tasks.outcomes import FAILURE_SCHEMA
 
 __all__ = ["SCHEMAS", "FAILURE_KIND", "FAILURE_SCHEMA_VERSION"]
@@ -19,4 +20,6 @@ SCHEMAS: Dict[str, Tuple[pa.Schema, int]] = {
     "projection": (projection.PROJECTION_SCHEMA, projection.SCHEMA_VERSION),
     "probe": (probe.PROBE_SCHEMA, probe.SCHEMA_VERSION),
     FAILURE_KIND: (FAILURE_SCHEMA, FAILURE_SCHEMA_VERSION),
+    "roi": (kernels.ROI_SCHEMA, kernels.SCHEMA_VERSION),
+    "collective_fit": (fit_schema(), FIT_SCHEMA_VERSION),
 }

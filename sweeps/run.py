@@ -13,7 +13,7 @@ import contextlib
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import pandas as pd
 import pyarrow as pa
@@ -37,6 +37,7 @@ class SweepJob:
     """A planned sweep: its points (with keys), what runs them, and its identity.
 
     ``config`` is the JSON-able config the manifest keeps (diffed to name what changed);
+    ``executor`` runs the pending points (``dispatch.execute`` or a variant of it);
     ``sweep_fingerprint`` must change whenever the points would, except through the
     hardware, which ``hardware_fingerprint`` covers (one partition per hardware name).
     """
@@ -48,6 +49,9 @@ class SweepJob:
     config: Dict[str, Any]
     sweep_fingerprint: str
     hardware_fingerprint: str
+    #: Keys identify a measurement whatever the sweep: a key committed by any sweep counts.
+    share_results: bool = False
+    executor: Callable[..., None] = execute
 
     @property
     def partition(self) -> Dict[str, str]:
@@ -116,7 +120,7 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
     lake.record_sweep({"sweep": job.name, "hardware": job.hardware, "kind": kind, "planned": job.points.num_rows,
                        "sweep_fingerprint": job.sweep_fingerprint, "hardware_fingerprint": job.hardware_fingerprint,
                        "config": job.config})
-    done_keys = lake.keys(kind, job.partition)
+    done_keys = lake.keys(kind) if job.share_results else lake.keys(kind, job.partition)
     pending = job.points.filter(pc.invert(pc.is_in(job.points.column("key"), pa.array(sorted(done_keys), pa.string()))))
     run_id = uuid.uuid4().hex[:12]
     by_status: Dict[str, int] = {}
@@ -147,7 +151,7 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
                         failures.extend(outcome.failures)
                     progress.update(bar, advance=piece.num_rows, failed=len(failures))
 
-                execute(pending, job.workload, chunk_size=size, max_in_flight=2 * width, on_outcome=commit)
+                job.executor(pending, job.workload, chunk_size=size, max_in_flight=2 * width, on_outcome=commit)
     return RunReport(job, lake, job.points.num_rows, job.points.num_rows - pending.num_rows, committed, by_status,
                      failures, run_id, where, time.perf_counter() - started, restarted)
 

@@ -1,0 +1,77 @@
+"""ROI measurements on a real embedded Ray: a gloo collective group of actors, and a CPU
+ROI sweep whose second run measures nothing again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from analysis.query import query
+from sweeps.dispatch import ray_session, run_collective_group
+from sweeps.lake import Lake
+from tasks.collectives import CollectiveContext, CollectiveMember
+from tasks.kernels import ROI_POINT_SCHEMA, ROI_SCHEMA
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+COMMSCALE = str(Path(sys.executable).with_name("commscale"))
+
+
+def test_two_gloo_actors_all_reduce_the_right_sum_and_time_it():
+    points = pa.Table.from_pylist([dict(key=f"c{i}", op="all_reduce", name="t", m=0, n=0, k=0, batch=1, dtype="fp32",
+                                        device="cpu", device_model_spec="auto", world=2, message_bytes=size,
+                                        placement="pack") for i, size in enumerate((4096, 1 << 20))],
+                                  schema=ROI_POINT_SCHEMA)
+    with ray_session(None, 2):
+        import ray
+
+        @ray.remote(num_cpus=1)
+        class Checked(CollectiveMember):
+            pass
+
+        actors = [Checked.remote(i, 2, "gloo", "cpu") for i in range(2)]
+        port = ray.get(actors[0].free_port.remote())
+        ray.get([a.join.remote("127.0.0.1", port, 60) for a in actors])
+        assert ray.get([a.check.remote() for a in actors]) == [2.0, 2.0]
+        for a in actors:
+            ray.get(a.leave.remote())
+            ray.kill(a)
+        rows = run_collective_group(points, world=2, placement="pack", backend="gloo", device="cpu",
+                                    context=CollectiveContext(warmup=1, repeats=3), schema=ROI_SCHEMA).to_pylist()
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert all(r["median_s"] > 0 and r["busbw_GBps"] == pytest.approx(r["algbw_GBps"]) for r in rows)  # 2(n-1)/n = 1
+
+
+def test_a_group_that_cannot_form_is_rows_with_the_reason():
+    points = pa.Table.from_pylist([dict(key="x", op="all_reduce", name="t", m=0, n=0, k=0, batch=1, dtype="fp32",
+                                        device="cpu", device_model_spec="auto", world=3, message_bytes=1024,
+                                        placement="spread")], schema=ROI_POINT_SCHEMA)
+    with ray_session(None, 2):
+        rows = run_collective_group(points, world=3, placement="spread", backend="gloo", device="cpu",
+                                    context=CollectiveContext(), schema=ROI_SCHEMA, form_timeout_s=3).to_pylist()
+    assert rows[0]["status"] == "infeasible" and "cannot form" in rows[0]["reason"]
+
+
+def test_a_cpu_roi_sweep_measures_once_and_a_second_run_measures_nothing(tmp_path):
+    lake = tmp_path / "lake"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    args = [COMMSCALE, "run", "sweep=roi-smoke", "sweep.h=[256]", "sweep.roi.ladder_bytes=[65536,1048576]",
+            "--lake", str(lake)]
+    first = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    measured = query(Lake(str(lake)), "SELECT key, op, status, median_s FROM roi").to_pylist()
+    assert measured and all(r["status"] == "ok" and r["median_s"] > 0 for r in measured)
+    assert {r["op"] for r in measured} == {"gemm", "all_reduce"}
+    assert "Overlap from the ROI" in first.stdout
+    (fits,) = query(Lake(str(lake)), "SELECT count(*) AS n FROM collective_fit").column("n").to_pylist()
+    assert fits == 1
+
+    renamed = subprocess.run([*args, "sweep.name=roi-again"], env=env, capture_output=True, text=True, timeout=600)
+    assert renamed.returncode == 0, renamed.stderr
+    assert f"0 new, {len(measured)} already in the lake" in renamed.stdout  # shared across sweeps
+    assert len(query(Lake(str(lake)), "SELECT key FROM roi").to_pylist()) == len(measured)
