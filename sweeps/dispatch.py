@@ -25,7 +25,7 @@ from ray.exceptions import AuthenticationError, GetTimeoutError, RayError, RayTa
 
 import tasks
 from sweeps.errors import UserError
-from tasks.outcomes import ChunkOutcome, TransientError, run_chunk
+from tasks.outcomes import ChunkOutcome, TransientError, run_chunk, status_rows
 
 __all__ = ["RaySession", "Workload", "ray_session", "execute", "chunk", "MAX_RETRIES"]
 
@@ -180,12 +180,6 @@ def execute(points: pa.Table, workload: Workload, *, chunk_size: int, max_in_fli
                     f"no result within {workload.point_timeout_s:g} s per point ({piece.num_rows} points)")))
 
 
-def _collective_rows(points: pa.Table, schema: pa.Schema, status: str, reason: str) -> pa.Table:
-    from tasks.outcomes import status_rows
-
-    return status_rows(points, schema, status, reason)
-
-
 def run_collective_group(points: pa.Table, *, world: int, placement: str, backend: str, device: str,
                          context: Any, schema: pa.Schema, form_timeout_s: float = 60.0) -> pa.Table:
     """Measure collective ``points`` among ``world`` Ray actors joined by torch.distributed.
@@ -206,7 +200,7 @@ def run_collective_group(points: pa.Table, *, world: int, placement: str, backen
         ray.get(group.ready(), timeout=form_timeout_s)
     except GetTimeoutError:
         remove_placement_group(group)
-        return _collective_rows(points, schema, "infeasible",
+        return status_rows(points, schema, "infeasible",
                                 f"a group of {world} x {bundle} placed '{placement}' cannot form on this cluster")
     member = ray.remote(CollectiveMember)
     actors = [member.options(num_cpus=1, num_gpus=bundle.get("GPU", 0), scheduling_strategy=
@@ -225,7 +219,7 @@ def run_collective_group(points: pa.Table, *, world: int, placement: str, backen
     except (RayError, RuntimeError) as exc:
         cause = getattr(exc, "cause", None) or exc
         reason = str(cause).strip().splitlines()[-1] if str(cause).strip() else type(cause).__name__
-        return _collective_rows(points, schema, "infeasible", f"collective group failed: {reason}")
+        return status_rows(points, schema, "infeasible", f"collective group failed: {reason}")
     finally:
         for actor in actors:
             with contextlib.suppress(Exception):
