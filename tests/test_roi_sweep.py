@@ -3,58 +3,72 @@ ROI sweep whose second run measures nothing again."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from analysis.query import query
-from sweeps.dispatch import ray_session, run_collective_group
 from sweeps.lake import Lake
-from tasks.collectives import CollectiveContext, CollectiveMember
-from tasks.kernels import ROI_POINT_SCHEMA, ROI_SCHEMA
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 COMMSCALE = str(Path(sys.executable).with_name("commscale"))
 
 
-def test_two_gloo_actors_all_reduce_the_right_sum_and_time_it():
-    points = pa.Table.from_pylist([dict(key=f"c{i}", op="all_reduce", name="t", m=0, n=0, k=0, batch=1, dtype="fp32",
-                                        device="cpu", device_model_spec="auto", world=2, message_bytes=size,
-                                        placement="pack") for i, size in enumerate((4096, 1 << 20))],
-                                  schema=ROI_POINT_SCHEMA)
-    with ray_session(None, 2):
-        import ray
+GROUP_SCRIPT = """
+import json, sys
+import pyarrow as pa
+from sweeps.dispatch import ray_session, run_collective_group
+from tasks.collectives import CollectiveContext, CollectiveMember
+from tasks.kernels import ROI_POINT_SCHEMA, ROI_SCHEMA
 
-        @ray.remote(num_cpus=1)
-        class Checked(CollectiveMember):
-            pass
-
-        actors = [Checked.remote(i, 2, "gloo", "cpu") for i in range(2)]
+world, placement, sizes = int(sys.argv[1]), sys.argv[2], [int(s) for s in sys.argv[3].split(",")]
+points = pa.Table.from_pylist([dict(key=str(s), op="all_reduce", name="t", m=0, n=0, k=0, batch=1, dtype="fp32",
+                                    device="cpu", device_model_spec="auto", world=world, message_bytes=s,
+                                    placement=placement) for s in sizes], schema=ROI_POINT_SCHEMA)
+with ray_session(None, 2):
+    import ray
+    sums = []
+    if world <= 2:
+        Member = ray.remote(num_cpus=1)(CollectiveMember)
+        actors = [Member.remote(i, world, "gloo", "cpu") for i in range(world)]
         port = ray.get(actors[0].free_port.remote())
         ray.get([a.join.remote("127.0.0.1", port, 60) for a in actors])
-        assert ray.get([a.check.remote() for a in actors]) == [2.0, 2.0]
+        sums = ray.get([a.check.remote() for a in actors])
         for a in actors:
             ray.get(a.leave.remote())
             ray.kill(a)
-        rows = run_collective_group(points, world=2, placement="pack", backend="gloo", device="cpu",
-                                    context=CollectiveContext(warmup=1, repeats=3), schema=ROI_SCHEMA).to_pylist()
+    rows = run_collective_group(points, world=world, placement=placement, backend="gloo", device="cpu",
+                                context=CollectiveContext(warmup=1, repeats=3), schema=ROI_SCHEMA, form_timeout_s=3)
+print(json.dumps({"sums": sums, "rows": rows.to_pylist()}))
+"""
+
+
+def _group(world: int, placement: str, sizes) -> dict:
+    """Run a collective group on a fresh embedded Ray in its own process (Ray keeps
+    per-process state, such as the token, that other tests' clusters would leave)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    done = subprocess.run([sys.executable, "-c", GROUP_SCRIPT, str(world), placement, ",".join(map(str, sizes))],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_two_gloo_actors_all_reduce_the_right_sum_and_time_it():
+    result = _group(2, "pack", (4096, 1 << 20))
+    assert result["sums"] == [2.0, 2.0]
+    rows = result["rows"]
     assert [r["status"] for r in rows] == ["ok", "ok"]
     assert all(r["median_s"] > 0 and r["busbw_GBps"] == pytest.approx(r["algbw_GBps"]) for r in rows)  # 2(n-1)/n = 1
 
 
 def test_a_group_that_cannot_form_is_rows_with_the_reason():
-    points = pa.Table.from_pylist([dict(key="x", op="all_reduce", name="t", m=0, n=0, k=0, batch=1, dtype="fp32",
-                                        device="cpu", device_model_spec="auto", world=3, message_bytes=1024,
-                                        placement="spread")], schema=ROI_POINT_SCHEMA)
-    with ray_session(None, 2):
-        rows = run_collective_group(points, world=3, placement="spread", backend="gloo", device="cpu",
-                                    context=CollectiveContext(), schema=ROI_SCHEMA, form_timeout_s=3).to_pylist()
-    assert rows[0]["status"] == "infeasible" and "cannot form" in rows[0]["reason"]
+    (row,) = _group(3, "spread", (1024,))["rows"]
+    assert row["status"] == "infeasible" and "cannot form" in row["reason"]
 
 
 def test_a_cpu_roi_sweep_measures_once_and_a_second_run_measures_nothing(tmp_path):
