@@ -95,7 +95,8 @@ def _report_failures(out: Console, report, lake_root: str) -> None:
 @restart_option
 def run(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cpus: Optional[int],
         chunk_size: Optional[int], restart: bool) -> None:
-    """Project a sweep on Ray and land it in the lake (e.g. `run hardware=h100 sweep.tp=[8,16]`).
+    """Run a sweep on Ray and land it in the lake: a projection (e.g. `run hardware=h100 sweep.tp=[8,16]`)
+    or, for `sweep=roi`, measurements on the workers.
 
     Run it again to resume: finished points stay, the rest run."""
     from analysis.summary import render_summary
