@@ -40,10 +40,10 @@ def measured_overlap(rows: pd.DataFrame, configs: Sequence[Dict[str, int]], *, p
         backward = sum(gemm_time[s] for s in shapes) if all(s in gemm_time for s in shapes) else np.nan
         size = int(layer.dp_gradient_bytes(c["h"], c["tp"], dtype_bytes))
         all_reduce = reduce_time.get(size, np.nan)
-        n = 1
-        spec = project_columns({k: np.array([float(v)]) for k, v in dict(
-            h=c["h"], heads=c["heads"], sl=c["sl"], b=c["b"], tp=c["tp"], dp=world, dtype_bytes=dtype_bytes,
-            flop_vs_bw=1.0, dp_slowdown=1.0).items()} | {"placed": np.zeros(n, bool)}, hardware)
+        point = dict(h=c["h"], heads=c["heads"], sl=c["sl"], b=c["b"], tp=c["tp"], dp=world, dtype_bytes=dtype_bytes,
+                     flop_vs_bw=1.0, dp_slowdown=1.0)
+        spec = project_columns({k: np.array([float(v)]) for k, v in point.items()} | {"placed": np.zeros(1, bool)},
+                               hardware)
         out.append({**c, "slb": c["sl"] * c["b"], "backward_gemms_ms": 1e3 * backward, "all_reduce_ms": 1e3 * all_reduce,
                     "overlap_percent_measured": float(metrics.overlap_percent(all_reduce, backward)),
                     f"overlap_percent_spec_{hardware.name}": float(spec["overlap_percent"][0])})

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import click
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
@@ -131,48 +130,35 @@ def run(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cp
 
 def _run_roi(config, lake: Lake, lake_root: str, **options) -> None:
     """`commscale run` of a ``mode: roi`` sweep: measure, fit, and show the overlap."""
-    import pyarrow as pa
-
     from analysis.roi import collective_fits, measured_overlap, render_roi
-    from sweeps.jobs import roi_configs, roi_job
+    from sweeps.jobs import record_fits, roi_configs, roi_job
     from sweeps.run import read_rows, run_job
-    from tasks.collectives import FIT_SCHEMA_VERSION, fit_schema
-    from tasks.specs import content_hash
 
     job = roi_job(config)
     report = run_job(job, lake, console=Console(stderr=True), **options)
     out = Console()
     roi = config.sweep.roi
     _report_header(out, report, f"[bold]ROI sweep {config.sweep.name}[/] ({roi.device}, {roi.dtype})")
-    rows = pd.concat([read_rows(lake, "roi", job.points, status=s) for s in ("ok", "infeasible", "oom")])
+    rows = read_rows(lake, "roi", job.points, status=None)
     fits = collective_fits(rows)
-    devices = sorted(set(rows["device_model"].dropna()))
-    if fits:
-        fit_rows = [dict(op=f.op, world=f.world, placement=roi.placement, device_model=", ".join(devices),
-                         alpha_us=f.alpha_s * 1e6, busbw_GBps=f.busbw_Bps / 1e9, max_rel_error=f.max_rel_error,
-                         judged_from_bytes=f.judged_from_bytes,
-                         points=int(((rows["op"] == f.op) & (rows["world"] == f.world)).sum()), status="ok")
-                    for f in fits]
-        for r in fit_rows:
-            r["key"] = content_hash([job.name, report.run_id, r["op"], r["world"], r["placement"]], length=32)
-        lake.commit("collective_fit", job.partition, pa.Table.from_pylist(fit_rows, schema=fit_schema()),
-                    schema_version=FIT_SCHEMA_VERSION)
+    record_fits(lake, job, rows, fits, roi.placement)
     overlap = measured_overlap(rows, roi_configs(config), passes=roi.passes, world=roi.world,
                                dtype_bytes=config.sweep.dtype_bytes, hardware=config.hardware)
     render_roi(out, rows, fits, overlap)
-    out.print(f"\nLake: {lake} (kind=roi, kind=collective_fit); measured on: {'; '.join(devices) or 'nothing'}",
-              soft_wrap=True)
+    devices = "; ".join(sorted(set(rows["device_model"].dropna()))) or "nothing"
+    out.print(f"\nLake: {lake} (kind=roi, kind=collective_fit); measured on: {devices}", soft_wrap=True)
     _report_failures(out, report, lake_root)
 
 
-def _parse_pairs(values: Sequence[str], option: str, cast) -> dict:
+def _parse_pairs(values: Sequence[str], option: str, separator: str, cast) -> dict:
+    """``NAME<separator>NUMBER`` items into a dict (a bare NAME counts 1)."""
     pairs = {}
     for value in values:
-        name, sep, amount = value.partition(":" if option == "--fail" else "=")
+        name, sep, amount = value.partition(separator)
         try:
             pairs[name] = cast(amount) if sep else cast(1)
         except ValueError:
-            raise click.BadParameter(f"{value!r} is not NAME{':' if option == '--fail' else '='}NUMBER", param_hint=option) from None
+            raise click.BadParameter(f"{value!r} is not NAME{separator}NUMBER", param_hint=option) from None
     return pairs
 
 
@@ -200,8 +186,8 @@ def probe(name: str, points: int, sleep_ms: float, fail: Sequence[str], resource
     from sweeps.jobs import probe_job
     from sweeps.run import run_job
 
-    job = probe_job(name=name, points=points, sleep_s=sleep_ms / 1000.0, fail=_parse_pairs(fail, "--fail", int),
-                    resources=_parse_pairs(resource, "--resource", float), cpus_per_point=cpus_per_point,
+    job = probe_job(name=name, points=points, sleep_s=sleep_ms / 1000.0, fail=_parse_pairs(fail, "--fail", ":", int),
+                    resources=_parse_pairs(resource, "--resource", "=", float), cpus_per_point=cpus_per_point,
                     point_timeout_s=timeout_s)
     report = run_job(job, Lake(lake_root), address=address, num_cpus=num_cpus, chunk_size=chunk_size,
                      restart=restart, console=Console(stderr=True))

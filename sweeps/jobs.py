@@ -16,7 +16,7 @@ from sweeps.run import SweepJob
 from tasks import probe, projection
 from tasks.specs import content_hash, fingerprint
 
-__all__ = ["projection_job", "probe_job", "roi_job", "roi_configs"]
+__all__ = ["projection_job", "probe_job", "roi_job", "roi_configs", "record_fits"]
 
 
 def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0) -> Tuple[SweepJob, Plan]:
@@ -112,3 +112,23 @@ def roi_job(config: RunConfig) -> SweepJob:
                     workload=workload, config=spec, sweep_fingerprint=content_hash(spec),
                     hardware_fingerprint=content_hash([roi.device, roi.device_model, torch.__version__]),
                     share_results=True, executor=execute_roi)
+
+
+def record_fits(lake, job: SweepJob, rows, fits, placement: str) -> None:
+    """Commit the α-β fits of a ROI sweep (kind ``collective_fit``). A fit's key is its
+    sweep and the measurements it was fitted to, so an unchanged ladder adds nothing."""
+    from tasks.collectives import FIT_SCHEMA_VERSION, fit_schema
+
+    if not fits:
+        return
+    devices = ", ".join(sorted(set(rows["device_model"].dropna())))
+    fit_rows = []
+    for f in fits:
+        used = rows[(rows["op"] == f.op) & (rows["world"] == f.world) & (rows["status"] == "ok")]
+        fit_rows.append(dict(
+            key=content_hash([job.name, f.op, f.world, placement, sorted(used["key"])], length=32), op=f.op,
+            world=f.world, placement=placement, device_model=devices, alpha_us=f.alpha_s * 1e6,
+            busbw_GBps=f.busbw_Bps / 1e9, max_rel_error=f.max_rel_error, judged_from_bytes=f.judged_from_bytes,
+            points=len(used), status="ok"))
+    lake.commit("collective_fit", job.partition, pa.Table.from_pylist(fit_rows, schema=fit_schema()),
+                schema_version=FIT_SCHEMA_VERSION)

@@ -117,11 +117,14 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
     lake.ensure_writable()
     restarted = _check_manifest(lake, job, restart)
     kind = job.workload.kind
-    lake.record_sweep({"sweep": job.name, "hardware": job.hardware, "kind": kind, "planned": job.points.num_rows,
-                       "sweep_fingerprint": job.sweep_fingerprint, "hardware_fingerprint": job.hardware_fingerprint,
-                       "config": job.config})
+    manifest = {"sweep": job.name, "hardware": job.hardware, "kind": kind, "planned": job.points.num_rows,
+                "sweep_fingerprint": job.sweep_fingerprint, "hardware_fingerprint": job.hardware_fingerprint,
+                "config": job.config}
+    recorded = lake.sweeps().get((job.name, job.hardware), {})
+    if any(recorded.get(field) != value for field, value in manifest.items()):  # new, changed or restarted
+        lake.record_sweep(manifest)
     done_keys = lake.keys(kind) if job.share_results else lake.keys(kind, job.partition)
-    pending = job.points.filter(pc.invert(pc.is_in(job.points.column("key"), pa.array(sorted(done_keys), pa.string()))))
+    pending = job.points.filter(pc.invert(pc.is_in(job.points.column("key"), pa.array(list(done_keys), pa.string()))))
     run_id = uuid.uuid4().hex[:12]
     by_status: Dict[str, int] = {}
     failures: List[Dict[str, Any]] = []
@@ -164,11 +167,14 @@ def _commit_failures(lake: Lake, job: SweepJob, kind: str, run_id: str, failures
                 schema_version=FAILURE_SCHEMA_VERSION)
 
 
-def read_rows(lake: Lake, kind: str, keys: pa.Table, *, status: str = STATUS_OK) -> pd.DataFrame:
-    """Rows of ``kind`` with the given keys (and status), read back through DuckDB."""
+def read_rows(lake: Lake, kind: str, keys: pa.Table, *, status: Optional[str] = STATUS_OK) -> pd.DataFrame:
+    """Rows of ``kind`` with the given keys, read back through DuckDB; only those of
+    ``status``, or every status with ``status=None``."""
     con = connect(lake)
     try:
         con.register("wanted", keys.select(["key"]))
+        if status is None:
+            return con.sql(f'SELECT r.* FROM "{kind}" r JOIN wanted USING (key)').df()
         return con.sql(f'SELECT r.* FROM "{kind}" r JOIN wanted USING (key) WHERE r.status = ?', params=[status]).df()
     finally:
         con.close()
