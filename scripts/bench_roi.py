@@ -67,14 +67,14 @@ def collective_fit() -> None:
                                    for s in sizes], schema=ROI_POINT_SCHEMA)
     with ray_session(None, 2):
         rows = run_collective_group(points, world=2, placement="pack", backend="gloo", device="cpu",
-                                    context=CollectiveContext(warmup=5, repeats=20), schema=ROI_SCHEMA).to_pylist()
+                                    context=CollectiveContext(warmup=5, repeats=30), schema=ROI_SCHEMA).to_pylist()
     x = [r["message_bytes"] for r in rows]
     t = [r["median_s"] for r in rows]
     whole = fit_alpha_beta("all_reduce", 2, x, t)
     large = [(s, v) for s, v in zip(x, t, strict=True) if s >= 1 << 20]
     judged = fit_alpha_beta("all_reduce", 2, [s for s, _ in large], [v for _, v in large])
     spread = max((r["p90_s"] - r["p10_s"]) / r["median_s"] for r in rows if r["message_bytes"] >= 1 << 20)
-    print(f"collective fit: all-reduce, 2 gloo ranks, {len(x)} sizes 16 KiB-64 MiB, 20 repeats each: "
+    print(f"collective fit: all-reduce, 2 gloo ranks, {len(x)} sizes 16 KiB-64 MiB, 30 samples each: "
           f"whole-ladder fit alpha {whole.alpha_s * 1e6:.0f} us, busbw {whole.busbw_Bps / 1e9:.2f} GB/s, "
           f"worst error >= 1 MiB {100 * whole.max_rel_error:.0f}%; fit on >= 1 MiB only: worst error "
           f"{100 * judged.max_rel_error:.0f}%; widest measured p10-p90 spread >= 1 MiB: {100 * spread:.0f}% of the median")

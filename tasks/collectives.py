@@ -9,15 +9,19 @@ all-reduce and (n-1)/n for all-gather and reduce-scatter.
 
 from __future__ import annotations
 
+import math
+import os
 import socket
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import Iterator, List, Sequence
 
 import numpy as np
 
 from tasks.kernels import DTYPES
 from tasks.provenance import device_provenance
-from tasks.timing import time_kernel
+from tasks.timing import synchronize
 
 __all__ = ["COLLECTIVE_OPS", "bus_factor", "ring_steps", "CollectiveContext", "CollectiveMember", "fit_alpha_beta",
            "AlphaBetaFit"]
@@ -37,9 +41,32 @@ def ring_steps(op: str, n: int) -> int:
 
 @dataclass(frozen=True)
 class CollectiveContext:
+    """How each collective point is timed: ``warmup`` untimed calls, then ``repeats``
+    samples; a sample is as many back-to-back calls as fill ``sample_s`` seconds (at most
+    ``max_calls_per_sample``), started together after a barrier, as nccl-tests averages
+    its iterations."""
+
     warmup: int = 3
     repeats: int = 10
     timeout_s: float = 120.0
+    sample_s: float = 0.05
+    max_calls_per_sample: int = 1000
+    pin_cpu_core: bool = True  # CPU ranks: bind each rank to one core while it measures
+
+
+@contextmanager
+def pinned_to_core(rank: int, enabled: bool) -> Iterator[None]:
+    """Bind this process to one core of its allowed set (``rank`` modulo their count) and
+    restore the set afterwards, as MPI launchers bind ranks: co-scheduled ranks on one
+    core are what makes loopback collectives noisy."""
+    allowed = sorted(os.sched_getaffinity(0)) if enabled and hasattr(os, "sched_setaffinity") else []
+    if len(allowed) > 1:
+        os.sched_setaffinity(0, {allowed[rank % len(allowed)]})
+    try:
+        yield
+    finally:
+        if len(allowed) > 1:
+            os.sched_setaffinity(0, set(allowed))
 
 
 class CollectiveMember:
@@ -88,29 +115,58 @@ class CollectiveMember:
         out = torch.empty(shard, dtype=torch_dtype, device=self.device)
         return lambda: dist.reduce_scatter_tensor(out, x)
 
-    def measure(self, points: Sequence[dict], context: CollectiveContext) -> List[dict]:
-        """Time each point (``op``, ``message_bytes``, ``dtype``); every rank must call this
-        with the same points. The slowest rank's median is the collective's time."""
+    def _agree(self, values: Sequence[float]) -> List[float]:
+        """Element-wise maximum of ``values`` over the group (every rank gets it)."""
         import torch
         import torch.distributed as dist
 
+        tensor = torch.tensor(list(values), dtype=torch.float64)
+        if self.backend == "nccl":
+            tensor = tensor.to(self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return tensor.cpu().tolist()
+
+    def _time_samples(self, fn, context: CollectiveContext) -> np.ndarray:
+        """Seconds per call, one per sample: each sample runs the same number of calls on
+        every rank after a barrier; a sample's time is the slowest rank's."""
+        import torch.distributed as dist
+
+        started = time.perf_counter()
+        for _ in range(max(1, context.warmup)):
+            fn()
+        synchronize(self.device)
+        (per_call,) = self._agree([(time.perf_counter() - started) / max(1, context.warmup)])
+        calls = int(min(context.max_calls_per_sample, max(1, math.ceil(context.sample_s / max(per_call, 1e-9)))))
+        samples = []
+        for _ in range(context.repeats):
+            dist.barrier()
+            t0 = time.perf_counter_ns()
+            for _ in range(calls):
+                fn()
+            synchronize(self.device)
+            samples.append((time.perf_counter_ns() - t0) / 1e9 / calls)
+        return np.asarray(self._agree(samples))
+
+    def measure(self, points: Sequence[dict], context: CollectiveContext) -> List[dict]:
+        """Time each point (``op``, ``message_bytes``, ``dtype``); every rank must call this
+        with the same points. Statistics are over samples, each the slowest rank's."""
         provenance = device_provenance(self.device)
+        with pinned_to_core(self.rank, context.pin_cpu_core and self.device == "cpu"):
+            return self._measure(points, context, provenance)
+
+    def _measure(self, points: Sequence[dict], context: CollectiveContext, provenance: dict) -> List[dict]:
         rows = []
         for point in points:
             elements = max(1, point["message_bytes"] // DTYPES[point["dtype"]])
             fn = self._op(point["op"], elements, point["dtype"])
-            dist.barrier()
-            stats = time_kernel(fn, device=self.device, warmup=context.warmup, min_repeats=context.repeats,
-                                max_repeats=context.repeats, time_cap_s=float("inf"))
-            slowest = torch.tensor([stats.median_s, stats.p10_s, stats.p90_s, stats.mean_s], dtype=torch.float64)
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            median, p10, p90, mean = slowest.tolist()
+            samples = self._time_samples(fn, context)
+            p10, median, p90 = (float(v) for v in np.percentile(samples, [10, 50, 90]))
             size = elements * DTYPES[point["dtype"]]
             algbw = size / median / 1e9
             rows.append({**point, "status": "ok", "reason": None, "median_s": median, "p10_s": p10, "p90_s": p90,
-                         "mean_s": mean, "repeats": stats.repeats, "flops": 0.0, "bytes_moved": float(size),
-                         "achieved_tflops": None, "peak_fraction": None, "algbw_GBps": algbw,
-                         "busbw_GBps": algbw * bus_factor(point["op"], self.world),
+                         "mean_s": float(samples.mean()), "repeats": len(samples), "flops": 0.0,
+                         "bytes_moved": float(size), "achieved_tflops": None, "peak_fraction": None,
+                         "algbw_GBps": algbw, "busbw_GBps": algbw * bus_factor(point["op"], self.world),
                          **{f: provenance.get(f) for f in ("device_model", "device_count", "driver_version",
                                                            "torch_version", "cuda_version", "nccl_version",
                                                            "nccl_settings", "host")}})

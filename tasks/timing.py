@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["TimingStats", "time_kernel"]
+__all__ = ["TimingStats", "synchronize", "time_kernel"]
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,8 @@ class TimingStats:
     repeats: int
 
 
-def _synchronize(device: str) -> None:
+def synchronize(device: str) -> None:
+    """Wait for the device's queued work (a no-op on the CPU)."""
     if device.startswith("cuda"):
         import torch
 
@@ -44,7 +45,7 @@ def time_kernel(fn: Callable[[], object], *, device: str = "cpu", warmup: int = 
     """
     for _ in range(warmup):
         fn()
-    _synchronize(device)
+    synchronize(device)
     samples = []
     started = time.perf_counter()
     cuda = device.startswith("cuda")
