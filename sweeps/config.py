@@ -24,7 +24,7 @@ from conf import CONF_DIR
 from sweeps.errors import ConfigError
 from tasks.specs import HardwareProfile, TransformerModel
 
-__all__ = ["LinkPlacement", "SweepMode", "RoiSpec", "SweepSpec", "RunConfig", "load_run_config", "load_preset", "list_presets", "GROUPS"]
+__all__ = ["LinkPlacement", "SweepMode", "RoiSpec", "Scenario", "SweepSpec", "RunConfig", "load_run_config", "load_preset", "list_presets", "GROUPS"]
 
 
 class LinkPlacement(enum.Enum):
@@ -72,6 +72,15 @@ class RoiSpec:
 
 
 @dataclass
+class Scenario:
+    """One network scenario of a projection (method.md §5.5): where the groups' links
+    are placed and how much interference slows the overlapped (DP) all-reduce (>= 1)."""
+
+    links: LinkPlacement = LinkPlacement.ideal
+    dp_slowdown: float = 1.0
+
+
+@dataclass
 class SweepSpec:
     """A grid of configurations and hardware scenarios (one preset of ``conf/sweep``).
 
@@ -93,6 +102,9 @@ class SweepSpec:
     flop_vs_bw: List[float] = field(default_factory=lambda: [1.0])
     dp_slowdown: float = 1.0
     links: LinkPlacement = LinkPlacement.ideal
+    # When set, the grid is projected under every scenario, each replacing (links,
+    # dp_slowdown): the case study's DP links inside a node, across nodes, with interference.
+    scenarios: List[Scenario] = field(default_factory=list)
     overlap_tp: int = 16
     highlights: List[str] = field(default_factory=list)
     reference_model: str = "megatron-8.3b"
@@ -224,6 +236,10 @@ def validate(config: RunConfig) -> None:
         _validate_roi(sweep.roi)
     if sweep.dp_slowdown < 1.0:
         raise ConfigError("sweep.dp_slowdown", sweep.dp_slowdown, "an interference slowdown is at least 1")
+    for i, scenario in enumerate(sweep.scenarios):
+        if scenario.dp_slowdown < 1.0:
+            raise ConfigError(f"sweep.scenarios[{i}].dp_slowdown", scenario.dp_slowdown,
+                              "an interference slowdown is at least 1")
     _validate_hardware(hw)
     if model is not None:
         _validate_model(model)

@@ -25,6 +25,10 @@ def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0) -> Tupl
     sweep = {f"sweep.{k}": v for k, v in dataclasses.asdict(config.sweep).items()
              if k not in ("description", "mode", "roi")}
     sweep["sweep.links"] = config.sweep.links.value
+    # Only a sweep that lists scenarios names them, so older sweeps keep their fingerprint.
+    scenarios = sweep.pop("sweep.scenarios", [])
+    if scenarios:
+        sweep["sweep.scenarios"] = [{"links": s["links"].value, "dp_slowdown": s["dp_slowdown"]} for s in scenarios]
     sweep["model"] = dataclasses.asdict(config.model) if config.model else None
     sweep["cost_model"] = projection.COST_MODEL_VERSION
     workload = Workload(kind="projection", body=projection.project_table, context=config.hardware,
@@ -104,7 +108,8 @@ def roi_job(config: RunConfig) -> SweepJob:
     resources = {"num_cpus": 1, "num_gpus": 1} if roi.device.startswith("cuda") else {"num_cpus": 1}
     workload = Workload(kind="roi", body=measure_roi_kernels, context=context, schema=ROI_SCHEMA,
                         schema_version=SCHEMA_VERSION, resources=resources, point_timeout_s=roi.point_timeout_s)
-    spec = {f"sweep.{k}": v for k, v in dataclasses.asdict(config.sweep).items() if k != "description"}
+    spec = {f"sweep.{k}": v for k, v in dataclasses.asdict(config.sweep).items()
+            if k not in ("description", "scenarios")}  # scenarios do not change what is measured
     spec["sweep.links"], spec["sweep.mode"] = config.sweep.links.value, config.sweep.mode.value
     spec["model"] = config.model.name if config.model else None
     label = roi.device_model if roi.device_model != "auto" else roi.device

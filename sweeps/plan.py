@@ -67,7 +67,8 @@ def _highlight(model: TransformerModel, reference: TransformerModel, config: Run
 
 def plan_points(config: RunConfig) -> Plan:
     """Every point of the sweep: the grid (or the selected model's layer over the grid's
-    SL, B, TP) plus each highlighted model at its Eq. 10 TP, times every flop-vs-bw m."""
+    SL, B, TP) plus each highlighted model at its Eq. 10 TP, times every flop-vs-bw m
+    (and every network scenario, when the sweep lists them)."""
     sweep, hw = config.sweep, config.hardware
     if config.model is None:
         layers = [("", h, h // sweep.head_dim) for h in sweep.h]
@@ -82,11 +83,13 @@ def plan_points(config: RunConfig) -> Plan:
     configs += [(f"highlight:{x.model}", x.h, x.heads, x.sl, min(sweep.b), x.tp) for x in highlights]
 
     hw_print, calibration = fingerprint(hw), f"spec:{hw.name}"
+    scenarios = [(s.links.value, float(s.dp_slowdown)) for s in sweep.scenarios] or [
+        (sweep.links.value, float(sweep.dp_slowdown))]
     rows: List[Dict[str, object]] = []
-    for (label, h, heads, sl, b, tp), m in itertools.product(configs, sweep.flop_vs_bw):
+    for (label, h, heads, sl, b, tp), m, (links, slowdown) in itertools.product(configs, sweep.flop_vs_bw, scenarios):
         row = dict(label=label, h=h, heads=heads, sl=sl, b=b, tp=tp, dp=sweep.dp,
                    dtype_bytes=sweep.dtype_bytes, flop_vs_bw=float(m),
-                   dp_slowdown=float(sweep.dp_slowdown), links=sweep.links.value)
+                   dp_slowdown=slowdown, links=links)
         row["key"] = point_key(row, sweep.name, hw_print, calibration)
         rows.append(row)
     return Plan(pa.Table.from_pylist(rows, schema=POINT_SCHEMA), highlights)
