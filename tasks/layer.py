@@ -21,6 +21,8 @@ __all__ = [
     "gemm_shapes",
     "layer_training_flops",
     "elementwise_kernels",
+    "ELEMENTWISE_KERNELS",
+    "elementwise_elements",
     "tp_allreduce_bytes",
     "tp_allreduces_per_layer",
     "dp_gradient_bytes",
@@ -109,6 +111,17 @@ _ELEMENTWISE: Dict[str, Tuple[Callable, int, int]] = {
     "dropout": (lambda h, a, sl, b, tp: sl * b * h / tp, 3, 2),
     "residual_add": (lambda h, a, sl, b, tp: sl * b * h / tp, 3, 2),
 }
+
+#: Names of the memory-bound kernel classes of a layer.
+ELEMENTWISE_KERNELS: Tuple[str, ...] = tuple(_ELEMENTWISE)
+
+
+def elementwise_elements(name: str, h, heads, sl, b, tp):
+    """Elements one layer's ``name`` kernels touch per device, all of its kernels together
+    (element count per kernel x kernels per layer)."""
+    elements, _, count = _ELEMENTWISE[name]
+    return elements(h, heads, sl, b, tp) * count
+
 
 #: A memory-bound kernel's backward moves about twice the bytes of its forward (it reads
 #: the saved input and the incoming gradient and writes the outgoing one). Assumption.

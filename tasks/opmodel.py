@@ -1,0 +1,174 @@
+"""Operator-level models: how each operator class's time scales, fitted from measurements.
+
+method.md §5.3 (Pati et al., arXiv 2302.02825, §5.3): profile a baseline, vary one
+hyperparameter at a time, and learn each operator's scaling. The algebra fixes the
+exponents: a model's *work* ``W`` is the class's FLOPs (GEMMs, ``layer.gemm_shapes``:
+linear in SL and B, quadratic in H, 1/TP; attention quadratic in SL) or elements touched
+(memory-bound kernels, ``layer.elementwise_elements``). The fit learns only what the
+algebra does not know:
+
+    t = alpha + beta * W * (1 + d_half / d_min)
+
+- ``alpha``: a launch floor, seconds (Erdil and Schneider-Joseph, arXiv 2411.01137);
+- ``beta``: seconds per unit of work at full efficiency;
+- ``d_half``: efficiency against size; a GEMM whose smallest dimension ``d_min`` is
+  ``d_half`` runs at half its large-size efficiency (0 for memory-bound classes, whose
+  ``d_min`` is not defined).
+
+The fit minimises relative error (weights 1/t), with ``d_half`` chosen on a log grid
+and ``alpha, beta >= 0``. Its residuals give each projection an uncertainty band.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Dict, Iterable, Mapping, Sequence, Tuple
+
+import numpy as np
+
+from tasks import layer
+from tasks.transformer_layer import GEMM_CLASSES, OP_CLASSES
+
+__all__ = ["OperatorModel", "UNATTRIBUTED", "MODELLED_CLASSES", "work", "fit_operator", "fit_operators",
+           "predict", "HYPERPARAMETERS", "MeasuredRange", "BAND_SIGMAS"]
+
+#: The engine's own work outside every region (gradient sums of the residual stream),
+#: modelled like a memory-bound class over the layer's SL*B*H elements.
+UNATTRIBUTED = "unattributed"
+MODELLED_CLASSES: Tuple[str, ...] = OP_CLASSES + (UNATTRIBUTED,)
+
+#: The hyperparameters a configuration is given by (and the fit's measured range spans).
+HYPERPARAMETERS = ("h", "heads", "sl", "b", "tp")
+
+#: Width of the uncertainty band, in root-mean-square relative residuals (about 95%).
+BAND_SIGMAS = 2.0
+
+_D_HALF_GRID = np.concatenate([[0.0], np.geomspace(1.0, 8192.0, 53)])
+
+
+def work(op_class: str, h, heads, sl, b, tp) -> Tuple[np.ndarray, np.ndarray]:
+    """``(W, d_min)`` of ``op_class`` for configurations given as arrays (broadcast).
+
+    GEMM classes: W in FLOPs, d_min the GEMM's smallest dimension. Memory-bound classes:
+    W in elements, d_min infinite. ``head_reshape`` copies QKV into heads (3 SL*B*H/TP
+    elements) and merges the context back (SL*B*H/TP).
+    """
+    h, heads, sl, b, tp = (np.asarray(v, dtype=np.float64) for v in (h, heads, sl, b, tp))
+    shape = np.broadcast(h, heads, sl, b, tp).shape
+    inf = np.full(shape, np.inf)
+    name, _, pass_ = op_class.partition(".")
+    if op_class in GEMM_CLASSES:
+        for gemm in layer.gemm_shapes(h, heads, sl, b, tp):
+            if gemm.name == name and gemm.pass_ == pass_:
+                d_min = np.minimum(np.minimum(gemm.m, gemm.n), gemm.k)
+                return np.broadcast_to(gemm.flops, shape), np.broadcast_to(d_min, shape)
+    if name == "head_reshape":
+        elements = 4.0 * sl * b * h / tp
+    elif name in layer.ELEMENTWISE_KERNELS:
+        elements = layer.elementwise_elements(name, h, heads, sl, b, tp)
+    elif op_class == UNATTRIBUTED:
+        elements = sl * b * h
+    else:
+        raise KeyError(f"unknown operator class {op_class!r}")
+    return np.broadcast_to(elements, shape), inf
+
+
+@dataclass(frozen=True)
+class OperatorModel:
+    """A fitted ``t = alpha + beta * W * (1 + d_half / d_min)`` and its fit's residuals."""
+
+    op_class: str
+    alpha_s: float
+    beta_s: float
+    d_half: float
+    rms_rel_error: float     # root mean square of (predicted - measured) / measured
+    max_rel_error: float
+    points: int
+
+    def predict(self, h, heads, sl, b, tp) -> np.ndarray:
+        w, d_min = work(self.op_class, h, heads, sl, b, tp)
+        return self.alpha_s + self.beta_s * w * (1.0 + self.d_half / d_min)
+
+    def as_row(self) -> dict:
+        return asdict(self)
+
+
+def _weighted_fit(w: np.ndarray, t: np.ndarray) -> Tuple[float, float]:
+    """alpha, beta >= 0 minimising sum(((alpha + beta w) - t) / t)^2."""
+    design = np.stack([np.ones_like(w), w], axis=1) / t[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    if alpha < 0 or beta <= 0:
+        # One parameter at the bound: fit the other alone and keep the better.
+        beta_only = max(float(np.sum(w / t) / np.sum((w / t) ** 2)), 0.0)
+        alpha_only = float(np.sum(1.0 / t) / np.sum(1.0 / t**2))
+        err_b = np.sum(((beta_only * w) - t) ** 2 / t**2)
+        err_a = np.sum((alpha_only - t) ** 2 / t**2)
+        return (0.0, beta_only) if err_b <= err_a else (alpha_only, 0.0)
+    return float(alpha), float(beta)
+
+
+def fit_operator(op_class: str, configs: Mapping[str, Sequence[float]], times_s: Sequence[float]) -> OperatorModel:
+    """Fit one class to measured times; ``configs`` maps each of ``HYPERPARAMETERS`` to
+    an array of the measured configurations. Needs at least two positive times."""
+    t = np.asarray(times_s, dtype=np.float64)
+    w, d_min = work(op_class, *(configs[k] for k in HYPERPARAMETERS))
+    keep = t > 0
+    if keep.sum() < 2:
+        raise ValueError(f"{op_class}: {int(keep.sum())} positive times; a fit needs at least 2")
+    t, w, d_min = t[keep], np.asarray(w)[keep], np.asarray(d_min)[keep]
+    grid = _D_HALF_GRID if np.isfinite(d_min).any() else np.array([0.0])
+    best = None
+    for d_half in grid:
+        effective = w * (1.0 + d_half / d_min)
+        alpha, beta = _weighted_fit(effective, t)
+        rel = (alpha + beta * effective - t) / t
+        score = float(np.sqrt(np.mean(rel**2)))
+        if best is None or score < best[0] - 1e-12:
+            best = (score, alpha, beta, float(d_half), float(np.max(np.abs(rel))))
+    score, alpha, beta, d_half, worst = best
+    # Residual spread with the degrees of freedom the fit used (alpha, beta, d_half).
+    dof = max(1, len(t) - (3 if len(grid) > 1 else 2))
+    rms = score * np.sqrt(len(t) / dof)
+    return OperatorModel(op_class, alpha, beta, d_half, float(rms), worst, int(len(t)))
+
+
+def fit_operators(configs: Mapping[str, Sequence[float]], times: Mapping[str, Sequence[float]]) -> Dict[str, OperatorModel]:
+    """One model per class in ``times`` (class -> measured seconds per configuration)."""
+    return {c: fit_operator(c, configs, t) for c, t in times.items()}
+
+
+@dataclass(frozen=True)
+class MeasuredRange:
+    """The hyperparameter box the fits saw; a configuration outside it extrapolates."""
+
+    low: Dict[str, float]
+    high: Dict[str, float]
+
+    @classmethod
+    def of(cls, configs: Mapping[str, Sequence[float]]) -> "MeasuredRange":
+        return cls({k: float(np.min(configs[k])) for k in HYPERPARAMETERS if k != "heads"},
+                   {k: float(np.max(configs[k])) for k in HYPERPARAMETERS if k != "heads"})
+
+    def outside(self, configs: Mapping[str, Sequence[float]]) -> np.ndarray:
+        """True where any hyperparameter lies outside the measured range."""
+        flags = None
+        for k, low in self.low.items():
+            v = np.asarray(configs[k], dtype=np.float64)
+            out = (v < low) | (v > self.high[k])
+            flags = out if flags is None else flags | out
+        return flags
+
+
+def predict(models: Mapping[str, OperatorModel], classes: Iterable[str], configs: Mapping[str, Sequence[float]]
+            ) -> Tuple[np.ndarray, np.ndarray]:
+    """Total predicted seconds of ``classes`` and its band half-width (seconds).
+
+    Class errors are taken as independent: half-width = BAND_SIGMAS * sqrt(sum((rms_i * t_i)^2)).
+    """
+    total, variance = 0.0, 0.0
+    args = [configs[k] for k in HYPERPARAMETERS]
+    for c in classes:
+        t = models[c].predict(*args)
+        total = total + t
+        variance = variance + (models[c].rms_rel_error * t) ** 2
+    return np.asarray(total, dtype=np.float64), BAND_SIGMAS * np.sqrt(variance)
