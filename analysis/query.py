@@ -3,18 +3,35 @@
 ``projection`` (and every other kind present) is a view over the kind's committed
 Parquet files with the hive partitions (kind, sweep, hardware) as columns, so a user
 writes ``SELECT ... FROM projection WHERE sweep = 'table2'`` without knowing the layout.
+Every kind this commscale knows (``sweeps.kinds.SCHEMAS``) has a view even before its first
+row lands: an empty one with the kind's columns and the partition columns.
+
+From Python::
+
+    from analysis.query import frame, kind_frame
+    from sweeps.lake import Lake
+
+    lake = Lake("lake")
+    top = frame(lake, "SELECT h, sl, tp, serialized_fraction FROM projection WHERE flop_vs_bw = 1")
+    rows = kind_frame(lake, "projection")   # every row of a kind; None if the lake has no such view
 """
 
 from __future__ import annotations
 
+from typing import Optional
+
 import duckdb
+import pandas as pd
 import pyarrow as pa
 
 from sweeps.errors import LakeError, QueryError
 from sweeps.kinds import SCHEMAS
 from sweeps.lake import Lake
 
-__all__ = ["connect", "query"]
+__all__ = ["connect", "query", "frame", "kind_frame", "view_frame", "PARTITION_COLUMNS"]
+
+#: The hive partition columns every view carries.
+PARTITION_COLUMNS = ("kind", "sweep", "hardware")
 
 
 def _sql_string(text: str) -> str:
@@ -38,7 +55,21 @@ def connect(lake: Lake) -> duckdb.DuckDBPyConnection:
         else:
             con.register(f"{kind}_dataset", lake.dataset(kind))
             con.execute(f'CREATE VIEW "{kind}" AS SELECT * FROM "{kind}_dataset"')
+    _empty_views(con, exclude=set(lake.kinds()))
     return con
+
+
+def _empty_views(con: duckdb.DuckDBPyConnection, exclude: set) -> None:
+    """An empty view for every known kind without committed files, so a query over a kind
+    that has no rows yet returns no rows rather than failing."""
+    for kind, (schema, _version) in SCHEMAS.items():
+        if kind in exclude:
+            continue
+        for column in PARTITION_COLUMNS:
+            if column not in schema.names:
+                schema = schema.append(pa.field(column, pa.string()))
+        con.register(f"{kind}_empty", schema.empty_table())
+        con.execute(f'CREATE VIEW "{kind}" AS SELECT * FROM "{kind}_empty"')
 
 
 def _check_schema(lake: Lake, kind: str) -> None:
@@ -70,3 +101,32 @@ def query(lake: Lake, statement: str) -> pa.Table:
         raise QueryError(statement, str(exc).splitlines()[0]) from None
     finally:
         con.close()
+
+
+def frame(lake: Lake, statement: str) -> pd.DataFrame:
+    """``query`` as a pandas DataFrame (columns as the statement names them)."""
+    return query(lake, statement).to_pandas()
+
+
+def kind_frame(lake: Lake, kind: str, columns: Optional[list] = None) -> Optional[pd.DataFrame]:
+    """Every row of ``kind`` (or only those of ``columns`` the kind has) as a DataFrame;
+    None when the lake has no view of that kind (a kind neither known nor written)."""
+    lake.ensure_readable()
+    con = connect(lake)
+    try:
+        return view_frame(con, kind, columns)
+    finally:
+        con.close()
+
+
+def view_frame(con: duckdb.DuckDBPyConnection, kind: str, columns: Optional[list] = None) -> Optional[pd.DataFrame]:
+    """``kind_frame`` on an open ``connect`` connection (several reads, one set of views)."""
+    if not con.execute("SELECT 1 FROM duckdb_views() WHERE view_name = ?", [kind]).fetchall():
+        return None
+    if columns:
+        present = {c for (c, *_rest) in con.sql(f'DESCRIBE "{kind}"').fetchall()}
+        chosen = [c for c in columns if c in present]
+        wanted = ", ".join(f'"{c}"' for c in chosen) if chosen else "*"
+    else:
+        wanted = "*"
+    return con.sql(f'SELECT {wanted} FROM "{kind}"').df()

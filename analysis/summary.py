@@ -10,7 +10,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["serialized_summary", "overlapped_summary", "render_summary"]
+__all__ = ["serialized_summary", "overlap_rows", "overlapped_summary", "render_summary"]
 
 HIGHLIGHT_PREFIX = "highlight:"
 
@@ -38,16 +38,23 @@ def serialized_summary(rows: pd.DataFrame) -> pd.DataFrame:
     return stats
 
 
-def overlapped_summary(rows: pd.DataFrame, overlap_tp: int) -> pd.DataFrame:
-    """Overlap percent at TP = ``overlap_tp`` (or the grid's nearest TP) per distinct
-    SL*B: the lowest and highest over H, and how many H expose communication (> 100%).
-    One row per (SL*B, m)."""
+def overlap_rows(rows: pd.DataFrame, overlap_tp: int) -> pd.DataFrame:
+    """The overlapped analysis' subset of the grid: rows at TP = ``overlap_tp`` (or the
+    grid's nearest TP), with an ``slb`` column (SL*B); for an SL*B reached by several
+    (SL, B), only the longest sequence (smallest B)."""
     grid = _grid(rows)
     tps = sorted(grid["tp"].unique())
     tp = min(tps, key=lambda t: (abs(t - overlap_tp), t))
     at_tp = grid[grid["tp"] == tp].assign(slb=lambda d: d["sl"] * d["b"])
-    # For an SL*B reached by several (SL, B), keep the longest sequence (smallest B).
-    at_tp = at_tp[at_tp["b"] == at_tp.groupby("slb")["b"].transform("min")]
+    return at_tp[at_tp["b"] == at_tp.groupby("slb")["b"].transform("min")]
+
+
+def overlapped_summary(rows: pd.DataFrame, overlap_tp: int) -> pd.DataFrame:
+    """Overlap percent at TP = ``overlap_tp`` (or the grid's nearest TP) per distinct
+    SL*B: the lowest and highest over H, and how many H expose communication (> 100%).
+    One row per (SL*B, m)."""
+    at_tp = overlap_rows(rows, overlap_tp)
+    tp = int(at_tp["tp"].iloc[0]) if len(at_tp) else overlap_tp
     summary = at_tp.groupby(["slb", "flop_vs_bw"]).agg(
         min_percent=("overlap_percent", "min"),
         max_percent=("overlap_percent", "max"),

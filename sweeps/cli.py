@@ -5,6 +5,7 @@
     commscale status [SWEEP]              # done, failed, pending per sweep, from the lake
     commscale lake verify|vacuum|upgrade  # maintenance
     commscale query "SELECT ... FROM projection" [--format table|csv|json|parquet]
+    commscale report [--lake PATH] [--out DIR]   # figures, tables, provenance: HTML + Markdown
     commscale config [OVERRIDES ...]      # the composed config, as YAML
     commscale presets                     # the presets of each config group
 
@@ -28,6 +29,8 @@ from rich.table import Table
 from sweeps.config import GROUPS, list_presets, load_run_config
 from sweeps.errors import UserError
 from sweeps.lake import Lake
+from sweeps.report_cli import DEFAULT_REPORT, write_and_announce
+from sweeps.report_cli import report as report_command
 
 DEFAULT_LAKE = os.environ.get("COMMSCALE_LAKE", "lake")
 FORMATS = ("table", "csv", "json", "parquet")
@@ -125,6 +128,7 @@ def run(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cp
     out.print(f"\nLake: {lake} ({len(rows)} rows of this sweep under kind=projection/{where})", soft_wrap=True)
     out.print("Query it:  commscale query \"SELECT h, sl, tp, flop_vs_bw, serialized_fraction FROM projection "
               f"WHERE sweep = '{sweep.name}' ORDER BY serialized_fraction DESC LIMIT 10\"{lake_flag}", soft_wrap=True)
+    write_and_announce(out, lake, DEFAULT_REPORT)
     _report_failures(out, report, lake_root)
 
 
@@ -147,6 +151,7 @@ def _run_roi(config, lake: Lake, lake_root: str, **options) -> None:
     render_roi(out, rows, fits, overlap)
     devices = "; ".join(sorted(set(rows["device_model"].dropna()))) or "nothing"
     out.print(f"\nLake: {lake} (kind=roi, kind=collective_fit); measured on: {devices}", soft_wrap=True)
+    write_and_announce(out, lake, DEFAULT_REPORT)
     _report_failures(out, report, lake_root)
 
 
@@ -347,6 +352,8 @@ def presets() -> None:
     for group in GROUPS:
         click.echo(f"{group}: {', '.join(list_presets(group))}")
 
+
+main.add_command(report_command)
 
 if __name__ == "__main__":
     main()

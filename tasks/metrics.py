@@ -12,6 +12,7 @@ __all__ = [
     "overlap_percent",
     "exposed_communication",
     "communication_share",
+    "latency_share",
     "compute_per_serialized_byte",
     "compute_per_overlapped_byte",
     "required_tp",
@@ -41,6 +42,13 @@ def exposed_communication(t_tp_comm, t_dp_comm, t_overlappable_compute, slowdown
 def communication_share(exposed, step_time):
     """Exposed communication / step time (§6)."""
     return exposed / step_time
+
+
+def latency_share(latency, step_time):
+    """Latency terms / step time: the part of a step that no bandwidth or FLOP rate can
+    shrink (kernel launch floors and per-step α of collectives), the floor that limits how
+    far a run can be spread (Erdil and Schneider-Joseph, arXiv 2411.01137)."""
+    return latency / step_time
 
 
 def compute_per_serialized_byte(flops, tp_bytes):

@@ -1,0 +1,120 @@
+"""What every figure shares: missing rows, a blank figure, the caption, saving.
+
+Figures are drawn on ``matplotlib.figure.Figure`` objects (the Agg canvas, no pyplot
+state), so drawing is headless and matplotlib is imported only when a figure is made.
+Every artist that carries data has a ``gid`` (``SERIES``, ``MARK`` or ``BAR``), which is
+how a test counts the lines or bars a figure drew.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+import pandas as pd
+
+__all__ = ["MissingRows", "COMMANDS", "SERIES", "MARK", "BAR", "require", "new_figure", "caption", "finish", "save",
+           "data_lines", "data_bars", "log2_ticks"]
+
+#: gid of a data line (one per series the rows imply).
+SERIES = "series"
+#: gid of marked points (highlighted models, trials).
+MARK = "mark"
+#: gid of a bar segment container.
+BAR = "bar"
+
+#: The command that produces the rows of each source a figure reads.
+COMMANDS = {
+    "projection": "commscale run",
+    "casestudy": "commscale run sweep=casestudy",
+    "accuracy": "commscale calibrate",
+    "search": "commscale search",
+    "scaling": "commscale search",
+}
+
+
+class MissingRows(LookupError):
+    """A figure's rows are not in the lake; ``command`` produces them."""
+
+    def __init__(self, source: str, what: str) -> None:
+        self.source = source
+        self.command = COMMANDS[source]
+        super().__init__(f"no {what} in the lake: `{self.command}` produces them")
+
+
+def require(rows: Optional[pd.DataFrame], source: str, columns: Sequence[str], what: str) -> pd.DataFrame:
+    """``rows`` if it has rows and every column of ``columns``; else ``MissingRows``."""
+    if rows is None or rows.empty or any(c not in rows.columns for c in columns):
+        raise MissingRows(source, what)
+    return rows
+
+
+def new_figure(width: float = 7.5, height: float = 4.8):
+    """A blank figure and its one Axes on the Agg canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _distinct(rows: pd.DataFrame, column: str) -> str:
+    if column not in rows.columns:
+        return ""
+    values = sorted({str(v) for v in rows[column].dropna()})
+    return ", ".join(values[:4]) + (f" (+{len(values) - 4})" if len(values) > 4 else "")
+
+
+def caption(rows: pd.DataFrame, *fields: Tuple[str, str]) -> str:
+    """A provenance line from the rows themselves: hardware, calibration, then each
+    (label, column) of ``fields`` whose values the rows carry."""
+    parts = []
+    for label, column in (("hardware", "hardware"), ("calibration", "calibration"), *fields):
+        text = _distinct(rows, column)
+        if text:
+            parts.append(f"{label} {text}")
+    return " · ".join(parts)
+
+
+def finish(fig, ax, title: str, note: str, legend_handles: Optional[List] = None, /, **legend) -> None:
+    """Title, a provenance caption under the plot, and a legend."""
+    ax.set_title(title, fontsize=10.5)
+    fig.supxlabel(note, fontsize=7.5, color="#444444")
+    if legend_handles is not None:
+        ax.legend(handles=legend_handles, fontsize=7.5, **legend)
+    else:
+        ax.legend(fontsize=7.5, **legend)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def save(fig, stem: Path) -> List[Path]:
+    """Write ``stem``.png and ``stem``.svg (text kept as text); returns both paths."""
+    import matplotlib
+
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    fig.savefig(paths[0], dpi=110)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "commscale"}):
+        fig.savefig(paths[1], metadata={"Date": None})
+    return paths
+
+
+def data_lines(ax, gid: str = SERIES) -> list:
+    """The lines of ``ax`` drawn for data of kind ``gid``."""
+    return [line for line in ax.get_lines() if line.get_gid() == gid]
+
+
+def data_bars(ax, gid: str = BAR) -> list:
+    """The bar containers of ``ax`` whose bars carry ``gid`` (one per stacked segment)."""
+    return [c for c in ax.containers if c.patches and c.patches[0].get_gid() == gid]
+
+
+def log2_ticks(ax, values: Iterable[float], axis: str = "x") -> None:
+    """A base-2 log axis labelled at the rows' own values."""
+    from matplotlib.ticker import NullLocator
+
+    ticks = sorted({float(v) for v in values})
+    getattr(ax, f"set_{axis}scale")("log", base=2)
+    getattr(ax, f"set_{axis}ticks")(ticks, [f"{t:,.0f}" if t >= 1 else f"{t:g}" for t in ticks])
+    getattr(ax, f"{axis}axis").set_minor_locator(NullLocator())

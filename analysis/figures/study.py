@@ -1,0 +1,112 @@
+"""The study's grid figures from ``projection`` rows (Pati et al., arXiv 2302.02825):
+serialized fraction against TP (Fig. 10a) and overlapped communication as a percent of
+compute against SL·B (Fig. 10b), each for one flop-vs-bw multiplier m (Fig. 11 for m > 1).
+
+Both take the projection rows of one (sweep, hardware) and plot the metrics the rows
+carry (``serialized_fraction``, ``overlap_percent``); nothing is recomputed here.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.figures.common import MARK, SERIES, caption, finish, log2_ticks, new_figure, require
+from analysis.summary import HIGHLIGHT_PREFIX, overlap_rows
+
+__all__ = ["draw_serialized", "draw_overlapped", "figure_number"]
+
+_STYLES = ["-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3))]
+
+
+def figure_number(m: float, panel: str) -> str:
+    """The study's figure number: 10a/10b today (m = 1), 11 for hardware m times ahead."""
+    return f"Fig. 10{panel}" if m == 1 else f"Fig. 11{panel}"
+
+
+def _at_m(rows: pd.DataFrame, m: float, what: str) -> pd.DataFrame:
+    rows = require(rows, "projection", ["flop_vs_bw", "h", "sl", "b", "tp", "label", "status"], what)
+    rows = rows[(rows["flop_vs_bw"] == m) & (rows["status"] == "ok")]
+    return require(rows, "projection", [], f"{what} at m = {m:g}")
+
+
+def _colors(values):
+    from matplotlib import colormaps
+
+    values = sorted(values)
+    cmap = colormaps["viridis"]
+    return {v: cmap(i / max(1, len(values) - 1) * 0.9) for i, v in enumerate(values)}
+
+
+def _legend_handles(colors: dict, styles: dict, color_label: str, style_label: str):
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, lw=2, label=f"{color_label} = {v:,}") for v, c in colors.items()]
+    handles += [Line2D([], [], color="#555555", ls=s, label=f"{style_label} = {v:,}") for v, s in styles.items()]
+    return handles
+
+
+def draw_serialized(rows: pd.DataFrame, *, m: float = 1.0):
+    """Serialized (TP) share of a layer's time against TP, one line per (H, SL) of the
+    grid at its smallest B (the study factors B out), the highlighted models marked.
+
+    ``rows``: projection rows of one sweep and hardware. Raises ``MissingRows`` when
+    none is at multiplier ``m``."""
+    rows = _at_m(rows, m, "projection rows")
+    grid = rows[~rows["label"].str.startswith(HIGHLIGHT_PREFIX)]
+    grid = grid[grid["b"] == grid["b"].min()] if len(grid) else grid
+    marked = rows[rows["label"].str.startswith(HIGHLIGHT_PREFIX)]
+    fig, ax = new_figure(8.2, 5.2)
+    colors = _colors(grid["h"].unique())
+    styles = {sl: _STYLES[i % len(_STYLES)] for i, sl in enumerate(sorted(grid["sl"].unique()))}
+    for (h, sl), group in grid.groupby(["h", "sl"]):
+        group = group.sort_values("tp")
+        ax.plot(group["tp"], 100 * group["serialized_fraction"], color=colors[h], ls=styles[sl], marker="o", ms=3,
+                lw=1.4, gid=SERIES, label=f"H={h:,}, SL={sl:,}")
+    handles = _legend_handles(colors, styles, "H", "SL")
+    if len(marked):
+        from matplotlib.lines import Line2D
+
+        ax.plot(marked["tp"], 100 * marked["serialized_fraction"], ls="none", marker="*", ms=13, color="crimson",
+                markeredgecolor="black", gid=MARK, zorder=5)
+        last_tp = marked["tp"].max()
+        for r in marked.itertuples():
+            left = r.tp == last_tp  # the rightmost label goes left of its star, inside the axes
+            ax.annotate(f"{r.label[len(HIGHLIGHT_PREFIX):]} (TP {r.tp})", (r.tp, 100 * r.serialized_fraction),
+                        textcoords="offset points", xytext=(-8, -12) if left else (6, -10), ha="right" if left else "left",
+                        fontsize=7, color="crimson",
+                        bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
+        handles.append(Line2D([], [], ls="none", marker="*", ms=11, color="crimson", markeredgecolor="black",
+                              label="model at its Eq. 10 TP"))
+    log2_ticks(ax, pd.concat([grid["tp"], marked["tp"]]))
+    ax.set_xlabel("tensor-parallel degree TP (devices)")
+    ax.set_ylabel("serialized communication (% of layer time, fwd + bwd)")
+    ax.set_ylim(0, 100)
+    b = int(grid["b"].min()) if len(grid) else int(rows["b"].min())
+    finish(fig, ax, f"{figure_number(m, 'a')} · serialized (TP) communication vs TP, B = {b}, m = {m:g}",
+           caption(rows, ("sweep", "sweep"), ("cost model", "cost_model_version")), handles,
+           loc="upper left", bbox_to_anchor=(1.01, 1.0), title="colour: H\nstyle: SL", title_fontsize=7.5)
+    return fig
+
+
+def draw_overlapped(rows: pd.DataFrame, *, m: float = 1.0, overlap_tp: int = 16):
+    """The DP weight-gradient all-reduce as a percent of the backward GEMMs it hides
+    behind, against SL·B at TP = ``overlap_tp`` (or the grid's nearest), one line per H;
+    above the drawn 100% line the excess is exposed."""
+    rows = _at_m(rows, m, "projection rows")
+    at_tp = require(overlap_rows(rows, overlap_tp), "projection", [], f"projection rows near TP {overlap_tp}")
+    fig, ax = new_figure(8.2, 5.2)
+    colors = _colors(at_tp["h"].unique())
+    for h, group in at_tp.groupby("h"):
+        group = group.sort_values("slb")
+        ax.plot(group["slb"], group["overlap_percent"], color=colors[h], marker="o", ms=3, lw=1.5, gid=SERIES,
+                label=f"H = {h:,}")
+    ax.axhline(100, color="crimson", lw=1.2, ls="--", gid="threshold", label="100%: exposed above")
+    log2_ticks(ax, at_tp["slb"])
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens per micro-batch SL·B")
+    ax.set_ylabel("DP all-reduce time (% of backward GEMM time)")
+    tp = int(at_tp["tp"].iloc[0])
+    finish(fig, ax, f"{figure_number(m, 'b')} · overlapped (DP) communication vs SL·B, TP = {tp}, m = {m:g}",
+           caption(rows, ("sweep", "sweep"), ("DP", "dp"), ("cost model", "cost_model_version")),
+           loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig

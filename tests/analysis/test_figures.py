@@ -1,0 +1,135 @@
+"""Each figure draws the lines or bars its rows imply, and skips cleanly without rows.
+
+Projection figures read a real lake (the smoke grid and the case study, committed and read
+back through DuckDB); the figures of kinds the lake does not hold yet read small synthetic
+frames with those kinds' columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import figures
+from analysis.figures.common import MARK, data_bars, data_lines
+
+
+def _axes(fig):
+    (ax,) = fig.axes
+    return ax
+
+
+def test_serialized_draws_one_line_per_h_and_sl_and_marks_the_highlight(projection_rows):
+    smoke = projection_rows[projection_rows["sweep"] == "smoke"]
+    ax = _axes(figures.draw_serialized(smoke, m=1.0))
+    lines = data_lines(ax)
+    assert len(lines) == 2 * 2  # H in {1024, 8192} x SL in {1024, 4096}
+    assert {line.get_label() for line in lines} == {f"H={h:,}, SL={sl:,}" for h in (1024, 8192) for sl in (1024, 4096)}
+    line = next(x for x in lines if x.get_label() == "H=8,192, SL=4,096")
+    expected = smoke[(smoke["h"] == 8192) & (smoke["sl"] == 4096) & (smoke["b"] == 1) & (smoke["flop_vs_bw"] == 1)
+                     & (smoke["label"] == "")].sort_values("tp")
+    np.testing.assert_allclose(line.get_xdata(), expected["tp"])
+    np.testing.assert_allclose(line.get_ydata(), 100 * expected["serialized_fraction"])
+    (marks,) = data_lines(ax, MARK)
+    assert len(marks.get_xdata()) == 1  # gpt3 at its Eq. 10 TP
+    assert "gpt3" in " ".join(t.get_text() for t in ax.texts)
+    assert "hardware mi210x4" in ax.figure.get_supxlabel() and "calibration spec:mi210x4" in ax.figure.get_supxlabel()
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_legend() is not None
+
+
+def test_each_multiplier_gets_its_figure_and_a_missing_one_is_skipped(projection_rows):
+    smoke = projection_rows[projection_rows["sweep"] == "smoke"]
+    at_1 = data_lines(_axes(figures.draw_serialized(smoke, m=1.0)))
+    at_4 = data_lines(_axes(figures.draw_serialized(smoke, m=4.0)))
+    assert len(at_4) == len(at_1) == 4
+    assert all(b.get_ydata()[-1] > a.get_ydata()[-1] for a, b in zip(at_1, at_4, strict=True))  # m = 4 exposes more
+    assert "Fig. 11" in _axes(figures.draw_serialized(smoke, m=4.0)).get_title()
+    with pytest.raises(figures.MissingRows, match="`commscale run`"):
+        figures.draw_serialized(smoke, m=2.0)
+
+
+def test_overlapped_draws_one_line_per_h_and_the_100_percent_line(projection_rows):
+    smoke = projection_rows[projection_rows["sweep"] == "smoke"]
+    ax = _axes(figures.draw_overlapped(smoke, m=4.0, overlap_tp=16))
+    lines = data_lines(ax)
+    assert [line.get_label() for line in lines] == ["H = 1,024", "H = 8,192"]
+    for line in lines:  # SL·B in {1024, 4096 (two ways, counted once), 16384}
+        np.testing.assert_allclose(line.get_xdata(), [1024, 4096, 16384])
+    (threshold,) = data_lines(ax, "threshold")
+    assert set(threshold.get_ydata()) == {100}
+    expected = smoke[(smoke["tp"] == 16) & (smoke["h"] == 1024) & (smoke["flop_vs_bw"] == 4) & (smoke["sl"] == 1024)
+                     & (smoke["b"] == 1) & (smoke["label"] == "")]["overlap_percent"]
+    assert lines[0].get_ydata()[0] == pytest.approx(expected.item())
+
+
+def test_case_study_stacks_compute_serialized_and_exposed_to_the_step_time(projection_rows):
+    case = projection_rows[projection_rows["sweep"] == "casestudy"]
+    ax = _axes(figures.draw_case_study(case))
+    containers = data_bars(ax)
+    assert [c.get_label() for c in containers] == ["compute", "serialized (TP) comm", "exposed overlapped (DP) comm"]
+    assert all(len(c) == 9 for c in containers)  # m in {1, 2, 4} x three network scenarios
+    tops = sorted(p.get_y() + p.get_height() for p in containers[-1])
+    np.testing.assert_allclose(tops, sorted(1e3 * case["step_time_s"]), rtol=1e-9)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert sum("inter-node" in t for t in labels) == 6 and sum("interference" in t for t in labels) == 3
+
+
+def test_case_study_needs_a_sweep_with_placed_links(projection_rows):
+    smoke = projection_rows[projection_rows["sweep"] == "smoke"]
+    with pytest.raises(figures.MissingRows, match="`commscale run sweep=casestudy`"):
+        figures.draw_case_study(smoke)
+
+
+def test_accuracy_draws_one_series_per_operator_class_and_rings_extrapolation(accuracy_rows):
+    ax = _axes(figures.draw_accuracy(accuracy_rows))
+    series = data_lines(ax)
+    assert len(series) == 3
+    legend = [t.get_text().split(" ")[0] for t in ax.get_legend().get_texts()]
+    assert [t for t in legend if t in ("all_reduce", "gemm", "step")] == ["all_reduce", "gemm", "step"]
+    np.testing.assert_allclose(sorted(series[2].get_xdata()), [20.0, 80.0])  # the step rows, in ms
+    (ringed,) = data_lines(ax, MARK)
+    assert list(ringed.get_xdata()) == [pytest.approx(80.0)]  # the step row measured at 80 ms
+    assert ax.get_xscale() == "log" and "ms" in ax.get_xlabel()
+
+
+def test_pareto_front_keeps_only_undominated_trials(search_rows):
+    front = figures.pareto_front(search_rows[(search_rows["study"] == "a") & (search_rows["status"] == "ok")])
+    assert list(front["trial"]) == [0, 1, 4]  # trial 2 is beaten by trial 0 on both axes
+    ax = _axes(figures.draw_pareto(search_rows))
+    lines = data_lines(ax)
+    assert len(lines) == 2  # one front per study
+    np.testing.assert_allclose(lines[0].get_xdata(), [1000, 1200, 1500])
+    assert sum(len(m.get_xdata()) for m in data_lines(ax, MARK)) == 6  # the feasible trials
+    assert "1 infeasible" in ax.get_title()
+
+
+def test_scaling_and_latency_floor_draw_one_line_per_model_and_batch(scaling_rows):
+    scaling = _axes(figures.draw_scaling(scaling_rows))
+    assert len(data_lines(scaling)) == 2
+    latency = _axes(figures.draw_latency_floor(scaling_rows))
+    lines = data_lines(latency)
+    assert len(lines) == 2
+    np.testing.assert_allclose(lines[0].get_xdata(), [8, 16, 32, 64])
+    np.testing.assert_allclose(lines[0].get_ydata(), [0.5, 100 * 0.02 / 1.1, 100 * 0.04 / 0.6, 20.0])
+
+
+@pytest.mark.parametrize("draw, command", [
+    (lambda rows: figures.draw_serialized(rows, m=1.0), "commscale run"),
+    (lambda rows: figures.draw_overlapped(rows, m=1.0), "commscale run"),
+    (figures.draw_case_study, "commscale run sweep=casestudy"),
+    (figures.draw_accuracy, "commscale calibrate"),
+    (figures.draw_pareto, "commscale search"),
+    (figures.draw_scaling, "commscale search"),
+    (figures.draw_latency_floor, "commscale search"),
+], ids=["serialized", "overlapped", "casestudy", "accuracy", "pareto", "scaling", "latency"])
+@pytest.mark.parametrize("rows", [None, pd.DataFrame(), pd.DataFrame({"key": ["x"]})], ids=["no-view", "empty", "no-columns"])
+def test_missing_rows_skip_with_the_command_that_produces_them(draw, command, rows):
+    with pytest.raises(figures.MissingRows) as info:
+        draw(rows)
+    assert info.value.command == command and f"`{command}`" in str(info.value)
+
+
+def test_infeasible_trials_alone_are_missing_rows(search_rows):
+    with pytest.raises(figures.MissingRows, match="feasible"):
+        figures.draw_pareto(search_rows[search_rows["status"] != "ok"])
