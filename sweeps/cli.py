@@ -6,6 +6,7 @@
     commscale lake verify|vacuum|upgrade  # maintenance
     commscale query "SELECT ... FROM projection" [--format table|csv|json|parquet]
     commscale report [--lake PATH] [--out DIR]   # figures, tables, provenance: HTML + Markdown
+    commscale search [PRESET] [FIELD=VALUE ...]  # the layout with least exposed communication (Optuna)
     commscale config [OVERRIDES ...]      # the composed config, as YAML
     commscale presets                     # the presets of each config group
 
@@ -354,6 +355,11 @@ def presets() -> None:
 
 
 main.add_command(report_command)
+
+from sweeps.search_cli import search as search_command  # noqa: E402 - its body lives in its own module
+
+main.add_command(search_command)
+
 
 if __name__ == "__main__":
     main()

@@ -7,6 +7,7 @@ from typing import Dict, Tuple
 import pyarrow as pa
 
 from tasks import kernels, probe, projection
+from tasks import search_rows
 from tasks.collectives import FIT_SCHEMA_VERSION, fit_schema
 from tasks.outcomes import FAILURE_SCHEMA
 
@@ -22,4 +23,6 @@ SCHEMAS: Dict[str, Tuple[pa.Schema, int]] = {
     FAILURE_KIND: (FAILURE_SCHEMA, FAILURE_SCHEMA_VERSION),
     "roi": (kernels.ROI_SCHEMA, kernels.SCHEMA_VERSION),
     "collective_fit": (fit_schema(), FIT_SCHEMA_VERSION),
+    "search": (search_rows.SEARCH_SCHEMA, search_rows.SEARCH_SCHEMA_VERSION),
+    "scaling": (search_rows.SCALING_SCHEMA, search_rows.SCALING_SCHEMA_VERSION),
 }
