@@ -46,9 +46,10 @@ def draw_pareto(rows: pd.DataFrame):
         ax.plot(front["tokens_per_s_per_device"], 100 * front["exposed_comm_share"], color=points[0].get_color(),
                 marker="s", ms=5, lw=1.6, drawstyle="steps-post", gid=SERIES,
                 label=f"{study}: front of {len(front)} / {len(trials)} trials")
-        if {"tp", "pp", "dp"} <= set(front.columns):
+        if {"tp", "pp", "dp", "micro_batch"} <= set(front.columns):
             for r in front.itertuples():
-                ax.annotate(f"tp{r.tp} pp{r.pp} dp{r.dp}", (r.tokens_per_s_per_device, 100 * r.exposed_comm_share),
+                ax.annotate(f"tp{r.tp} pp{r.pp} dp{r.dp} mb{r.micro_batch}",
+                            (r.tokens_per_s_per_device, 100 * r.exposed_comm_share),
                             textcoords="offset points", xytext=(4, 4), fontsize=6.5)
     infeasible = int((rows["status"] != "ok").sum())
     ax.set_xlabel("throughput (tokens / s / device)")
@@ -62,11 +63,17 @@ def _series(rows: pd.DataFrame):
     return rows.groupby(["model", "hardware", "global_batch"])
 
 
+def _feasible(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a layout that fits (all rows where the kind has no ``status``)."""
+    return rows[rows["status"] == "ok"] if "status" in rows.columns else rows
+
+
 def draw_scaling(rows: pd.DataFrame):
     """Tokens per second per device against device count, one line per (model,
     hardware, global batch), each point labelled with its winning layout family."""
     rows = require(rows, "scaling", _SCALING, "scaling rows")
-    rows = require(rows.dropna(subset=["tokens_per_s_per_device"]), "scaling", [], "scaling rows with a throughput")
+    rows = require(_feasible(rows).dropna(subset=["tokens_per_s_per_device"]), "scaling", [],
+                   "scaling rows with a feasible layout")
     fig, ax = new_figure(7.5, 5.0)
     for (model, hardware, batch), group in _series(rows):
         group = group.sort_values("devices")
@@ -90,7 +97,8 @@ def draw_latency_floor(rows: pd.DataFrame):
     rows' latency_s and step_time_s) against device count, one line per (model, hardware,
     global batch)."""
     rows = require(rows, "scaling", _SCALING + ["latency_s", "step_time_s"], "scaling rows")
-    rows = require(rows.dropna(subset=["latency_s", "step_time_s"]), "scaling", [], "scaling rows with latency terms")
+    rows = require(_feasible(rows).dropna(subset=["latency_s", "step_time_s"]), "scaling", [],
+                   "scaling rows with latency terms")
     fig, ax = new_figure(7.5, 5.0)
     for (model, hardware, batch), group in _series(rows):
         group = group.sort_values("devices")

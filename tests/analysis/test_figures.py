@@ -133,3 +133,12 @@ def test_missing_rows_skip_with_the_command_that_produces_them(draw, command, ro
 def test_infeasible_trials_alone_are_missing_rows(search_rows):
     with pytest.raises(figures.MissingRows, match="feasible"):
         figures.draw_pareto(search_rows[search_rows["status"] != "ok"])
+
+
+def test_scaling_points_without_a_feasible_layout_are_not_drawn(scaling_rows):
+    rows = scaling_rows.assign(status="ok")
+    rows.loc[rows["devices"] == 64, ["status", "tokens_per_s_per_device", "latency_s", "step_time_s"]] = (
+        "infeasible", None, None, None)
+    for draw in (figures.draw_scaling, figures.draw_latency_floor):
+        lines = data_lines(_axes(draw(rows)))
+        assert [list(line.get_xdata()) for line in lines] == [[8, 16, 32]] * 2
