@@ -111,13 +111,19 @@ def run(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cp
     if config.sweep.mode.value == "roi":
         _run_roi(config, lake, lake_root, address=address, num_cpus=num_cpus, chunk_size=chunk_size, restart=restart)
         return
-    job, plan = projection_job(config)
+    calibration = None
+    if config.calibration is not None:
+        from sweeps.calibrate import load_calibration
+
+        calibration = load_calibration(lake, config.calibration.name)
+    job, plan = projection_job(config, calibration=calibration)
     report = run_job(job, lake, address=address, num_cpus=num_cpus, chunk_size=chunk_size, restart=restart,
                      console=Console(stderr=True))
     out = Console()
     sweep, hw = config.sweep, config.hardware
     model = f", model {config.model.name}" if config.model else ""
-    _report_header(out, report, f"[bold]sweep {sweep.name}[/] on [bold]{hw.name}[/] ({hw.accelerator}{model})")
+    costs = f", compute from {calibration.name}" if calibration else ""
+    _report_header(out, report, f"[bold]sweep {sweep.name}[/] on [bold]{hw.name}[/] ({hw.accelerator}{model}{costs})")
     for x in plan.highlights:
         out.print(f"  highlight {x.model}: TP {x.tp} (Eq. 10 gives {x.tp_eq10:.1f} on {hw.hbm_gb:g} GB devices)",
                   soft_wrap=True)
@@ -357,8 +363,10 @@ def presets() -> None:
 main.add_command(report_command)
 
 from sweeps.search_cli import search as search_command  # noqa: E402 - its body lives in its own module
+from sweeps.calibrate_cli import calibrate as calibrate_command  # noqa: E402 - its body lives in its own module
 
 main.add_command(search_command)
+main.add_command(calibrate_command)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from conf import CONF_DIR
+from sweeps.calibration_config import CalibrationSpec, validate_calibration
 from sweeps.errors import ConfigError
 from tasks.specs import HardwareProfile, TransformerModel
 
@@ -123,9 +124,15 @@ class RunConfig:
     hardware: HardwareProfile = MISSING
     sweep: SweepSpec = MISSING
     model: Optional[TransformerModel] = None
+    # A measured calibration (``commscale calibrate``) whose operator models replace the
+    # spec roofline; None projects with the hardware profile's spec.
+    calibration: Optional[CalibrationSpec] = None
 
 
-GROUPS: Dict[str, type] = {"model": TransformerModel, "hardware": HardwareProfile, "sweep": SweepSpec}
+GROUPS: Dict[str, type] = {"model": TransformerModel, "hardware": HardwareProfile, "sweep": SweepSpec,
+                           "calibration": CalibrationSpec}
+#: Groups that may be chosen as null (none).
+OPTIONAL_GROUPS = ("model", "calibration")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -186,7 +193,7 @@ def _split_overrides(overrides: Sequence[str]) -> Tuple[Dict[str, Optional[str]]
         if "." in key:
             dotted.append(item)
         else:
-            choices[key] = None if value in ("null", "none", "") and key == "model" else value
+            choices[key] = None if value in ("null", "none", "") and key in OPTIONAL_GROUPS else value
     return choices, dotted
 
 
@@ -199,8 +206,9 @@ def load_run_config(overrides: Sequence[str] = ()) -> RunConfig:
     choices, dotted = _split_overrides(overrides)
     selected = {**_defaults(), **choices}
     groups = {g: (load_preset(g, c) if c is not None else None) for g, c in selected.items()}
-    if groups["model"] is None and any(o.startswith("model.") for o in dotted):
-        raise ConfigError("model", None, "no model is selected; choose one with model=NAME before model.FIELD=...")
+    for group in OPTIONAL_GROUPS:
+        if groups.get(group) is None and any(o.startswith(group + ".") for o in dotted):
+            raise ConfigError(group, None, f"no {group} is selected; choose one with {group}=NAME before {group}.FIELD=...")
     node = OmegaConf.structured(RunConfig(**groups))
     for item in dotted:  # one at a time, so an error names the override that caused it
         key, _, value = item.partition("=")
@@ -241,6 +249,8 @@ def validate(config: RunConfig) -> None:
             raise ConfigError(f"sweep.scenarios[{i}].dp_slowdown", scenario.dp_slowdown,
                               "an interference slowdown is at least 1")
     _validate_hardware(hw)
+    if config.calibration is not None:
+        validate_calibration(config.calibration)
     if model is not None:
         _validate_model(model)
         for tp in sweep.tp:

@@ -19,9 +19,11 @@ from tasks.specs import content_hash, fingerprint
 __all__ = ["projection_job", "probe_job", "roi_job", "roi_configs", "record_fits"]
 
 
-def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0) -> Tuple[SweepJob, Plan]:
-    """The job of ``commscale run``: the sweep's points projected on its hardware."""
-    plan = plan_points(config)
+def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0,
+                   calibration: Optional[projection.Calibration] = None) -> Tuple[SweepJob, Plan]:
+    """The job of ``commscale run``: the sweep's points projected on its hardware, with
+    the spec roofline or a measured ``calibration`` (its own partition of the lake)."""
+    plan = plan_points(config, calibration.name if calibration else None)
     sweep = {f"sweep.{k}": v for k, v in dataclasses.asdict(config.sweep).items()
              if k not in ("description", "mode", "roi")}
     sweep["sweep.links"] = config.sweep.links.value
@@ -31,10 +33,13 @@ def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0) -> Tupl
         sweep["sweep.scenarios"] = [{"links": s["links"].value, "dp_slowdown": s["dp_slowdown"]} for s in scenarios]
     sweep["model"] = dataclasses.asdict(config.model) if config.model else None
     sweep["cost_model"] = projection.COST_MODEL_VERSION
-    workload = Workload(kind="projection", body=projection.project_table, context=config.hardware,
+    sweep["calibration"] = calibration.name if calibration else None
+    workload = Workload(kind="projection", body=projection.project_with,
+                        context=projection.ProjectionContext(config.hardware, calibration),
                         schema=projection.PROJECTION_SCHEMA, schema_version=projection.SCHEMA_VERSION,
                         resources={"num_cpus": 1}, point_timeout_s=point_timeout_s)
-    job = SweepJob(name=config.sweep.name, hardware=config.hardware.name, points=plan.points, workload=workload,
+    hardware = config.hardware.name + (f".{config.calibration.name}" if calibration and config.calibration else "")
+    job = SweepJob(name=config.sweep.name, hardware=hardware, points=plan.points, workload=workload,
                    config=sweep, sweep_fingerprint=content_hash(sweep),
                    hardware_fingerprint=fingerprint(config.hardware))
     return job, plan

@@ -7,7 +7,7 @@ from typing import Dict, Tuple
 import pyarrow as pa
 
 from tasks import kernels, probe, projection
-from tasks import search_rows
+from tasks import accuracy, baseline, search_rows
 from tasks.collectives import FIT_SCHEMA_VERSION, fit_schema
 from tasks.outcomes import FAILURE_SCHEMA
 
@@ -25,4 +25,7 @@ SCHEMAS: Dict[str, Tuple[pa.Schema, int]] = {
     "collective_fit": (fit_schema(), FIT_SCHEMA_VERSION),
     "search": (search_rows.SEARCH_SCHEMA, search_rows.SEARCH_SCHEMA_VERSION),
     "scaling": (search_rows.SCALING_SCHEMA, search_rows.SCALING_SCHEMA_VERSION),
+    "baseline": (baseline.BASELINE_SCHEMA, baseline.SCHEMA_VERSION),
+    "opmodel": (accuracy.OPMODEL_SCHEMA, accuracy.OPMODEL_SCHEMA_VERSION),
+    "accuracy": (accuracy.ACCURACY_SCHEMA, accuracy.ACCURACY_SCHEMA_VERSION),
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
@@ -65,10 +65,11 @@ def _highlight(model: TransformerModel, reference: TransformerModel, config: Run
     return Highlight(model.name, model.hidden, model.heads, model.seq_len, _next_power_of_two(tp), tp)
 
 
-def plan_points(config: RunConfig) -> Plan:
+def plan_points(config: RunConfig, calibration: Optional[str] = None) -> Plan:
     """Every point of the sweep: the grid (or the selected model's layer over the grid's
     SL, B, TP) plus each highlighted model at its Eq. 10 TP, times every flop-vs-bw m
-    (and every network scenario, when the sweep lists them)."""
+    (and every network scenario, when the sweep lists them). ``calibration`` names the
+    measured calibration the points are projected with (default: the spec roofline)."""
     sweep, hw = config.sweep, config.hardware
     if config.model is None:
         layers = [("", h, h // sweep.head_dim) for h in sweep.h]
@@ -82,7 +83,7 @@ def plan_points(config: RunConfig) -> Plan:
     highlights = tuple(_highlight(load_preset("model", name), reference, config) for name in sweep.highlights)
     configs += [(f"highlight:{x.model}", x.h, x.heads, x.sl, min(sweep.b), x.tp) for x in highlights]
 
-    hw_print, calibration = fingerprint(hw), f"spec:{hw.name}"
+    hw_print, calibration = fingerprint(hw), calibration or f"spec:{hw.name}"
     scenarios = [(s.links.value, float(s.dp_slowdown)) for s in sweep.scenarios] or [
         (sweep.links.value, float(sweep.dp_slowdown))]
     rows: List[Dict[str, object]] = []

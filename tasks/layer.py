@@ -23,6 +23,7 @@ __all__ = [
     "elementwise_kernels",
     "ELEMENTWISE_KERNELS",
     "elementwise_elements",
+    "REPLICATED_WITHOUT_SP",
     "tp_allreduce_bytes",
     "tp_allreduces_per_layer",
     "dp_gradient_bytes",
@@ -115,12 +116,19 @@ _ELEMENTWISE: Dict[str, Tuple[Callable, int, int]] = {
 #: Names of the memory-bound kernel classes of a layer.
 ELEMENTWISE_KERNELS: Tuple[str, ...] = tuple(_ELEMENTWISE)
 
+#: Kernels on the full SL*B*H activation, which Megatron's tensor parallelism replicates
+#: on every TP rank; only sequence parallelism splits them by TP (Korthikanti et al.,
+#: arXiv 2205.05198, §4.2.2). The table above counts them split, as method.md §3 does.
+REPLICATED_WITHOUT_SP: Tuple[str, ...] = ("layernorm", "dropout", "residual_add")
 
-def elementwise_elements(name: str, h, heads, sl, b, tp):
+
+def elementwise_elements(name: str, h, heads, sl, b, tp, *, sequence_parallel: bool = True):
     """Elements one layer's ``name`` kernels touch per device, all of its kernels together
-    (element count per kernel x kernels per layer)."""
+    (element count per kernel x kernels per layer). Without sequence parallelism the
+    replicated kernels (``REPLICATED_WITHOUT_SP``) touch the whole SL*B*H on every rank."""
     elements, _, count = _ELEMENTWISE[name]
-    return elements(h, heads, sl, b, tp) * count
+    split = 1 if (not sequence_parallel and name in REPLICATED_WITHOUT_SP) else tp
+    return elements(h, heads, sl, b, split) * count
 
 
 #: A memory-bound kernel's backward moves about twice the bytes of its forward (it reads

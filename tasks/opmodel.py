@@ -4,7 +4,9 @@ method.md §5.3 (Pati et al., arXiv 2302.02825, §5.3): profile a baseline, vary
 hyperparameter at a time, and learn each operator's scaling. The algebra fixes the
 exponents: a model's *work* ``W`` is the class's FLOPs (GEMMs, ``layer.gemm_shapes``:
 linear in SL and B, quadratic in H, 1/TP; attention quadratic in SL) or elements touched
-(memory-bound kernels, ``layer.elementwise_elements``). The fit learns only what the
+(memory-bound kernels, ``layer.elementwise_elements`` without sequence parallelism, as
+``tasks.transformer_layer`` runs them: LayerNorm, dropout and residual adds on the whole
+SL*B*H on every TP rank). The fit learns only what the
 algebra does not know:
 
     t = alpha + beta * W * (1 + d_half / d_min)
@@ -65,7 +67,8 @@ def work(op_class: str, h, heads, sl, b, tp) -> Tuple[np.ndarray, np.ndarray]:
     if name == "head_reshape":
         elements = 4.0 * sl * b * h / tp
     elif name in layer.ELEMENTWISE_KERNELS:
-        elements = layer.elementwise_elements(name, h, heads, sl, b, tp)
+        # The measured layer is Megatron's without sequence parallelism.
+        elements = layer.elementwise_elements(name, h, heads, sl, b, tp, sequence_parallel=False)
     elif op_class == UNATTRIBUTED:
         elements = sl * b * h
     else:

@@ -8,13 +8,15 @@ tables, the form task results travel in.
 
 from __future__ import annotations
 
-from typing import Dict, Mapping
+from dataclasses import dataclass, replace
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
 
 from tasks import costs, layer, metrics
-from tasks.specs import HardwareProfile, fingerprint
+from tasks.opmodel import MODELLED_CLASSES, MeasuredRange, OperatorModel, predict
+from tasks.specs import HardwareProfile, LinkTier, fingerprint
 
 __all__ = [
     "COST_MODEL_VERSION",
@@ -23,6 +25,9 @@ __all__ = [
     "PROJECTION_SCHEMA",
     "project_columns",
     "project_table",
+    "project_with",
+    "Calibration",
+    "ProjectionContext",
 ]
 
 #: Bumped whenever a formula or assumption of the cost model changes its numbers; part
@@ -30,8 +35,8 @@ __all__ = [
 COST_MODEL_VERSION = "spec-1"
 
 #: Version of the projection table's schema (the lake's ``schema_version`` column).
-#: 2 added ``status`` and ``reason``.
-SCHEMA_VERSION = 2
+#: 2 added ``status`` and ``reason``; 3 the uncertainty band of a measured calibration.
+SCHEMA_VERSION = 3
 
 #: What a point carries into a projection. ``links`` is "ideal" (every group on the
 #: scale-up tier, the study's assumption that four devices stand in for larger groups)
@@ -80,6 +85,9 @@ _RESULT_FIELDS = [
     ("flops_per_serialized_byte", pa.float64()),
     ("flops_per_overlapped_byte", pa.float64()),
     ("extrapolated", pa.bool_()),
+    # A measured calibration's band on the step time, from its fits' residuals (null for spec).
+    ("step_time_low_s", pa.float64()),
+    ("step_time_high_s", pa.float64()),
 ]
 
 #: One row per configuration x scenario; times are per layer, forward + backward.
@@ -106,6 +114,48 @@ def _layer_times(h, heads, sl, b, tp, p, hw: HardwareProfile):
     return t_fwd, 2.0 * t_fwd, t_elem
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """Measured costs of one device, standing in for the spec roofline.
+
+    ``models``: an operator model per class of ``opmodel.MODELLED_CLASSES``, fitted on
+    configurations inside ``measured_range``. ``intra_node`` / ``inter_node``: link
+    tiers from measured α-β fits, where they exist (else the hardware profile's).
+    """
+
+    name: str
+    models: Mapping[str, OperatorModel]
+    measured_range: MeasuredRange
+    intra_node: Optional[LinkTier] = None
+    inter_node: Optional[LinkTier] = None
+
+    def links(self, hw: HardwareProfile) -> HardwareProfile:
+        """``hw`` with its link tiers replaced by the measured ones."""
+        return replace(hw, intra_node=self.intra_node or hw.intra_node, inter_node=self.inter_node or hw.inter_node)
+
+
+@dataclass(frozen=True)
+class ProjectionContext:
+    """What a projection task needs: the hardware profile and, optionally, a calibration."""
+
+    hardware: HardwareProfile
+    calibration: Optional[Calibration] = None
+
+
+def _measured_layer_times(h, heads, sl, b, tp, calibration: Calibration) -> Tuple[np.ndarray, ...]:
+    """Forward GEMM, backward GEMM and the other operators' time of one layer from the
+    operator models, and the band half-width of their sum (seconds)."""
+    configs = dict(h=h, heads=heads, sl=sl, b=b, tp=tp)
+    fwd = [c for c in MODELLED_CLASSES if c.endswith(".fwd") and c.split(".")[0] in layer.FORWARD_GEMMS]
+    bwd = [c for c in MODELLED_CLASSES if c.endswith((".ig", ".wg"))]
+    rest = [c for c in MODELLED_CLASSES if c not in fwd and c not in bwd]
+    t_fwd, _ = predict(calibration.models, fwd, configs)
+    t_bwd, _ = predict(calibration.models, bwd, configs)
+    t_rest, _ = predict(calibration.models, rest, configs)
+    _, band = predict(calibration.models, MODELLED_CLASSES, configs)
+    return t_fwd, t_bwd, t_rest, band
+
+
 def _tier_time(n, message_bytes, crosses_nodes, hw: HardwareProfile):
     """All-reduce time on the tier each group spans (vectorised choice)."""
     intra = costs.link_tier_time(n, message_bytes, hw.intra_node)
@@ -113,8 +163,15 @@ def _tier_time(n, message_bytes, crosses_nodes, hw: HardwareProfile):
     return np.where(crosses_nodes, inter, intra)
 
 
-def project_columns(points: Mapping[str, np.ndarray], hw: HardwareProfile) -> Dict[str, np.ndarray]:
+def project_columns(points: Mapping[str, np.ndarray], hw: HardwareProfile,
+                    calibration: Optional[Calibration] = None) -> Dict[str, np.ndarray]:
     """Times and metrics for every point; all inputs are equal-length arrays.
+
+    Compute costs come from the spec roofline of ``hw``, or from ``calibration``'s
+    operator models (then with the step time's band, ``step_time_low_s`` to
+    ``step_time_high_s``, and ``extrapolated`` where a point lies outside the measured
+    range; a spec projection's band is NaN); collective costs
+    from ``hw``'s link tiers, or the calibration's measured ones where it has them.
 
     Reads the numeric columns of ``POINT_SCHEMA`` (h, heads, sl, b, tp, dp, dtype_bytes,
     flop_vs_bw, dp_slowdown) and ``placed`` (bool array: groups are placed on the tier
@@ -133,7 +190,15 @@ def project_columns(points: Mapping[str, np.ndarray], hw: HardwareProfile) -> Di
     slowdown = np.asarray(points["dp_slowdown"], dtype=np.float64)
     placed = np.asarray(points["placed"], dtype=bool)
 
-    t_gemm_fwd, t_gemm_bwd, t_elem = _layer_times(h, heads, sl, b, tp, p, hw)
+    if calibration is None:
+        t_gemm_fwd, t_gemm_bwd, t_elem = _layer_times(h, heads, sl, b, tp, p, hw)
+        band = np.full(np.shape(h), np.nan)
+        extrapolated = np.zeros(np.shape(h), dtype=bool)
+    else:
+        t_gemm_fwd, t_gemm_bwd, t_elem, band = _measured_layer_times(h, heads, sl, b, tp, calibration)
+        extrapolated = calibration.measured_range.outside(dict(h=h, heads=heads, sl=sl, b=b, tp=tp))
+        hw = calibration.links(hw)
+    band = metrics.apply_flop_vs_bw(band, m)
     # Hardware evolution (§5.4): compute shrinks by m, communication stays.
     t_gemm_fwd = metrics.apply_flop_vs_bw(t_gemm_fwd, m)
     t_gemm_bwd = metrics.apply_flop_vs_bw(t_gemm_bwd, m)
@@ -174,6 +239,9 @@ def project_columns(points: Mapping[str, np.ndarray], hw: HardwareProfile) -> Di
             flops, layer.tp_allreduces_per_layer * tp_bytes_one
         ),
         "flops_per_overlapped_byte": metrics.compute_per_overlapped_byte(flops * 2.0 / 3.0, dp_bytes),
+        "extrapolated": extrapolated,
+        "step_time_low_s": step - band,
+        "step_time_high_s": step + band,
     }
 
 
@@ -183,27 +251,34 @@ def _tier_names(crosses: np.ndarray) -> pa.Array:
     ).cast(pa.string())
 
 
-def project_table(points: pa.Table, hw: HardwareProfile) -> pa.Table:
+def project_with(points: pa.Table, context: ProjectionContext) -> pa.Table:
+    """``project_table`` with its inputs in one context (the form a task body takes)."""
+    return project_table(points, context.hardware, context.calibration)
+
+
+def project_table(points: pa.Table, hw: HardwareProfile, calibration: Optional[Calibration] = None) -> pa.Table:
     """Project an Arrow table of ``POINT_SCHEMA`` rows; returns ``PROJECTION_SCHEMA``.
 
-    A pure function of its inputs: the same points and profile give the same table.
+    A pure function of its inputs: the same points, profile and calibration give the
+    same table.
     """
     points = points.select(POINT_SCHEMA.names).cast(POINT_SCHEMA)
     columns = {name: points.column(name).to_numpy() for name in POINT_SCHEMA.names if name not in ("key", "label", "links")}
     links = points.column("links").to_numpy(zero_copy_only=False)
     columns["placed"] = links == "placed"
-    result = project_columns(columns, hw)
+    result = project_columns(columns, hw, calibration)
     n = points.num_rows
     out = {name: points.column(name) for name in POINT_SCHEMA.names}
     out["status"] = pa.array(["ok"] * n, pa.string())
     out["reason"] = pa.nulls(n, pa.string())
     out["hardware_fingerprint"] = pa.array([fingerprint(hw)] * n, pa.string())
-    out["calibration"] = pa.array([f"spec:{hw.name}"] * n, pa.string())
+    label = calibration.name if calibration is not None else f"spec:{hw.name}"
+    out["calibration"] = pa.array([label] * n, pa.string())
     out["cost_model_version"] = pa.array([COST_MODEL_VERSION] * n, pa.string())
     out["schema_version"] = pa.array(np.full(n, SCHEMA_VERSION, dtype=np.int32))
     out["tp_tier"] = _tier_names(result.pop("tp_crosses_nodes"))
     out["dp_tier"] = _tier_names(result.pop("dp_crosses_nodes"))
+    for bound in ("step_time_low_s", "step_time_high_s"):  # NaN (no band) is stored as null
+        result[bound] = pa.array(result[bound], pa.float64(), from_pandas=True)
     out.update(result)
-    # The spec roofline measures nothing, so it extrapolates from nothing measured.
-    out["extrapolated"] = pa.array(np.zeros(n, dtype=bool))
     return pa.table(out, schema=PROJECTION_SCHEMA)

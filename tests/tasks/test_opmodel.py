@@ -80,3 +80,14 @@ def test_measured_range_flags_configurations_outside_it():
 def test_a_fit_needs_two_measurements():
     with pytest.raises(ValueError, match="at least 2"):
         fit_operator("fc1.fwd", {k: [1.0] for k in ("h", "heads", "sl", "b", "tp")}, [1e-3])
+
+
+def test_accuracy_refuses_a_held_out_configuration_that_was_fitted():
+    import pandas as pd
+
+    from tasks.accuracy import HeldOutLeak, accuracy_rows
+
+    fitted = pd.DataFrame([dict(key="a", h=512, heads=8, sl=256, b=1, tp=1)])
+    held = pd.DataFrame([dict(key="b", h=512, heads=8, sl=256, b=1, tp=1, plain_step_s=0.01, device_model="x")])
+    with pytest.raises(HeldOutLeak, match="also used in the fit"):
+        accuracy_rows("t", "id", {}, MeasuredRange.of(_grid()), fitted, held, judged_from_s=0.0)

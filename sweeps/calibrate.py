@@ -1,0 +1,143 @@
+"""``commscale calibrate``: measure a layer on a device, fit operator models, judge them.
+
+1. The baseline, its one-at-a-time variations and the held-out configurations of a
+   calibration preset are measured as Ray tasks on a device worker (one GPU each, or a
+   whole CPU node one at a time: measurements must not share a device), into kind
+   ``baseline``. Measured keys are skipped on a re-run, as any sweep's.
+2. The baseline and variations are fitted (``tasks.accuracy.fit_calibration``) into
+   kind ``opmodel``.
+3. The held-out configurations are projected and compared (kind ``accuracy``).
+
+``load_calibration`` reads the newest fit of a calibration back, with the link tiers of
+measured α-β fits of the same device where the lake has them, for ``commscale run
+calibration=NAME``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import pandas as pd
+import pyarrow as pa
+
+from sweeps.calibration_config import CalibrationSpec, fit_configs
+from sweeps.dispatch import Workload
+from sweeps.errors import UserError
+from sweeps.lake import Lake
+from sweeps.run import RunReport, SweepJob, read_rows, run_job
+from tasks.accuracy import (ACCURACY_SCHEMA_VERSION, OPMODEL_SCHEMA_VERSION, accuracy_rows, fit_calibration,
+                            models_from_rows)
+from tasks.baseline import (BASELINE_POINT_SCHEMA, MEASUREMENT_VERSION, ProfileContext, SCHEMA_VERSION,
+                            BASELINE_SCHEMA, measure_points)
+from tasks.projection import Calibration
+from tasks.specs import LinkTier, content_hash
+
+__all__ = ["CalibrationResult", "calibration_job", "calibrate", "load_calibration", "measured_label"]
+
+
+def measured_label(name: str, calibration_id: str) -> str:
+    """The ``calibration`` column of a projection made with a measured calibration."""
+    return f"measured:{name}@{calibration_id}"
+
+
+def calibration_job(spec: CalibrationSpec) -> SweepJob:
+    """The measurements of ``spec`` as a sweep of kind ``baseline``."""
+    import torch
+
+    settings = dict(dtype=spec.dtype, device=spec.device, causal=spec.causal, threads=spec.threads,
+                    warmup=spec.warmup, steps=spec.steps, plain_repeats=spec.plain_repeats, dropout=spec.dropout,
+                    measurement=MEASUREMENT_VERSION, torch=torch.__version__)
+    configs = fit_configs(spec) + [dict(dataclasses.asdict(p), role="held_out", varied="none") for p in spec.held_out]
+    rows = []
+    for config in configs:
+        shape = {k: config[k] for k in ("h", "heads", "sl", "b", "tp")}
+        rows.append(dict(shape, key=content_hash([spec.name, config["role"], shape, settings], length=32),
+                         calibration=spec.name, role=config["role"], varied=config["varied"], dtype=spec.dtype,
+                         device=spec.device, causal=spec.causal))
+    context = ProfileContext(warmup=spec.warmup, steps=spec.steps, plain_repeats=spec.plain_repeats,
+                             time_cap_s=spec.time_cap_s, dropout=spec.dropout, threads=spec.threads)
+    if spec.device.startswith("cuda"):
+        resources = {"num_cpus": 1, "num_gpus": 1}
+    else:  # the whole CPU: one measurement at a time per node
+        resources = {"num_cpus": spec.threads or os.cpu_count() or 1}
+    workload = Workload(kind="baseline", body=measure_points, context=context, schema=BASELINE_SCHEMA,
+                        schema_version=SCHEMA_VERSION, resources=resources, point_timeout_s=spec.point_timeout_s)
+    config = {**dataclasses.asdict(spec), **settings}
+    config.pop("description", None)
+    return SweepJob(name=f"calibration-{spec.name}", hardware=spec.device.replace(":", "-"),
+                    points=pa.Table.from_pylist(rows, schema=BASELINE_POINT_SCHEMA), workload=workload, config=config,
+                    sweep_fingerprint=content_hash(config), hardware_fingerprint=content_hash(settings))
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    """What a calibration run measured, fitted and judged."""
+
+    report: RunReport
+    calibration_id: Optional[str]
+    measured: pd.DataFrame           # every baseline row of the run, any status
+    accuracy: Optional[pd.DataFrame]
+    fit_s: float                     # wall time of the fits
+    measure_s: float                 # wall time of the measurements (Ray start included)
+
+
+def calibrate(spec: CalibrationSpec, lake: Lake, **run_options) -> CalibrationResult:
+    """Measure, fit and judge ``spec`` into ``lake``; ``run_options`` go to ``run_job``."""
+    job = calibration_job(spec)
+    started = time.perf_counter()
+    report = run_job(job, lake, chunk_size=1, **run_options)
+    measure_s = time.perf_counter() - started
+    rows = read_rows(lake, "baseline", job.points, status=None)
+    ok = rows[rows["status"] == "ok"]
+    fit_rows, held = ok[ok["role"] != "held_out"], ok[ok["role"] == "held_out"]
+    if len(fit_rows) < 3:
+        return CalibrationResult(report, None, rows, None, 0.0, measure_s)
+    started = time.perf_counter()
+    opmodels, calibration_id = fit_calibration(spec.name, fit_rows, fitted_at=time.time())
+    models, box = models_from_rows(opmodels.to_pandas())
+    accuracy = accuracy_rows(spec.name, calibration_id, models, box, fit_rows, held,
+                             judged_from_s=spec.judged_from_ms / 1e3)
+    fit_s = time.perf_counter() - started
+    partition = job.partition
+    if not lake.keys("opmodel", partition) >= set(opmodels.column("key").to_pylist()):
+        lake.commit("opmodel", partition, opmodels, schema_version=OPMODEL_SCHEMA_VERSION)
+    if accuracy.num_rows:
+        lake.commit("accuracy", partition, accuracy, schema_version=ACCURACY_SCHEMA_VERSION)
+    return CalibrationResult(report, calibration_id, rows, accuracy.to_pandas(), fit_s, measure_s)
+
+
+def _newest(frame: pd.DataFrame, column: str = "fitted_at") -> pd.DataFrame:
+    return frame[frame[column] == frame[column].max()]
+
+
+def _link_tier(fits: pd.DataFrame, placement: str) -> Optional[LinkTier]:
+    chosen = fits[(fits["placement"] == placement) & (fits["op"] == "all_reduce") & (fits["status"] == "ok")]
+    if chosen.empty:
+        return None
+    best = chosen.sort_values("world").iloc[-1]
+    return LinkTier(bandwidth_GBps=float(best["busbw_GBps"]), latency_us=float(best["alpha_us"]), efficiency=1.0)
+
+
+def load_calibration(lake: Lake, name: str) -> Calibration:
+    """The newest fit of calibration ``name`` in ``lake``; ``UserError`` if there is none."""
+    if "opmodel" not in lake.kinds():
+        raise UserError(f"calibration={name}: the lake {lake} holds no operator models; "
+                        f"run `commscale calibrate calibration={name}` first")
+    table = lake.dataset("opmodel").to_table().to_pandas()
+    mine = table[(table["calibration"] == name) & (table["status"] == "ok")]
+    if mine.empty:
+        raise UserError(f"calibration={name}: the lake {lake} holds no operator models of it; "
+                        f"run `commscale calibrate calibration={name}` first")
+    newest = _newest(mine).drop_duplicates("op_class")
+    models, box = models_from_rows(newest)
+    device_model = newest["device_model"].iloc[0]
+    intra = inter = None
+    if "collective_fit" in lake.kinds():
+        fits = lake.dataset("collective_fit").to_table().to_pandas()
+        fits = fits[fits["device_model"] == device_model]
+        intra, inter = _link_tier(fits, "pack"), _link_tier(fits, "spread")
+    return Calibration(measured_label(name, newest["calibration_id"].iloc[0]), models, box, intra, inter)

@@ -1,0 +1,108 @@
+"""``commscale calibrate``: a measured calibration of one device, and its measured error.
+
+    commscale calibrate calibration=cpu                       # this machine's CPU
+    commscale calibrate calibration=h100 --address ray://...  # on a cluster's GPU worker
+    commscale run calibration=cpu                             # project with it
+
+Bad input (an unknown preset or field, a held-out configuration that is also fitted)
+ends with exit status 2 before any work and without touching the lake.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional, Sequence
+
+import click
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from sweeps.lake import Lake
+
+__all__ = ["calibrate", "render_accuracy"]
+
+
+def _pct(x: float) -> str:
+    return "-" if pd.isna(x) else f"{100 * x:+.1f}%"
+
+
+def render_accuracy(out: Console, accuracy: pd.DataFrame, title: str) -> None:
+    """Held-out configurations, projected against measured: end to end, then per class."""
+    from tasks.accuracy import STEP, error_summary
+
+    steps = accuracy[accuracy["op_class"] == STEP].sort_values("measured_s")
+    table = Table(title=f"{title}: held-out configurations, end to end (plain step, not profiled)",
+                  title_justify="left")
+    for name in ("H", "heads", "SL", "B", "TP", "measured ms", "projected ms", "band ms", "error", "judged"):
+        table.add_column(name, justify="right")
+    for r in steps.to_dict("records"):
+        table.add_row(*(str(r[k]) for k in ("h", "heads", "sl", "b", "tp")), f"{1e3 * r['measured_s']:.1f}",
+                      f"{1e3 * r['projected_s']:.1f}", f"{1e3 * r['band_low_s']:.1f}-{1e3 * r['band_high_s']:.1f}",
+                      _pct(r["rel_error"]), ("yes" if r["judged"] else "no, < floor")
+                      + (", extrapolated" if r["extrapolated"] else ""))
+    out.print(table)
+    per_class = error_summary(accuracy, sorted(set(accuracy["op_class"]) - {STEP}))
+    per_class = per_class.sort_values("median_abs_error", ascending=False)
+    classes = Table(title="per operator class, judged configurations (|error|)", title_justify="left")
+    for name in ("class", "median", "worst"):
+        classes.add_column(name, justify="left" if name == "class" else "right")
+    for op_class, r in per_class.iterrows():
+        classes.add_row(op_class, f"{100 * r['median_abs_error']:.1f}%", f"{100 * r['worst_abs_error']:.1f}%")
+    out.print(classes)
+    summary = error_summary(accuracy)
+    if len(summary):
+        s = summary.iloc[0]
+        out.print(f"End to end over {int(s['configs'])} judged held-out configurations: median |error| "
+                  f"{100 * s['median_abs_error']:.1f}%, worst {100 * s['worst_abs_error']:.1f}%", soft_wrap=True)
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("overrides", nargs=-1)
+@click.option("--lake", "lake_root", default=os.environ.get("COMMSCALE_LAKE", "lake"), show_default=True,
+              help="Lake root: a path or a pyarrow filesystem URI (env COMMSCALE_LAKE).")
+@click.option("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray).")
+@click.option("--num-cpus", type=click.IntRange(min=1), default=None, help="CPUs of the embedded Ray (default: all).")
+@click.option("--restart", is_flag=True, help="Start anew if the calibration's preset changed.")
+def calibrate(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cpus: Optional[int],
+              restart: bool) -> None:
+    """Measure a layer on a device, fit operator models, and judge them on held-out
+    configurations (e.g. `calibrate calibration=cpu`). Then `run calibration=NAME` projects with it."""
+    from sweeps.calibrate import calibrate as run_calibration
+    from sweeps.config import load_run_config
+    from sweeps.errors import ConfigError
+
+    config = load_run_config(overrides)
+    spec = config.calibration
+    if spec is None:
+        raise ConfigError("calibration", None, "choose a calibration preset: calibration=NAME (commscale presets)")
+    lake = Lake(lake_root)
+    result = run_calibration(spec, lake, address=address, num_cpus=num_cpus, restart=restart,
+                             console=Console(stderr=True))
+    out = Console()
+    report = result.report
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(report.by_status.items()) if s != "ok")
+    out.print(f"[bold]calibration {spec.name}[/] ({spec.device}, {spec.dtype}): {report.planned} configurations, "
+              f"{report.committed} measured, {report.cached} already in the lake"
+              f"{', ' + counts if counts else ''}; {report.where}; measured in {result.measure_s:.1f} s, "
+              f"fitted and judged in {result.fit_s:.2f} s", soft_wrap=True)
+    if result.calibration_id is None:
+        out.print("[red]Too few configurations measured to fit[/]: see the baseline rows' status and reason.")
+        sys.exit(1)
+    ok = result.measured[result.measured["status"] == "ok"]
+    base = ok[ok["role"] == "baseline"]
+    if len(base):
+        b = base.iloc[0]
+        out.print(f"Baseline (H={b['h']}, SL={b['sl']}, B={b['b']}, TP={b['tp']}) on {b['device_model']}: step "
+                  f"{1e3 * b['plain_step_s']:.1f} ms, {100 * b['unattributed_kernel_s'] / b['step_s']:.1f}% of it in "
+                  f"kernels outside every operator class, {100 * b['unattributed_s'] / b['step_s']:.1f}% outside "
+                  "every region in all", soft_wrap=True)
+    if result.accuracy is not None and len(result.accuracy):
+        render_accuracy(out, result.accuracy, f"calibration {spec.name}@{result.calibration_id}")
+    out.print(f"\nLake: {lake} (kind=baseline, kind=opmodel, kind=accuracy). Project with it:  "
+              f"commscale run calibration={spec.name}", soft_wrap=True)
+    if report.failures:
+        Console(stderr=True).print(f"[bold red]{len(report.failures)} configurations failed[/]; "
+                                   f"commscale query \"SELECT * FROM failure WHERE run_id = '{report.run_id}'\"")
+        sys.exit(1)

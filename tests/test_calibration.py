@@ -1,0 +1,81 @@
+"""`commscale calibrate` end to end on the CPU (real layer steps, real Ray, real lake),
+then `commscale run calibration=...` projecting with what it fitted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.query import frame
+from sweeps.lake import Lake
+from tasks.transformer_layer import OP_CLASSES
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+COMMSCALE = str(Path(sys.executable).with_name("commscale"))
+
+#: A calibration small enough for a test: 7 fitted configurations, one held out.
+TINY = ["calibration=cpu", "calibration.baseline.h=128", "calibration.baseline.heads=2",
+        "calibration.baseline.sl=64", "calibration.baseline.b=1", "calibration.baseline.tp=1", "calibration.vary.sl=[32,128]",
+        "calibration.vary.b=[2]", "calibration.vary.h=[64,256]", "calibration.vary.tp=[2]",
+        "calibration.held_out=[{h: 192, heads: 3, sl: 96, b: 1, tp: 1}]", "calibration.warmup=1", "calibration.steps=2",
+        "calibration.plain_repeats=3", "calibration.judged_from_ms=0"]
+SWEEP = ["sweep=smoke", "sweep.h=[128,1024]", "sweep.sl=[64]", "sweep.b=[1]", "sweep.tp=[1,2]", "sweep.head_dim=64",
+         "sweep.highlights=[]"]
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return subprocess.run([COMMSCALE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_calibrate_measures_fits_judges_and_projects(tmp_path):
+    lake_dir = str(tmp_path / "lake")
+    first = _run("calibrate", *TINY, "--lake", lake_dir, "--num-cpus", "2", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "8 configurations, 8 measured, 0 already in the lake" in first.stdout
+    assert "held-out configurations" in first.stdout and "End to end over 1 judged" in first.stdout
+
+    lake = Lake(lake_dir)
+    baseline = frame(lake, "SELECT role, status FROM baseline")
+    assert sorted(baseline["role"]) == ["baseline"] + ["held_out"] + ["variation"] * 6
+    assert set(baseline["status"]) == {"ok"}
+    models = frame(lake, "SELECT op_class, alpha_s, beta_s FROM opmodel")
+    assert set(models["op_class"]) == set(OP_CLASSES) | {"unattributed"}
+    accuracy = frame(lake, "SELECT op_class, measured_s, projected_s, h FROM accuracy")
+    assert set(accuracy["h"]) == {192} and "step" in set(accuracy["op_class"])
+    assert (accuracy["measured_s"] > 0).all() and (accuracy["projected_s"] > 0).all()
+
+    again = _run("calibrate", *TINY, "--lake", lake_dir, "--num-cpus", "2", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "0 measured, 8 already in the lake" in again.stdout
+    assert len(frame(lake, "SELECT key FROM opmodel")) == len(models)  # the same fit is not stored twice
+
+    run = _run("run", *SWEEP, "calibration=cpu", "--lake", lake_dir, "--num-cpus", "2", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "compute from measured:cpu@" in run.stdout
+    rows = frame(lake, "SELECT h, tp, calibration, extrapolated, step_time_s, step_time_low_s, step_time_high_s "
+                       "FROM projection WHERE calibration LIKE 'measured:%'")
+    assert len(rows) == 2 * 2 * 2  # h x tp x m
+    assert ((rows["step_time_low_s"] < rows["step_time_s"]) & (rows["step_time_s"] < rows["step_time_high_s"])).all()
+    # Measured: H from 64 to 256, TP 1 to 2; H = 1024 lies outside.
+    assert rows.groupby("h")["extrapolated"].all().to_dict() == {128: False, 1024: True}
+
+
+def test_a_held_out_configuration_that_is_also_fitted_is_refused_before_any_work(tmp_path):
+    lake_dir = tmp_path / "lake"
+    done = _run("calibrate", *TINY, "calibration.held_out=[{h: 128, heads: 2, sl: 64, b: 1, tp: 1}]", "--lake", str(lake_dir),
+                cwd=tmp_path)
+    assert done.returncode == 2
+    assert "calibration.held_out[0]" in done.stderr and "must stay out of the fit" in done.stderr
+    assert not lake_dir.exists()
+
+
+def test_projecting_with_a_calibration_the_lake_lacks_says_how_to_make_it(tmp_path):
+    done = _run("run", *SWEEP, "calibration=cpu", "--lake", str(tmp_path / "lake"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "commscale calibrate calibration=cpu" in done.stderr
