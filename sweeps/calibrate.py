@@ -97,10 +97,11 @@ def calibrate(spec: CalibrationSpec, lake: Lake, **run_options) -> CalibrationRe
     if len(fit_rows) < 3:
         return CalibrationResult(report, None, rows, None, 0.0, measure_s)
     started = time.perf_counter()
-    opmodels, calibration_id = fit_calibration(spec.name, fit_rows, fitted_at=time.time())
+    fitted_at = time.time()
+    opmodels, calibration_id = fit_calibration(spec.name, fit_rows, fitted_at=fitted_at)
     models, box = models_from_rows(opmodels.to_pandas())
     accuracy = accuracy_rows(spec.name, calibration_id, models, box, fit_rows, held,
-                             judged_from_s=spec.judged_from_ms / 1e3)
+                             judged_from_s=spec.judged_from_ms / 1e3, fitted_at=fitted_at)
     fit_s = time.perf_counter() - started
     partition = job.partition
     if not lake.keys("opmodel", partition) >= set(opmodels.column("key").to_pylist()):

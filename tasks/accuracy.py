@@ -16,11 +16,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from tasks import layer
 from tasks.baseline import class_column
-from tasks.opmodel import HYPERPARAMETERS, MODELLED_CLASSES, UNATTRIBUTED, MeasuredRange, OperatorModel, fit_operators, predict
+from tasks.opmodel import OPMODEL_VERSION, HYPERPARAMETERS, MODELLED_CLASSES, UNATTRIBUTED, MeasuredRange, OperatorModel, fit_operators, predict
 from tasks.specs import content_hash
 
-__all__ = ["OPMODEL_SCHEMA", "OPMODEL_SCHEMA_VERSION", "ACCURACY_SCHEMA", "ACCURACY_SCHEMA_VERSION", "STEP",
+__all__ = ["op_family", "newest_fit", "OPMODEL_SCHEMA", "OPMODEL_SCHEMA_VERSION", "ACCURACY_SCHEMA", "ACCURACY_SCHEMA_VERSION", "STEP",
            "HeldOutLeak", "fit_calibration", "models_from_rows", "accuracy_rows", "error_summary"]
 
 OPMODEL_SCHEMA_VERSION = 1
@@ -42,8 +43,27 @@ ACCURACY_SCHEMA = pa.schema([
     ("h", pa.int64()), ("heads", pa.int64()), ("sl", pa.int64()), ("b", pa.int64()), ("tp", pa.int64()),
     ("op_class", pa.string()), ("measured_s", pa.float64()), ("projected_s", pa.float64()),
     ("band_low_s", pa.float64()), ("band_high_s", pa.float64()), ("rel_error", pa.float64()),
-    ("extrapolated", pa.bool_()), ("judged", pa.bool_()), ("status", pa.string()),
+    ("extrapolated", pa.bool_()), ("judged", pa.bool_()), ("fitted_at", pa.float64()), ("status", pa.string()),
 ])
+
+
+def op_family(op_class: str) -> str:
+    """The family an operator class belongs to: GEMM forward, input- or weight-gradient,
+    element-wise, unattributed, or the whole step."""
+    if op_class in (STEP, UNATTRIBUTED):
+        return {STEP: "step (end to end)", UNATTRIBUTED: "unattributed"}[op_class]
+    name, _, pass_ = op_class.partition(".")
+    if pass_ in ("ig", "wg") or (pass_ == "fwd" and name in layer.FORWARD_GEMMS):
+        return {"fwd": "GEMM forward", "ig": "GEMM input-gradient", "wg": "GEMM weight-gradient"}[pass_]
+    return "element-wise"
+
+
+def newest_fit(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each calibration's newest fit (by ``fitted_at``)."""
+    if rows.empty or "fitted_at" not in rows.columns:
+        return rows
+    newest = rows.groupby("calibration")["fitted_at"].transform("max")
+    return rows[(rows["fitted_at"] == newest) | newest.isna()]
 
 
 class HeldOutLeak(ValueError):
@@ -62,10 +82,11 @@ def _class_times(rows: pd.DataFrame, op_class: str) -> np.ndarray:
 def fit_calibration(name: str, fit_rows: pd.DataFrame, *, fitted_at: float) -> Tuple[pa.Table, str]:
     """Operator models of every class from ``fit_rows`` (ok ``baseline`` rows of the
     baseline and its variations); returns the ``opmodel`` rows and the calibration id
-    (a hash of the measurements fitted, so the same measurements give the same id)."""
+    (a hash of the measurements fitted and the model's version, so the same measurements
+    fitted by the same model give the same id)."""
     if len(fit_rows) < 3:
         raise ValueError(f"calibration {name}: {len(fit_rows)} measured configurations; a fit needs at least 3")
-    calibration_id = content_hash(sorted(fit_rows["key"]))
+    calibration_id = content_hash([OPMODEL_VERSION, sorted(fit_rows["key"])])
     models = fit_operators(_configs(fit_rows), {c: _class_times(fit_rows, c) for c in MODELLED_CLASSES})
     box = MeasuredRange.of(_configs(fit_rows))
     first = fit_rows.iloc[0]
@@ -94,7 +115,8 @@ def _shape(row) -> Tuple[int, ...]:
 
 
 def accuracy_rows(name: str, calibration_id: str, models: Dict[str, OperatorModel], box: MeasuredRange,
-                  fit_rows: pd.DataFrame, held_rows: pd.DataFrame, *, judged_from_s: float) -> pa.Table:
+                  fit_rows: pd.DataFrame, held_rows: pd.DataFrame, *, judged_from_s: float,
+                  fitted_at: float = float("nan")) -> pa.Table:
     """Projected against measured, per class and end to end, for every held-out row.
 
     Raises ``HeldOutLeak`` if a held-out configuration is among ``fit_rows``. A row is
@@ -121,7 +143,8 @@ def accuracy_rows(name: str, calibration_id: str, models: Dict[str, OperatorMode
                             **{k: int(row[k]) for k in HYPERPARAMETERS}, op_class=op_class,
                             measured_s=float(measured[i]), projected_s=float(projected[i]),
                             band_low_s=float(projected[i] - band[i]), band_high_s=float(projected[i] + band[i]),
-                            rel_error=float(error), extrapolated=bool(outside[i]), judged=bool(judged[i]), status="ok"))
+                            rel_error=float(error), extrapolated=bool(outside[i]), judged=bool(judged[i]), fitted_at=fitted_at,
+                            status="ok"))
     return pa.Table.from_pylist(out, schema=ACCURACY_SCHEMA)
 
 

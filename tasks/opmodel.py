@@ -31,8 +31,12 @@ import numpy as np
 from tasks import layer
 from tasks.transformer_layer import GEMM_CLASSES, OP_CLASSES
 
-__all__ = ["OperatorModel", "UNATTRIBUTED", "MODELLED_CLASSES", "work", "fit_operator", "fit_operators",
+__all__ = ["OPMODEL_VERSION", "OperatorModel", "UNATTRIBUTED", "MODELLED_CLASSES", "work", "fit_operator", "fit_operators",
            "predict", "HYPERPARAMETERS", "MeasuredRange", "BAND_SIGMAS"]
+
+#: Bumped whenever the model's form or a class's work changes: part of a calibration's id,
+#: so a changed model never reuses stored fits.
+OPMODEL_VERSION = "opmodel-2"
 
 #: The engine's own work outside every region (gradient sums of the residual stream),
 #: modelled like a memory-bound class over the layer's SL*B*H elements.

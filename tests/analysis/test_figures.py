@@ -81,12 +81,14 @@ def test_case_study_needs_a_sweep_with_placed_links(projection_rows):
         figures.draw_case_study(smoke)
 
 
-def test_accuracy_draws_one_series_per_operator_class_and_rings_extrapolation(accuracy_rows):
+def test_accuracy_draws_one_series_per_operator_family_and_rings_extrapolation(accuracy_rows):
     ax = _axes(figures.draw_accuracy(accuracy_rows))
     series = data_lines(ax)
     assert len(series) == 3
-    legend = [t.get_text().split(" ")[0] for t in ax.get_legend().get_texts()]
-    assert [t for t in legend if t in ("all_reduce", "gemm", "step")] == ["all_reduce", "gemm", "step"]
+    legend = [t.get_text().split(" (")[0] for t in ax.get_legend().get_texts()]
+    families = ("GEMM weight-gradient", "element-wise", "step")
+    assert [t for t in legend if t in families] == ["GEMM weight-gradient", "element-wise", "step"]
+    np.testing.assert_allclose(sorted(series[0].get_xdata()), [2.0, 8.0])  # both weight-gradient GEMMs, in ms
     np.testing.assert_allclose(sorted(series[2].get_xdata()), [20.0, 80.0])  # the step rows, in ms
     (ringed,) = data_lines(ax, MARK)
     assert list(ringed.get_xdata()) == [pytest.approx(80.0)]  # the step row measured at 80 ms
