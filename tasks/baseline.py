@@ -14,6 +14,7 @@ column per operator class of ``transformer_layer.OP_CLASSES``.
 
 from __future__ import annotations
 
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Dict, List
@@ -55,6 +56,7 @@ BASELINE_SCHEMA = pa.schema(list(BASELINE_POINT_SCHEMA) + [
     ("unattributed_s", pa.float64()),    # profiled step time outside every operator region
     ("unattributed_kernel_s", pa.float64()),  # of which operators (kernels) outside every region
     ("profiled_steps", pa.int64()), ("threads", pa.int64()),
+    ("wall_s", pa.float64()),            # wall time this configuration's measurement took
     ("device_model", pa.string()), ("torch_version", pa.string()), ("cuda_version", pa.string()),
     ("host", pa.string()),
 ] + [(class_column(c), pa.float64()) for c in OP_CLASSES])
@@ -116,8 +118,6 @@ def profile_step(step, *, device: str, steps: int) -> StepProfile:
     The step's time is its wall time on the CPU and, on CUDA, the device time of all the
     kernels it ran; the unattributed time is the step's time less the sum of its regions.
     """
-    import time
-
     from torch.profiler import ProfilerActivity, profile
 
     cuda = device.startswith("cuda")
@@ -195,7 +195,9 @@ def measure_points(points: pa.Table, context: ProfileContext) -> pa.Table:
                 raise InfeasibleError(f"device {point['device']} is not available on this worker")
             if _layer_bytes(point) > available_memory_bytes(point["device"]):
                 raise InfeasibleError(f"about {_layer_bytes(point) / 1e9:.1f} GB needed, more than the device has free")
-            rows.append({**base, **_measure_one(point, context)})
+            started = time.perf_counter()
+            measured = _measure_one(point, context)
+            rows.append({**base, **measured, "wall_s": time.perf_counter() - started})
         except InfeasibleError as exc:
             rows.append({**base, "status": "infeasible", "reason": str(exc)})
         except torch.OutOfMemoryError as exc:

@@ -16,6 +16,7 @@ __all__ = [
     "compute_per_serialized_byte",
     "compute_per_overlapped_byte",
     "required_tp",
+    "profiling_cost_ratio",
     "apply_flop_vs_bw",
 ]
 
@@ -74,3 +75,11 @@ def apply_flop_vs_bw(t_compute, multiplier):
     """Hardware evolution (§5.4): compute grows ``multiplier`` (m) times faster than
     network bandwidth, so compute time shrinks by m while communication stays."""
     return t_compute / multiplier
+
+
+def profiling_cost_ratio(strategy_s, step_times_s, iterations, startup_s):
+    """How many times cheaper the strategy is than running every configuration (§5.6;
+    Pati et al. report over three orders of magnitude for about two hundred):
+    sum over configurations of (start-up + iterations x step time), over the wall time
+    the strategy spent (baseline, variations, fits, projection). Seconds throughout."""
+    return (np.size(step_times_s) * startup_s + iterations * np.sum(step_times_s)) / strategy_s
