@@ -8,15 +8,15 @@ from typing import Dict, Mapping, Optional, Tuple
 
 import pyarrow as pa
 
-from sweeps.config import RunConfig
+from sweeps.config import RoiSpec, RunConfig
 from sweeps.dispatch import Workload
 from sweeps.errors import ConfigError
 from sweeps.plan import Plan, plan_points
 from sweeps.run import SweepJob
 from tasks import probe, projection
-from tasks.specs import content_hash, fingerprint
+from tasks.specs import HardwareProfile, content_hash, fingerprint
 
-__all__ = ["projection_job", "probe_job", "roi_job", "roi_configs", "record_fits"]
+__all__ = ["projection_job", "probe_job", "roi_job", "roi_workload", "roi_configs", "record_fits"]
 
 
 def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0,
@@ -96,23 +96,14 @@ def roi_job(config: RunConfig) -> SweepJob:
     import torch
 
     from sweeps.dispatch import execute_roi
-    from tasks.collectives import CollectiveContext
-    from tasks.kernels import ROI_SCHEMA, SCHEMA_VERSION, KernelContext
-    from tasks.roi import RoiContext, measure_roi_kernels, roi_points
+    from tasks.roi import roi_points
 
     roi = config.sweep.roi
     points = roi_points(roi_configs(config), passes=roi.passes, elementwise=roi.elementwise, dtype=roi.dtype,
                         device=roi.device, device_model_spec=roi.device_model, collective_ops=roi.collective_ops,
                         world=roi.world, placement=roi.placement, ladder_bytes=roi.ladder_bytes,
                         torch_version=torch.__version__)
-    context = RoiContext(
-        kernels=KernelContext(warmup=roi.warmup, min_repeats=roi.min_repeats, max_repeats=roi.max_repeats,
-                              rel_spread=roi.rel_spread, time_cap_s=roi.time_cap_s, hardware=config.hardware),
-        collectives=CollectiveContext(warmup=roi.warmup, repeats=roi.collective_repeats),
-        backend="nccl" if roi.device.startswith("cuda") else "gloo", device=roi.device)
-    resources = {"num_cpus": 1, "num_gpus": 1} if roi.device.startswith("cuda") else {"num_cpus": 1}
-    workload = Workload(kind="roi", body=measure_roi_kernels, context=context, schema=ROI_SCHEMA,
-                        schema_version=SCHEMA_VERSION, resources=resources, point_timeout_s=roi.point_timeout_s)
+    workload = roi_workload(roi, config.hardware)
     spec = {f"sweep.{k}": v for k, v in dataclasses.asdict(config.sweep).items()
             if k not in ("description", "scenarios")}  # scenarios do not change what is measured
     spec["sweep.links"], spec["sweep.mode"] = config.sweep.links.value, config.sweep.mode.value
@@ -122,6 +113,23 @@ def roi_job(config: RunConfig) -> SweepJob:
                     workload=workload, config=spec, sweep_fingerprint=content_hash(spec),
                     hardware_fingerprint=content_hash([roi.device, roi.device_model, torch.__version__]),
                     share_results=True, executor=execute_roi)
+
+
+def roi_workload(roi: RoiSpec, hardware: HardwareProfile) -> Workload:
+    """What measures ROI points (kind ``roi``): kernels as tasks, collectives as groups, on
+    ``roi.device`` with the timing settings of ``roi``."""
+    from tasks.collectives import CollectiveContext
+    from tasks.kernels import ROI_SCHEMA, SCHEMA_VERSION, KernelContext
+    from tasks.roi import RoiContext, measure_roi_kernels
+
+    context = RoiContext(
+        kernels=KernelContext(warmup=roi.warmup, min_repeats=roi.min_repeats, max_repeats=roi.max_repeats,
+                              rel_spread=roi.rel_spread, time_cap_s=roi.time_cap_s, hardware=hardware),
+        collectives=CollectiveContext(warmup=roi.warmup, repeats=roi.collective_repeats),
+        backend="nccl" if roi.device.startswith("cuda") else "gloo", device=roi.device)
+    resources = {"num_cpus": 1, "num_gpus": 1} if roi.device.startswith("cuda") else {"num_cpus": 1}
+    return Workload(kind="roi", body=measure_roi_kernels, context=context, schema=ROI_SCHEMA,
+                    schema_version=SCHEMA_VERSION, resources=resources, point_timeout_s=roi.point_timeout_s)
 
 
 def record_fits(lake, job: SweepJob, rows, fits, placement: str) -> None:

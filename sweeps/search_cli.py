@@ -3,8 +3,10 @@
     commscale search [PRESET] [FIELD=VALUE ...] [--lake PATH] [--storage FILE] [--address ADDR]
     commscale search small --exhaustive          # enumerate the whole space instead (small spaces)
     commscale search scaling --scaling           # best layout per model and device count
+    commscale search small --verify 3            # measure the top 3 layouts' kernels and collectives
 
-Bad input (an unknown preset or field, a space in which no layout is feasible) ends with
+Bad input (an unknown preset or field, a space in which no layout is feasible, bad --verify
+options) ends with
 exit status 2 before any work and without touching the lake.
 """
 
@@ -19,6 +21,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from sweeps.errors import ConfigError
 from sweeps.lake import Lake
 
 __all__ = ["search"]
@@ -26,12 +29,16 @@ __all__ = ["search"]
 _LAYOUT_COLUMNS = ("tp", "pp", "dp", "micro_batch", "schedule", "virtual_stages", "zero", "sequence_parallel", "recompute")
 
 
-def _label(row) -> str:
+def _layout(row):
     from tasks.layout import Layout
 
     return Layout(**{name: (bool(row[name]) if name == "sequence_parallel" else
                             row[name] if isinstance(row[name], str) else int(row[name]))
-                     for name in _LAYOUT_COLUMNS}).describe()
+                     for name in _LAYOUT_COLUMNS})
+
+
+def _label(row) -> str:
+    return _layout(row).describe()
 
 
 def _layout_table(title: str, rows: pd.DataFrame, extra: Sequence[str] = ()) -> Table:
@@ -122,8 +129,15 @@ def _run_scaling(out: Console, setup, lake: Lake, address: Optional[str], num_cp
 @click.option("--exhaustive", is_flag=True, help="Enumerate the whole space instead of searching (nothing is written).")
 @click.option("--scaling", is_flag=True, help="The scaling view: best layout per model and device count.")
 @click.option("--restart", is_flag=True, help="With --scaling: start the scaling sweep anew if its config changed.")
+@click.option("--verify", "verify_top", type=int, default=None,
+              help="Measure the top N layouts' layer GEMMs and collectives on the cluster's workers (ROI microbenchmarks).")
+@click.option("--verify-device", default="cpu", show_default=True, help="Device of the --verify measurements: cpu or cuda.")
+@click.option("--verify-dtype", default="fp32", show_default=True, help="Element type of the --verify GEMMs and collectives.")
+@click.option("--verify-world", type=int, default=2, show_default=True,
+              help="Ranks of the measured collectives (what the cluster can form); scaled to each layout's group size.")
 def search(overrides: Sequence[str], lake_root: Optional[str], storage: Optional[str], address: Optional[str],
-           num_cpus: Optional[int], exhaustive: bool, scaling: bool, restart: bool) -> None:
+           num_cpus: Optional[int], exhaustive: bool, scaling: bool, restart: bool, verify_top: Optional[int],
+           verify_device: str, verify_dtype: str, verify_world: int) -> None:
     """Search the parallel layout with least exposed communication (Optuna: TPE, or NSGA-II
     for objective=pareto), e.g. `search default devices=512 space.tp=[2,4,8]`.
 
@@ -134,6 +148,12 @@ def search(overrides: Sequence[str], lake_root: Optional[str], storage: Optional
     from sweeps.search_config import check_space, load_search
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if verify_top is not None:
+        from sweeps.verify import check_verify
+
+        check_verify(verify_top, verify_device, verify_dtype, verify_world)
+        if exhaustive or scaling:
+            raise ConfigError("--verify", verify_top, "verifies a search's winners; not with --exhaustive or --scaling")
     setup = load_search(overrides)
     lake = Lake(lake_root or DEFAULT_LAKE)
     out = Console(width=max(Console().width, 140))
@@ -148,10 +168,58 @@ def search(overrides: Sequence[str], lake_root: Optional[str], storage: Optional
     if exhaustive:
         _exhaustive(out, setup, spec.top)
         return
-    _run_study(out, setup, lake, storage=storage, address=address, num_cpus=num_cpus, total=total)
+    top = _run_study(out, setup, lake, storage=storage, address=address, num_cpus=num_cpus, total=total)
+    if verify_top is not None:
+        _verify(out, setup, lake, top.head(verify_top), device=verify_device, dtype=verify_dtype, world=verify_world,
+                address=address, num_cpus=num_cpus)
 
 
-def _run_study(out: Console, setup, lake: Lake, *, storage, address, num_cpus, total: int) -> None:
+def _verify(out: Console, setup, lake: Lake, top: pd.DataFrame, *, device: str, dtype: str, world: int,
+            address: Optional[str], num_cpus: Optional[int]) -> None:
+    """Measure the ``top`` layouts' layer GEMMs and collectives and print them beside the projection."""
+    import torch
+
+    from sweeps.run import read_rows, run_job
+    from sweeps.verify import compare, verify_job, verify_points
+
+    layouts = [_layout(row) for _, row in top.iterrows()]
+    if not layouts:
+        out.print("Verify: no feasible layout to measure")
+        return
+    points = verify_points(setup, layouts, device=device, dtype=dtype, world=world, torch_version=torch.__version__)
+    job = verify_job(setup, points, device=device, dtype=dtype, world=world)
+    report = run_job(job, lake, address=address, num_cpus=num_cpus, console=Console(stderr=True))
+    out.print(f"\n[bold]verify[/] {len(layouts)} layouts: {report.planned} ROI points, {report.committed} measured now, "
+              f"{report.cached} already in the lake; {report.where}; {report.elapsed_s:.1f} s", soft_wrap=True)
+    rows = read_rows(lake, "roi", points, status=None)
+    bad = rows[rows["status"] != "ok"]
+    if len(bad):
+        out.print(f"[yellow]{len(bad)} points not measured[/]: {bad['reason'].iloc[0]}", soft_wrap=True)
+    measured_on = ", ".join(sorted(set(rows["device_model"].dropna()))) or device
+    frame = compare(setup, layouts, rows)
+    table = Table(title=f"Projected vs measured, per layer and micro-batch (ms): projected = spec step model on "
+                        f"{setup.hardware.name}, {setup.spec.dtype_bytes}-byte elements; measured = {measured_on} "
+                        f"({device}, {dtype}) on this cluster's workers", title_justify="left")
+    for name in ("layout", "GEMMs proj", "GEMMs meas", "x", "TP comm proj", "TP comm meas", "x ", "DP comm proj",
+                 "DP comm meas", "x  "):
+        table.add_column(name, justify="left" if name == "layout" else "right", no_wrap=True)
+
+    def cells(part: str):
+        projected, measured = frame_row[f"projected_{part}"], frame_row[f"measured_{part}"]
+        ratio = f"{measured / projected:,.1f}" if projected > 0 and measured == measured else "-"
+        return f"{1e3 * projected:.3f}", f"{1e3 * measured:.3f}" if measured == measured else "-", ratio
+
+    for _, frame_row in frame.iterrows():
+        table.add_row(frame_row["layout"], *cells("gemm_s"), *cells("tp_comm_s"), *cells("dp_comm_s"))
+    table.caption = (f"GEMMs: fwd, ig and wg of one device's layer share, each measured and summed. Collectives: the "
+                     f"layer's TP ops and its DP/ZeRO ops at one micro-batch, at the exact message sizes, measured among "
+                     f"{world} ranks (--verify-world), α-β fitted and scaled to the layout's group size by "
+                     f"the ring formula. x = measured / projected.")
+    out.print(table)
+
+
+def _run_study(out: Console, setup, lake: Lake, *, storage, address, num_cpus, total: int) -> pd.DataFrame:
+    """Run or resume the study, print its top layouts (or Pareto front) and return them, best first."""
     from sweeps.search import run_search
     from tasks.layout_space import best_index, exhaustive
     from tasks.search_rows import OBJECTIVES
@@ -169,11 +237,13 @@ def _run_study(out: Console, setup, lake: Lake, *, storage, address, num_cpus, t
     out.print(f"{len(rows)} trials in the lake: {len(ok)} feasible, {len(rows) - len(ok)} infeasible")
     objectives = OBJECTIVES[spec.objective]
     if len(objectives) > 1:
-        out.print(_layout_table("Pareto front: exposed-communication share vs tokens/s per device", _pareto(rows),
+        top = _pareto(rows)
+        out.print(_layout_table("Pareto front: exposed-communication share vs tokens/s per device", top,
                                 extra=("trial",)))
     else:
         column, direction = objectives[0]
         best = ok.sort_values(column, ascending=direction == "minimize").drop_duplicates(subset=list(_LAYOUT_COLUMNS))
+        top = best
         out.print(_layout_table(f"Top {spec.top} layouts by {column}", best.head(spec.top), extra=("trial",)))
         if total <= 100_000 and len(best):
             _, costs = exhaustive(spec.space, setup.step_context)
@@ -186,3 +256,4 @@ def _run_study(out: Console, setup, lake: Lake, *, storage, address, num_cpus, t
         Console(stderr=True).print(f"[bold red]{len(report.failures)} trials failed[/]: "
                                    f"{report.failures[0]['error_type']}: {report.failures[0]['message']}", soft_wrap=True)
         sys.exit(1)
+    return top

@@ -18,7 +18,7 @@ from tasks.collectives import CollectiveContext
 from tasks.kernels import DTYPES, ROI_POINT_SCHEMA, KernelContext, measure_kernels
 from tasks.specs import content_hash
 
-__all__ = ["RoiContext", "measure_roi_kernels", "roi_points", "config_gemms", "measurement_key"]
+__all__ = ["RoiContext", "measure_roi_kernels", "roi_point", "roi_points", "config_gemms", "measurement_key"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,15 @@ def measurement_key(point: Dict[str, object], torch_version: str) -> str:
     return content_hash([point[f] for f in fields] + [torch_version], length=32)
 
 
+def roi_point(*, dtype: str, device: str, device_model_spec: str, torch_version: str, **fields) -> Dict[str, object]:
+    """One measurement point (a row of ``ROI_POINT_SCHEMA``) with its key; ``fields`` set
+    op, name, m, n, k, batch, world, message_bytes (bytes), placement."""
+    point = {"op": "", "name": "", "m": 0, "n": 0, "k": 0, "batch": 1, "dtype": dtype, "device": device,
+             "device_model_spec": device_model_spec, "world": 1, "message_bytes": 0, "placement": "", **fields}
+    point["key"] = measurement_key(point, torch_version)
+    return point
+
+
 def config_gemms(h: int, heads: int, sl: int, b: int, tp: int, passes: Sequence[str]) -> List[layer.Gemm]:
     """The GEMMs of one configuration's layer in the given passes (e.g. ig, wg)."""
     return [g for g in layer.gemm_shapes(h, heads, sl, b, tp) if g.pass_ in passes]
@@ -58,9 +67,8 @@ def roi_points(configs: Sequence[Dict[str, int]], *, passes: Sequence[str], elem
     points: Dict[str, dict] = {}
 
     def add(**fields) -> None:
-        point = {"op": "", "name": "", "m": 0, "n": 0, "k": 0, "batch": 1, "dtype": dtype, "device": device,
-                 "device_model_spec": device_model_spec, "world": 1, "message_bytes": 0, "placement": "", **fields}
-        point["key"] = measurement_key(point, torch_version)
+        point = roi_point(dtype=dtype, device=device, device_model_spec=device_model_spec, torch_version=torch_version,
+                          **fields)
         points.setdefault(point["key"], point)
 
     for c in configs:
