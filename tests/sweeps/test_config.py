@@ -46,11 +46,12 @@ def _raises(overrides) -> ConfigError:
 # -- good inputs --------------------------------------------------------------------------
 
 
-def test_defaults_compose_mi210x4_table2_without_model():
+def test_defaults_compose_mi210x4_table2_without_model_or_calibration():
     defaults = _yaml(CONF / "defaults.yaml")["defaults"]
-    assert defaults == {"model": None, "hardware": "mi210x4", "sweep": "table2"}
+    assert defaults == {"model": None, "hardware": "mi210x4", "sweep": "table2", "calibration": None}
 
     config = load_run_config([])
+    assert config.calibration is None
     assert isinstance(config, RunConfig)
     assert isinstance(config.hardware, HardwareProfile)
     assert isinstance(config.sweep, SweepSpec)
@@ -360,3 +361,27 @@ def test_load_preset_rejects_bad_file_directly():
         load_preset("hardware", str(FIXTURES / "hardware_wrong_type.yaml"))
     assert info.value.field == "hardware.peak_tflops"
     assert info.value.value == "fast"
+
+
+def test_a_calibration_preset_composes_and_its_fields_override():
+    config = load_run_config(["calibration=cpu", "calibration.steps=3"])
+    assert config.calibration.name == "cpu" and config.calibration.steps == 3
+    assert config.calibration.baseline.h == 512 and len(config.calibration.held_out) == 8
+
+
+@pytest.mark.parametrize("override,field", [
+    ("calibration.dtype=fp8", "calibration.dtype"),
+    ("calibration.baseline.tp=3", "calibration.baseline.tp"),
+    ("calibration.vary.h=[100]", "calibration.vary.h"),
+    ("calibration.steps=0", "calibration.steps"),
+    ("calibration.held_out=[{h: 512, heads: 8, sl: 256, b: 1, tp: 1}]", "calibration.held_out[0]"),
+])
+def test_bad_calibrations_name_the_field(override, field):
+    with pytest.raises(ConfigError) as caught:
+        load_run_config(["calibration=cpu", override])
+    assert field in str(caught.value)
+
+
+def test_a_calibration_field_without_a_calibration_is_refused():
+    with pytest.raises(ConfigError, match="no calibration is selected"):
+        load_run_config(["calibration.steps=3"])
