@@ -30,7 +30,7 @@ from sweeps.errors import UserError
 from sweeps.lake import Lake
 from sweeps.run import RunReport, SweepJob, read_rows, run_job
 from tasks.accuracy import (ACCURACY_SCHEMA_VERSION, OPMODEL_SCHEMA_VERSION, accuracy_rows, fit_calibration,
-                            models_from_rows)
+                            models_from_rows, newest_fit)
 from tasks.baseline import (BASELINE_POINT_SCHEMA, MEASUREMENT_VERSION, ProfileContext, SCHEMA_VERSION,
                             BASELINE_SCHEMA, measure_points)
 from tasks.projection import Calibration
@@ -111,10 +111,6 @@ def calibrate(spec: CalibrationSpec, lake: Lake, **run_options) -> CalibrationRe
     return CalibrationResult(report, calibration_id, rows, accuracy.to_pandas(), fit_s, measure_s)
 
 
-def _newest(frame: pd.DataFrame, column: str = "fitted_at") -> pd.DataFrame:
-    return frame[frame[column] == frame[column].max()]
-
-
 def _link_tier(fits: pd.DataFrame, placement: str) -> Optional[LinkTier]:
     chosen = fits[(fits["placement"] == placement) & (fits["op"] == "all_reduce") & (fits["status"] == "ok")]
     if chosen.empty:
@@ -133,7 +129,7 @@ def load_calibration(lake: Lake, name: str) -> Calibration:
     if mine.empty:
         raise UserError(f"calibration={name}: the lake {lake} holds no operator models of it; "
                         f"run `commscale calibrate calibration={name}` first")
-    newest = _newest(mine).drop_duplicates("op_class")
+    newest = newest_fit(mine).drop_duplicates("op_class")
     models, box = models_from_rows(newest)
     device_model = newest["device_model"].iloc[0]
     intra = inter = None

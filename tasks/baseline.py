@@ -91,8 +91,9 @@ def _region_times(prof, cuda: bool) -> Dict[str, float]:
     times: Dict[str, float] = {}
     for event in prof.key_averages():
         if event.key.startswith(OP_PREFIX):
+            name = event.key[len(OP_PREFIX):]
             micros = event.device_time_total if cuda else event.cpu_time_total
-            times[event.key[len(OP_PREFIX):]] = times.get(event.key[len(OP_PREFIX):], 0.0) + micros / 1e6
+            times[name] = times.get(name, 0.0) + micros / 1e6
     return times
 
 

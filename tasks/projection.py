@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from tasks import costs, layer, metrics
+from tasks.accuracy import op_family
 from tasks.opmodel import MODELLED_CLASSES, MeasuredRange, OperatorModel, predict
 from tasks.specs import HardwareProfile, LinkTier, fingerprint
 
@@ -26,6 +27,7 @@ __all__ = [
     "project_columns",
     "project_table",
     "project_with",
+    "layer_times",
     "Calibration",
     "ProjectionContext",
 ]
@@ -94,7 +96,7 @@ _RESULT_FIELDS = [
 PROJECTION_SCHEMA = pa.schema(list(POINT_SCHEMA) + [pa.field(n, t) for n, t in _RESULT_FIELDS])
 
 
-def _layer_times(h, heads, sl, b, tp, p, hw: HardwareProfile):
+def layer_times(h, heads, sl, b, tp, p, hw: HardwareProfile):
     """Forward GEMM, backward GEMM and element-wise time of one layer, per device.
 
     The input- and weight-gradient GEMMs touch the same three matrices and do the same
@@ -146,14 +148,14 @@ def _measured_layer_times(h, heads, sl, b, tp, calibration: Calibration) -> Tupl
     """Forward GEMM, backward GEMM and the other operators' time of one layer from the
     operator models, and the band half-width of their sum (seconds)."""
     configs = dict(h=h, heads=heads, sl=sl, b=b, tp=tp)
-    fwd = [c for c in MODELLED_CLASSES if c.endswith(".fwd") and c.split(".")[0] in layer.FORWARD_GEMMS]
-    bwd = [c for c in MODELLED_CLASSES if c.endswith((".ig", ".wg"))]
+    families = {c: op_family(c) for c in MODELLED_CLASSES}
+    fwd = [c for c, f in families.items() if f == "GEMM forward"]
+    bwd = [c for c, f in families.items() if f in ("GEMM input-gradient", "GEMM weight-gradient")]
     rest = [c for c in MODELLED_CLASSES if c not in fwd and c not in bwd]
-    t_fwd, _ = predict(calibration.models, fwd, configs)
-    t_bwd, _ = predict(calibration.models, bwd, configs)
-    t_rest, _ = predict(calibration.models, rest, configs)
-    _, band = predict(calibration.models, MODELLED_CLASSES, configs)
-    return t_fwd, t_bwd, t_rest, band
+    (t_fwd, band_fwd), (t_bwd, band_bwd), (t_rest, band_rest) = (
+        predict(calibration.models, classes, configs) for classes in (fwd, bwd, rest))
+    # Class errors are independent (opmodel.predict), so the half-widths add in quadrature.
+    return t_fwd, t_bwd, t_rest, np.sqrt(band_fwd**2 + band_bwd**2 + band_rest**2)
 
 
 def _tier_time(n, message_bytes, crosses_nodes, hw: HardwareProfile):
@@ -191,7 +193,7 @@ def project_columns(points: Mapping[str, np.ndarray], hw: HardwareProfile,
     placed = np.asarray(points["placed"], dtype=bool)
 
     if calibration is None:
-        t_gemm_fwd, t_gemm_bwd, t_elem = _layer_times(h, heads, sl, b, tp, p, hw)
+        t_gemm_fwd, t_gemm_bwd, t_elem = layer_times(h, heads, sl, b, tp, p, hw)
         band = np.full(np.shape(h), np.nan)
         extrapolated = np.zeros(np.shape(h), dtype=bool)
     else:

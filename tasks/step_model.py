@@ -47,7 +47,7 @@ from tasks import costs, layer, memory, metrics
 from tasks.collectives import bus_factor, ring_steps
 from tasks.layout import (RECOMPUTE_MODES, SCHEDULES, STRUCTURAL_CONSTRAINTS, ZERO_MODES, Layout, first_violation,
                           structural_violations)
-from tasks.projection import _layer_times as layer_times
+from tasks.projection import layer_times
 from tasks.specs import HardwareProfile, LinkTier, TransformerModel
 
 __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "step_columns", "reasons", "LayerCollective",
