@@ -134,8 +134,9 @@ def roi_workload(roi: RoiSpec, hardware: HardwareProfile) -> Workload:
 
 def record_fits(lake, job: SweepJob, rows, fits, placement: str) -> None:
     """Commit the α-β fits of a ROI sweep (kind ``collective_fit``). A fit's key is its
-    sweep and the measurements it was fitted to, so an unchanged ladder adds nothing."""
-    from tasks.collectives import FIT_SCHEMA_VERSION, fit_schema
+    sweep, the fitting method and the measurements it was fitted to, so an unchanged
+    ladder adds nothing."""
+    from tasks.collectives import FIT_METHOD, FIT_SCHEMA_VERSION, fit_schema
 
     if not fits:
         return
@@ -144,7 +145,7 @@ def record_fits(lake, job: SweepJob, rows, fits, placement: str) -> None:
     for f in fits:
         used = rows[(rows["op"] == f.op) & (rows["world"] == f.world) & (rows["status"] == "ok")]
         fit_rows.append(dict(
-            key=content_hash([job.name, f.op, f.world, placement, sorted(used["key"])], length=32), op=f.op,
+            key=content_hash([job.name, FIT_METHOD, f.op, f.world, placement, sorted(used["key"])], length=32), op=f.op,
             world=f.world, placement=placement, device_model=devices, alpha_us=f.alpha_s * 1e6,
             busbw_GBps=f.busbw_Bps / 1e9, max_rel_error=f.max_rel_error, judged_from_bytes=f.judged_from_bytes,
             points=len(used), status="ok"))

@@ -14,17 +14,17 @@ import os
 import socket
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Iterator, List, Sequence
+from dataclasses import dataclass, replace
+from typing import Iterator, List, Optional, Sequence
 
 import numpy as np
 
 from tasks.kernels import DTYPES
-from tasks.provenance import device_provenance
+from tasks.provenance import available_memory_bytes, device_provenance
 from tasks.timing import synchronize
 
 __all__ = ["COLLECTIVE_OPS", "bus_factor", "ring_steps", "CollectiveContext", "CollectiveMember", "fit_alpha_beta",
-           "AlphaBetaFit"]
+           "AlphaBetaFit", "FIT_METHOD"]
 
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter")
 
@@ -41,10 +41,14 @@ def ring_steps(op: str, n: int) -> int:
 
 @dataclass(frozen=True)
 class CollectiveContext:
-    """How each collective point is timed: ``warmup`` untimed calls, then ``repeats``
-    samples; a sample is as many back-to-back calls as fill ``sample_s`` seconds (at most
-    ``max_calls_per_sample``), started together after a barrier, as nccl-tests averages
-    its iterations."""
+    """How collective points are timed: ``warmup`` untimed calls per point, then
+    ``repeats`` rounds; a round takes one sample of every point in turn, so a slow spell
+    of a shared host spreads over the whole ladder instead of biasing the few sizes it
+    falls on (interleaved measurement). A sample is as many back-to-back calls as fill
+    ``sample_s`` seconds (at most ``max_calls_per_sample``), started together after a
+    barrier, as nccl-tests averages its iterations. Points are interleaved in batches
+    whose buffers together hold at most ``interleave_bytes``; a point larger than that
+    is measured alone."""
 
     warmup: int = 3
     repeats: int = 10
@@ -52,6 +56,7 @@ class CollectiveContext:
     sample_s: float = 0.05
     max_calls_per_sample: int = 1000
     pin_cpu_core: bool = True  # CPU ranks: bind each rank to one core while it measures
+    interleave_bytes: int = 1 << 30
 
 
 @contextmanager
@@ -126,26 +131,75 @@ class CollectiveMember:
         dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
         return tensor.cpu().tolist()
 
-    def _time_samples(self, fn, context: CollectiveContext) -> np.ndarray:
-        """Seconds per call, one per sample: each sample runs the same number of calls on
-        every rank after a barrier; a sample's time is the slowest rank's."""
-        import torch.distributed as dist
-
+    def _calls_per_sample(self, fn, context: CollectiveContext) -> int:
+        """Warm ``fn`` up and return how many back-to-back calls fill a sample; the
+        group agrees on it (the slowest rank's warm-up decides), as every rank must run
+        the same number of calls."""
         started = time.perf_counter()
         for _ in range(max(1, context.warmup)):
             fn()
         synchronize(self.device)
         (per_call,) = self._agree([(time.perf_counter() - started) / max(1, context.warmup)])
-        calls = int(min(context.max_calls_per_sample, max(1, math.ceil(context.sample_s / max(per_call, 1e-9)))))
-        samples = []
-        for _ in range(context.repeats):
-            dist.barrier()
-            t0 = time.perf_counter_ns()
-            for _ in range(calls):
-                fn()
-            synchronize(self.device)
-            samples.append((time.perf_counter_ns() - t0) / 1e9 / calls)
-        return np.asarray(self._agree(samples))
+        return int(min(context.max_calls_per_sample, max(1, math.ceil(context.sample_s / max(per_call, 1e-9)))))
+
+    def _sample(self, fn, calls: int) -> float:
+        """Seconds per call of one sample on this rank: ``calls`` calls after a barrier."""
+        import torch.distributed as dist
+
+        dist.barrier()
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        synchronize(self.device)
+        return (time.perf_counter_ns() - t0) / 1e9 / calls
+
+    def _buffers(self, op: tuple):
+        """``(fn, None)`` for ``op``, or ``(None, reason)`` when its buffers do not fit on
+        some rank; the group agrees, so that every rank skips the same points."""
+        _, elements, dtype = op
+        needed = 2 * elements * DTYPES[dtype] * 1.5  # input and output buffers, allocator slack
+        free = available_memory_bytes(self.device)
+        fn, reason = None, f"needs about {needed / 2**30:.1f} GiB per rank, {free / 2**30:.1f} GiB free on {self.device}"
+        if needed <= free:
+            try:
+                fn = self._op(*op)
+            except (MemoryError, RuntimeError) as exc:  # torch's OutOfMemoryError is a RuntimeError
+                reason = f"cannot allocate its buffers on {self.device}: {str(exc).splitlines()[0]}"
+        (failed,) = self._agree([0.0 if fn is not None else 1.0])
+        if failed:
+            return None, reason if fn is None else "cannot allocate its buffers on another rank"
+        return fn, None
+
+    def _time_batch(self, ops: Sequence[tuple], context: CollectiveContext) -> tuple:
+        """Samples of every op in ``ops`` ((op, elements, dtype) each), shape
+        (ops, repeats), seconds per call, and per op the reason it could not run (None
+        when it ran; its samples are then NaN): ``repeats`` rounds each sampling every op
+        in turn; a sample's time is the slowest rank's."""
+        built = [self._buffers(op) for op in ops]
+        runnable = [i for i, (fn, _) in enumerate(built) if fn is not None]
+        calls = {i: self._calls_per_sample(built[i][0], context) for i in runnable}
+        samples = np.full((len(ops), max(1, context.repeats)), np.nan)
+        for r in range(samples.shape[1]):
+            for i in runnable:
+                samples[i, r] = self._sample(built[i][0], calls[i])
+        if runnable:
+            samples[runnable] = np.asarray(self._agree(samples[runnable].ravel().tolist())).reshape(len(runnable), -1)
+        return samples, [reason for _, reason in built]
+
+    @staticmethod
+    def batches(sizes: Sequence[int], budget_bytes: int) -> List[List[int]]:
+        """Indices of ``sizes`` (bytes each point holds) in consecutive batches whose
+        sizes add up to at most ``budget_bytes``; a point over the budget is alone."""
+        out: List[List[int]] = []
+        held = budget_bytes + 1
+        for i, size in enumerate(sizes):
+            if out and held + size <= budget_bytes:
+                out[-1].append(i)
+                held += size
+            else:
+                out.append([i])
+                held = size
+        return out
 
     def measure(self, points: Sequence[dict], context: CollectiveContext) -> List[dict]:
         """Time each point (``op``, ``message_bytes``, ``dtype``); every rank must call this
@@ -155,21 +209,28 @@ class CollectiveMember:
             return self._measure(points, context, provenance)
 
     def _measure(self, points: Sequence[dict], context: CollectiveContext, provenance: dict) -> List[dict]:
+        ops = [(p["op"], max(1, p["message_bytes"] // DTYPES[p["dtype"]]), p["dtype"]) for p in points]
+        held = [2 * elements * DTYPES[dtype] for _, elements, dtype in ops]  # input and output buffers
+        samples: List[np.ndarray] = [np.empty(0)] * len(points)
+        reasons: List[Optional[str]] = [None] * len(points)
+        for batch in self.batches(held, context.interleave_bytes):
+            timed, why = self._time_batch([ops[i] for i in batch], context)
+            for j, i in enumerate(batch):
+                samples[i], reasons[i] = timed[j], why[j]
+        recorded = {f: provenance.get(f) for f in ("device_model", "device_count", "driver_version", "torch_version",
+                                                   "cuda_version", "nccl_version", "nccl_settings", "host")}
         rows = []
-        for point in points:
-            elements = max(1, point["message_bytes"] // DTYPES[point["dtype"]])
-            fn = self._op(point["op"], elements, point["dtype"])
-            samples = self._time_samples(fn, context)
-            p10, median, p90 = (float(v) for v in np.percentile(samples, [10, 50, 90]))
-            size = elements * DTYPES[point["dtype"]]
+        for point, (_, elements, dtype), timed, reason in zip(points, ops, samples, reasons, strict=True):
+            if reason is not None:
+                rows.append({**point, "status": "infeasible", "reason": reason, **recorded})
+                continue
+            p10, median, p90 = (float(v) for v in np.percentile(timed, [10, 50, 90]))
+            size = elements * DTYPES[dtype]
             algbw = size / median / 1e9
             rows.append({**point, "status": "ok", "reason": None, "median_s": median, "p10_s": p10, "p90_s": p90,
-                         "mean_s": float(samples.mean()), "repeats": len(samples), "flops": 0.0,
+                         "mean_s": float(timed.mean()), "repeats": len(timed), "flops": 0.0,
                          "bytes_moved": float(size), "achieved_tflops": None, "peak_fraction": None,
-                         "algbw_GBps": algbw, "busbw_GBps": algbw * bus_factor(point["op"], self.world),
-                         **{f: provenance.get(f) for f in ("device_model", "device_count", "driver_version",
-                                                           "torch_version", "cuda_version", "nccl_version",
-                                                           "nccl_settings", "host")}})
+                         "algbw_GBps": algbw, "busbw_GBps": algbw * bus_factor(point["op"], self.world), **recorded})
         return rows if self.rank == 0 else []
 
     def leave(self) -> None:
@@ -189,6 +250,7 @@ class AlphaBetaFit:
     busbw_Bps: float
     max_rel_error: float  # over the sizes the error is judged on
     judged_from_bytes: int
+    fitted_from_bytes: int = 0  # the smallest message the fit was fitted to
 
     def predict(self, message_bytes) -> np.ndarray:
         b = np.asarray(message_bytes, dtype=np.float64)
@@ -197,22 +259,46 @@ class AlphaBetaFit:
 
 def fit_alpha_beta(op: str, world: int, message_bytes: Sequence[float], times_s: Sequence[float],
                    judged_from_bytes: int = 1 << 20) -> AlphaBetaFit:
-    """Least squares on relative error of t = a + b * bytes (weights 1/t), then
-    α = a / ring steps and busbw = factor / b. The fit error is the worst relative error
-    over messages of at least ``judged_from_bytes``."""
+    """The α-β law t = a + b * bytes with the smallest worst relative error over the
+    fitted sizes (a minimax fit: a linear program minimising e subject to
+    |a + b * bytes - t| <= e * t, a >= 0, b >= 0), then α = a / ring steps and
+    busbw = factor / b. Minimax, not least squares, because the fit's contract is a bound
+    on every measured size (``max_rel_error``), which is what a projection built on it
+    can promise.
+
+    The fit is fitted to, and judged on, messages of at least ``judged_from_bytes``
+    where the ladder has two sizes or more there (else to the whole ladder): below that,
+    latency-bound messages follow the transport's small-message path (gloo's and
+    NCCL's protocols change with size), which one straight line cannot share with the
+    bandwidth-bound sizes that the projections use. The fit error is the worst relative
+    error over messages of at least ``judged_from_bytes``.
+    """
+    from scipy.optimize import linprog
+
     x = np.asarray(message_bytes, dtype=np.float64)
     t = np.asarray(times_s, dtype=np.float64)
-    design = np.stack([np.ones_like(x), x], axis=1) / t[:, None]
-    (a, b), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
-    a, b = max(float(a), 0.0), max(float(b), 1e-30)
-    fit = AlphaBetaFit(op, world, a / max(1, ring_steps(op, world)), bus_factor(op, world) / b, 0.0, judged_from_bytes)
     judged = x >= judged_from_bytes
+    fitted = judged if np.unique(x[judged]).size >= 2 else np.ones_like(judged)
+    # Variables (a / s, b * 1 GB / s, e): scaled so that HiGHS sees numbers near one.
+    scale = np.array([1.0, 1e-9, 1.0])
+    u, v = 1.0 / t[fitted], x[fitted] / t[fitted]
+    rows = np.stack([u * scale[0], v * scale[1], -np.ones_like(u)], axis=1)
+    solved = linprog(c=[0.0, 0.0, 1.0], A_ub=np.vstack([rows, -rows * [1, 1, -1]]),
+                     b_ub=np.concatenate([np.ones_like(u), -np.ones_like(u)]), bounds=[(0, None)] * 3, method="highs")
+    if not solved.success:
+        raise ValueError(f"the α-β fit of {op} over {world} ranks failed: {solved.message}")
+    a, b = float(solved.x[0] * scale[0]), max(float(solved.x[1] * scale[1]), 1e-30)
+    fit = AlphaBetaFit(op, world, a / max(1, ring_steps(op, world)), bus_factor(op, world) / b, 0.0, judged_from_bytes,
+                       int(x[fitted].min()))
     errors = np.abs(fit.predict(x[judged]) - t[judged]) / t[judged] if judged.any() else np.array([np.nan])
-    return AlphaBetaFit(op, world, fit.alpha_s, fit.busbw_Bps, float(np.max(errors)), judged_from_bytes)
+    return replace(fit, max_rel_error=float(np.max(errors)))
 
 
 #: One α-β fit of a collective (kind ``collective_fit`` in the lake).
 FIT_SCHEMA_VERSION = 1
+#: How ``fit_alpha_beta`` fits (part of a stored fit's key, so a new method adds rows).
+FIT_METHOD = "minimax-from-judged-size"
+
 
 
 def fit_schema():

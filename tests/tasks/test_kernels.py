@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tasks.collectives import fit_alpha_beta
+from tasks.collectives import CollectiveMember, fit_alpha_beta
 from tasks.kernels import ROI_POINT_SCHEMA, ROI_SCHEMA, KernelContext, kernel_flops, measure_kernels
 from tasks.outcomes import run_chunk
 from tasks.timing import time_kernel
@@ -61,6 +61,33 @@ def test_alpha_beta_fit_recovers_a_known_law():
     fit = fit_alpha_beta("all_reduce", n, sizes, times)
     assert fit.alpha_s == pytest.approx(alpha, rel=1e-6) and fit.busbw_Bps == pytest.approx(busbw, rel=1e-6)
     assert fit.max_rel_error < 1e-9
+
+
+def test_alpha_beta_fit_is_fitted_to_the_judged_sizes_not_the_small_message_plateau():
+    sizes = np.array([2.0**k for k in range(12, 27)])
+    law = 2 * 100e-6 + sizes / 2e9
+    times = np.where(sizes < 1 << 20, np.maximum(law, 600e-6), law)  # a flat small-message path
+    fit = fit_alpha_beta("all_reduce", 2, sizes, times)
+    assert fit.fitted_from_bytes == 1 << 20 and fit.max_rel_error < 1e-9
+    assert fit.alpha_s == pytest.approx(100e-6, rel=1e-6) and fit.busbw_Bps == pytest.approx(2e9, rel=1e-6)
+    whole = fit_alpha_beta("all_reduce", 2, sizes, times, judged_from_bytes=1 << 30)  # nothing to judge on
+    assert whole.fitted_from_bytes == 1 << 12 and np.isnan(whole.max_rel_error)
+
+
+def test_alpha_beta_fit_bounds_the_worst_error_no_worse_than_the_true_law():
+    sizes = np.array([2.0**k for k in range(20, 28)])
+    law = 2 * 50e-6 + sizes / 5e9
+    times = law * (1 + 0.08 * np.array([1, -1, 1, 1, -1, -1, 1, -1]))  # ±8% noise
+    fit = fit_alpha_beta("all_reduce", 2, sizes, times)
+    worst = np.max(np.abs(fit.predict(sizes) - times) / times)
+    assert fit.max_rel_error == pytest.approx(worst)
+    assert worst <= np.max(np.abs(law - times) / times) + 1e-9  # the generating law misses by 8/0.92 ≈ 8.7%
+
+
+def test_collective_points_are_interleaved_in_batches_within_the_memory_budget():
+    assert CollectiveMember.batches([10, 20, 30, 100, 5], budget_bytes=60) == [[0, 1, 2], [3], [4]]
+    assert CollectiveMember.batches([70], budget_bytes=60) == [[0]]
+    assert CollectiveMember.batches([], budget_bytes=60) == []
 
 
 @pytest.mark.gpu
