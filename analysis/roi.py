@@ -67,7 +67,8 @@ def render_roi(console, rows: pd.DataFrame, fits: List[AlphaBetaFit], overlap: p
     if len(kernels) > 12:
         table.caption = f"{len(kernels) - 12} more kernels: commscale query \"SELECT * FROM roi WHERE op = 'gemm'\""
     console.print(table)
-    table = Table(title="Collectives: α-β fit of t = steps·α + factor·bytes / busbw", title_justify="left")
+    table = Table(title="Collectives: α-β fit of t = steps·α + factor·bytes / busbw (minimax, messages >= 1 MiB)",
+                  title_justify="left")
     for column in ("op", "ranks", "α µs", "busbw GB/s", "worst error, messages >= 1 MiB"):
         table.add_column(column, justify="right")
     for fit in fits:

@@ -60,8 +60,10 @@ def roi_points(configs: Sequence[Dict[str, int]], *, passes: Sequence[str], elem
     """Measurement points for ``configs`` (dicts of h, heads, sl, b, tp), deduplicated.
 
     Kernels: every GEMM of ``passes`` (and the memory-bound kernels if ``elementwise``).
-    Collectives: each op at the exact weight-gradient size of each configuration
-    (p * 12 H^2 / TP bytes) and at every size of the ladder, among ``world`` ranks.
+    Collectives: each op at the exact sizes of each configuration, its weight gradients
+    (p * 12 H^2 / TP bytes, the DP all-reduce) and, where TP > 1, its activations
+    (p * SL * B * H bytes, the TP all-reduce), and at every size of the ladder, among
+    ``world`` ranks.
     """
     p = DTYPES[dtype]
     points: Dict[str, dict] = {}
@@ -82,6 +84,9 @@ def roi_points(configs: Sequence[Dict[str, int]], *, passes: Sequence[str], elem
         for op in collective_ops:
             size = int(layer.dp_gradient_bytes(c["h"], c["tp"], p))
             add(op=op, name=f"{op}.wg", world=world, message_bytes=size, placement=placement)
+            if c["tp"] > 1:
+                size = int(layer.tp_allreduce_bytes(c["h"], c["sl"], c["b"], p))
+                add(op=op, name=f"{op}.tp", world=world, message_bytes=size, placement=placement)
     for op in collective_ops:
         for size in ladder_bytes:
             add(op=op, name=f"{op}.ladder", world=world, message_bytes=int(size), placement=placement)
