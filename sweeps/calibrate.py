@@ -111,11 +111,13 @@ def calibrate(spec: CalibrationSpec, lake: Lake, **run_options) -> CalibrationRe
     return CalibrationResult(report, calibration_id, rows, accuracy.to_pandas(), fit_s, measure_s)
 
 
-def _link_tier(fits: pd.DataFrame, placement: str) -> Optional[LinkTier]:
+def link_tier(fits: pd.DataFrame, placement: str) -> Optional[LinkTier]:
+    """The link tier of ``placement`` from the lake's all-reduce α-β fits: the largest
+    group's, and among its fits the one over the most sizes, then the tightest."""
     chosen = fits[(fits["placement"] == placement) & (fits["op"] == "all_reduce") & (fits["status"] == "ok")]
     if chosen.empty:
         return None
-    best = chosen.sort_values("world").iloc[-1]
+    best = chosen.sort_values(["world", "points", "max_rel_error"], ascending=[False, False, True], kind="stable").iloc[0]
     return LinkTier(bandwidth_GBps=float(best["busbw_GBps"]), latency_us=float(best["alpha_us"]), efficiency=1.0)
 
 
@@ -136,5 +138,5 @@ def load_calibration(lake: Lake, name: str) -> Calibration:
     if "collective_fit" in lake.kinds():
         fits = lake.dataset("collective_fit").to_table().to_pandas()
         fits = fits[fits["device_model"] == device_model]
-        intra, inter = _link_tier(fits, "pack"), _link_tier(fits, "spread")
+        intra, inter = link_tier(fits, "pack"), link_tier(fits, "spread")
     return Calibration(measured_label(name, newest["calibration_id"].iloc[0]), models, box, intra, inter)

@@ -78,7 +78,7 @@ def test_two_gloo_actors_all_reduce_the_right_sum_and_time_it():
 def test_nccl_ranks_on_gpus_time_an_all_reduce_with_its_nccl_provenance(gpus):
     torch = pytest.importorskip("torch")
     if torch.cuda.device_count() < gpus:
-        pytest.skip(f"needs {gpus} CUDA GPUs")
+        pytest.skip(f"needs {gpus} CUDA GPU{'s' if gpus > 1 else ''}")
     rows = _group(gpus, "pack", (1 << 20, 1 << 26), backend="nccl", device="cuda")["rows"]
     assert [r["status"] for r in rows] == ["ok", "ok"], rows
     assert all(r["median_s"] > 0 and r["nccl_version"] and r["device_model"] for r in rows)
