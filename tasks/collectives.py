@@ -153,11 +153,17 @@ class CollectiveMember:
         synchronize(self.device)
         return (time.perf_counter_ns() - t0) / 1e9 / calls
 
+    @staticmethod
+    def held_bytes(op: tuple) -> int:
+        """Bytes a rank holds for ``op`` ((op, elements, dtype)): an upper bound of its
+        input and output buffers."""
+        _, elements, dtype = op
+        return 2 * elements * DTYPES[dtype]
+
     def _buffers(self, op: tuple):
         """``(fn, None)`` for ``op``, or ``(None, reason)`` when its buffers do not fit on
         some rank; the group agrees, so that every rank skips the same points."""
-        _, elements, dtype = op
-        needed = 2 * elements * DTYPES[dtype] * 1.5  # input and output buffers, allocator slack
+        needed = self.held_bytes(op) * 1.5  # allocator slack
         free = available_memory_bytes(self.device)
         fn, reason = None, f"needs about {needed / 2**30:.1f} GiB per rank, {free / 2**30:.1f} GiB free on {self.device}"
         if needed <= free:
@@ -210,10 +216,9 @@ class CollectiveMember:
 
     def _measure(self, points: Sequence[dict], context: CollectiveContext, provenance: dict) -> List[dict]:
         ops = [(p["op"], max(1, p["message_bytes"] // DTYPES[p["dtype"]]), p["dtype"]) for p in points]
-        held = [2 * elements * DTYPES[dtype] for _, elements, dtype in ops]  # input and output buffers
         samples: List[np.ndarray] = [np.empty(0)] * len(points)
         reasons: List[Optional[str]] = [None] * len(points)
-        for batch in self.batches(held, context.interleave_bytes):
+        for batch in self.batches([self.held_bytes(op) for op in ops], context.interleave_bytes):
             timed, why = self._time_batch([ops[i] for i in batch], context)
             for j, i in enumerate(batch):
                 samples[i], reasons[i] = timed[j], why[j]
@@ -279,15 +284,16 @@ def fit_alpha_beta(op: str, world: int, message_bytes: Sequence[float], times_s:
     t = np.asarray(times_s, dtype=np.float64)
     judged = x >= judged_from_bytes
     fitted = judged if np.unique(x[judged]).size >= 2 else np.ones_like(judged)
-    # Variables (a / s, b * 1 GB / s, e): scaled so that HiGHS sees numbers near one.
-    scale = np.array([1.0, 1e-9, 1.0])
-    u, v = 1.0 / t[fitted], x[fitted] / t[fitted]
-    rows = np.stack([u * scale[0], v * scale[1], -np.ones_like(u)], axis=1)
-    solved = linprog(c=[0.0, 0.0, 1.0], A_ub=np.vstack([rows, -rows * [1, 1, -1]]),
-                     b_ub=np.concatenate([np.ones_like(u), -np.ones_like(u)]), bounds=[(0, None)] * 3, method="highs")
+    # Variables (a in s, b in s per GB, e), so that HiGHS sees numbers near one;
+    # rows: a/t + b*x/t - e <= 1 and -(a/t + b*x/t) - e <= -1.
+    fit_rate = np.stack([1.0 / t[fitted], x[fitted] / t[fitted] / 1e9], axis=1)
+    e_column = -np.ones((fitted.sum(), 1))
+    solved = linprog(c=[0.0, 0.0, 1.0], A_ub=np.vstack([np.hstack([fit_rate, e_column]), np.hstack([-fit_rate, e_column])]),
+                     b_ub=np.concatenate([np.ones(len(e_column)), -np.ones(len(e_column))]), bounds=[(0, None)] * 3,
+                     method="highs")
     if not solved.success:
         raise ValueError(f"the α-β fit of {op} over {world} ranks failed: {solved.message}")
-    a, b = float(solved.x[0] * scale[0]), max(float(solved.x[1] * scale[1]), 1e-30)
+    a, b = float(solved.x[0]), max(float(solved.x[1]) / 1e9, 1e-30)
     fit = AlphaBetaFit(op, world, a / max(1, ring_steps(op, world)), bus_factor(op, world) / b, 0.0, judged_from_bytes,
                        int(x[fitted].min()))
     errors = np.abs(fit.predict(x[judged]) - t[judged]) / t[judged] if judged.any() else np.array([np.nan])
@@ -298,7 +304,6 @@ def fit_alpha_beta(op: str, world: int, message_bytes: Sequence[float], times_s:
 FIT_SCHEMA_VERSION = 1
 #: How ``fit_alpha_beta`` fits (part of a stored fit's key, so a new method adds rows).
 FIT_METHOD = "minimax-from-judged-size"
-
 
 
 def fit_schema():
