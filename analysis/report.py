@@ -180,7 +180,7 @@ def _accuracy_section(make: _Figures, accuracy: Optional[pd.DataFrame]) -> Secti
                       lambda: figures.draw_accuracy(accuracy), lambda: _accuracy_about(accuracy))
     section.figures.append(entry)
     if not entry.skipped:
-        from tasks.accuracy import newest_fit
+        from tasks.fit.accuracy import newest_fit
 
         accuracy = newest_fit(accuracy)
         table = accuracy.assign(abs_error=accuracy["rel_error"].abs() * 100).groupby("op_class").agg(
@@ -191,7 +191,8 @@ def _accuracy_section(make: _Figures, accuracy: Optional[pd.DataFrame]) -> Secti
 
 
 def _accuracy_about(accuracy: pd.DataFrame) -> str:
-    from tasks.accuracy import STEP, newest_fit
+    from tasks.fit.accuracy import newest_fit
+    from tasks.model.operators import STEP
 
     accuracy = newest_fit(accuracy)
     steps = accuracy[accuracy["op_class"] == STEP]

@@ -8,23 +8,13 @@ from typing import Dict, List, Sequence
 import numpy as np
 import pandas as pd
 
-from tasks import layer, metrics
-from tasks.collectives import AlphaBetaFit, fit_alpha_beta
-from tasks.projection import project_columns
-from tasks.roi import config_gemms
-from tasks.specs import HardwareProfile
+from tasks.fit.alpha_beta import AlphaBetaFit
+from tasks.measure.roi import config_gemms
+from tasks.model import layer, metrics
+from tasks.model.projection import project_columns
+from tasks.model.specs import HardwareProfile
 
 __all__ = ["collective_fits", "measured_overlap"]
-
-
-def collective_fits(rows: pd.DataFrame, judged_from_bytes: int = 1 << 20) -> List[AlphaBetaFit]:
-    """One α-β fit per (op, world, placement) from the measured collective rows."""
-    ok = rows[(rows["status"] == "ok") & (rows["world"] > 1)]
-    fits = []
-    for (op, world, _placement), group in ok.groupby(["op", "world", "placement"]):
-        if group["message_bytes"].nunique() >= 2:
-            fits.append(fit_alpha_beta(op, int(world), group["message_bytes"], group["median_s"], judged_from_bytes))
-    return fits
 
 
 def measured_overlap(rows: pd.DataFrame, configs: Sequence[Dict[str, int]], *, passes: Sequence[str], world: int,

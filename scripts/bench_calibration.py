@@ -13,7 +13,7 @@
    projects it (timed), and running every configuration end to end is estimated as
    start-up (measured: a fresh process that imports torch, builds the baseline layer and
    runs one step) plus (warm-up + profiled + plain steps) x the projected step time of
-   each configuration; ``tasks.metrics.profiling_cost_ratio`` of the two.
+   each configuration; ``tasks.model.metrics.profiling_cost_ratio`` of the two.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _commscale(*args: str) -> float:
 def _startup_s(spec) -> float:
     """A fresh process: import torch, build the baseline layer, run one step."""
     b = spec.baseline
-    code = ("from tasks.transformer_layer import LayerShape, build_layer; "
+    code = ("from tasks.measure.transformer_layer import LayerShape, build_layer; "
             f"build_layer(LayerShape({b.h}, {b.heads}, {b.sl}, {b.b}, {b.tp}), dtype='{spec.dtype}', "
             f"device='{spec.device}').step()")
     started = time.perf_counter()
@@ -62,8 +62,9 @@ def main() -> None:
     from analysis.query import frame
     from sweeps.config import load_run_config
     from sweeps.lake import Lake
-    from tasks.accuracy import STEP, error_summary, newest_fit
-    from tasks.metrics import profiling_cost_ratio
+    from tasks.fit.accuracy import error_summary, newest_fit
+    from tasks.model.operators import STEP
+    from tasks.model.metrics import profiling_cost_ratio
 
     config = load_run_config([f"calibration={args.calibration}"])
     spec = config.calibration

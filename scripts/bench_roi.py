@@ -4,8 +4,8 @@ wall time of the CPU ROI smoke sweep.
     python scripts/bench_roi.py
     python scripts/bench_roi.py --device cuda --dtype bf16 --size 8192    # on a GPU worker
 
-1. Fidelity: a GEMM timed through the harness (``tasks.timing.time_kernel`` around
-   ``tasks.kernels.build_kernel``) against a bare timed loop of ``torch.matmul`` at the
+1. Fidelity: a GEMM timed through the harness (``tasks.measure.timing.time_kernel`` around
+   ``tasks.measure.kernels.build_kernel``) against a bare timed loop of ``torch.matmul`` at the
    same shape, in the same process, alternating; the ratio of their medians.
 2. Collective fit: ``--fit-runs`` all-reduce ladders among 2 gloo actors on an embedded
    Ray, each measured in interleaved rounds and fitted with ``fit_alpha_beta`` as the
@@ -30,8 +30,8 @@ from pathlib import Path
 def fidelity(size: int, dtype: str, device: str, rounds: int = 5) -> None:
     import torch
 
-    from tasks.kernels import build_kernel, kernel_flops
-    from tasks.timing import time_kernel
+    from tasks.measure.kernels import build_kernel, kernel_flops
+    from tasks.measure.timing import time_kernel
 
     fn, operands = build_kernel("gemm", size, size, size, 1, dtype, device)
     a, b = operands["a"], operands["b"]
@@ -60,8 +60,9 @@ def collective_fit(runs: int) -> None:
     import pyarrow as pa
 
     from sweeps.dispatch import ray_session, run_collective_group
-    from tasks.collectives import CollectiveContext, fit_alpha_beta
-    from tasks.kernels import ROI_POINT_SCHEMA, ROI_SCHEMA
+    from tasks.fit.alpha_beta import fit_alpha_beta
+    from tasks.measure.collectives import CollectiveContext
+    from tasks.measure.kernels import ROI_POINT_SCHEMA, ROI_SCHEMA
 
     sizes = [2**k for k in range(14, 27)]
     points = pa.Table.from_pylist([dict(key=str(s), op="all_reduce", name="ladder", m=0, n=0, k=0, batch=1, dtype="fp32",

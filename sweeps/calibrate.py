@@ -4,7 +4,7 @@
    calibration preset are measured as Ray tasks on a device worker (one GPU each, or a
    whole CPU node one at a time: measurements must not share a device), into kind
    ``baseline``. Measured keys are skipped on a re-run, as any sweep's.
-2. The baseline and variations are fitted (``tasks.accuracy.fit_calibration``) into
+2. The baseline and variations are fitted (``tasks.fit.accuracy.fit_calibration``) into
    kind ``opmodel``.
 3. The held-out configurations are projected and compared (kind ``accuracy``).
 
@@ -29,12 +29,13 @@ from sweeps.dispatch import Workload
 from sweeps.errors import UserError
 from sweeps.lake import Lake
 from sweeps.run import RunReport, SweepJob, read_rows, run_job
-from tasks.accuracy import (ACCURACY_SCHEMA_VERSION, OPMODEL_SCHEMA_VERSION, accuracy_rows, fit_calibration,
+from tasks.fit.accuracy import (ACCURACY_SCHEMA_VERSION, OPMODEL_SCHEMA_VERSION, accuracy_rows, fit_calibration,
                             models_from_rows, newest_fit)
-from tasks.baseline import (BASELINE_POINT_SCHEMA, MEASUREMENT_VERSION, ProfileContext, SCHEMA_VERSION,
+from tasks.measure.baseline import (BASELINE_POINT_SCHEMA, MEASUREMENT_VERSION, ProfileContext, SCHEMA_VERSION,
                             BASELINE_SCHEMA, measure_points)
-from tasks.projection import Calibration
-from tasks.specs import LinkTier, content_hash
+from tasks.model.projection import Calibration
+from tasks.identity import content_hash
+from tasks.model.specs import LinkTier
 
 __all__ = ["CalibrationResult", "calibration_job", "calibrate", "load_calibration", "measured_label"]
 

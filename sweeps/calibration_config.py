@@ -1,7 +1,7 @@
 """The schema of ``conf/calibration/*.yaml``: how a measured calibration is built.
 
 A calibration profiles a baseline layer on one device, varies one hyperparameter at a
-time around it, fits operator models (``tasks.opmodel``), and judges them on held-out
+time around it, fits operator models (``tasks.model.opmodel``), and judges them on held-out
 configurations that no fit saw (method.md §5.3).
 """
 
@@ -91,7 +91,7 @@ def _shape_errors(where: str, point: Dict[str, object]) -> None:
 
 def validate_calibration(spec: CalibrationSpec) -> None:
     """Semantic checks; raises ``ConfigError`` naming the field and value."""
-    from tasks.kernels import DTYPES
+    from tasks.device import DTYPE_BYTES as DTYPES
 
     if spec.dtype not in DTYPES:
         raise ConfigError("calibration.dtype", spec.dtype, f"choose from {', '.join(DTYPES)}")

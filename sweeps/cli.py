@@ -141,7 +141,8 @@ def run(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cp
 
 def _run_roi(config, lake: Lake, lake_root: str, **options) -> None:
     """`commscale run` of a ``mode: roi`` sweep: measure, fit, and show the overlap."""
-    from analysis.roi import collective_fits, measured_overlap, render_roi
+    from analysis.roi import measured_overlap, render_roi
+    from tasks.fit.alpha_beta import collective_fits
     from sweeps.jobs import record_fits, roi_configs, roi_job
     from sweeps.run import read_rows, run_job
 

@@ -1,8 +1,8 @@
 """Compose a run's config from ``conf/`` presets and command-line overrides.
 
 A run config has three groups, each one YAML file validated by OmegaConf against a
-dataclass schema: ``model`` (optional, ``tasks.specs.TransformerModel``), ``hardware``
-(``tasks.specs.HardwareProfile``) and ``sweep`` (``SweepSpec`` below). Overrides are
+dataclass schema: ``model`` (optional, ``tasks.model.specs.TransformerModel``), ``hardware``
+(``tasks.model.specs.HardwareProfile``) and ``sweep`` (``SweepSpec`` below). Overrides are
 ``GROUP=NAME`` (a preset of ``conf/GROUP/``, or a path to a YAML file) and
 ``GROUP.FIELD=VALUE`` (OmegaConf dotlist syntax: ``sweep.tp=[8,16]``).
 
@@ -23,7 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 from conf import CONF_DIR
 from sweeps.calibration_config import CalibrationSpec, validate_calibration
 from sweeps.errors import ConfigError
-from tasks.specs import HardwareProfile, TransformerModel
+from tasks.model.specs import HardwareProfile, TransformerModel
 
 __all__ = ["LinkPlacement", "SweepMode", "RoiSpec", "Scenario", "SweepSpec", "RunConfig", "load_run_config", "load_preset", "list_presets", "GROUPS"]
 
@@ -268,8 +268,8 @@ def validate(config: RunConfig) -> None:
 
 
 def _validate_roi(roi: RoiSpec) -> None:
-    from tasks.collectives import COLLECTIVE_OPS
-    from tasks.kernels import DTYPES
+    from tasks.model.collectives import COLLECTIVE_OPS
+    from tasks.device import DTYPE_BYTES as DTYPES
 
     if roi.device != "cpu" and not roi.device.startswith("cuda"):
         raise ConfigError("sweep.roi.device", roi.device, "use cpu or cuda")

@@ -192,7 +192,7 @@ def run_collective_group(points: pa.Table, *, world: int, placement: str, backen
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from tasks.collectives import CollectiveMember
+    from tasks.measure.collectives import CollectiveMember
 
     bundle = {"CPU": 1, "GPU": 1} if device.startswith("cuda") else {"CPU": 1}
     group = placement_group([bundle] * world, strategy="PACK" if placement == "pack" else "STRICT_SPREAD")

@@ -13,8 +13,10 @@ from sweeps.dispatch import Workload
 from sweeps.errors import ConfigError
 from sweeps.plan import Plan, plan_points
 from sweeps.run import SweepJob
-from tasks import probe, projection
-from tasks.specs import HardwareProfile, content_hash, fingerprint
+from tasks.measure import probe
+from tasks.model import projection
+from tasks.identity import content_hash
+from tasks.model.specs import HardwareProfile, fingerprint
 
 __all__ = ["projection_job", "probe_job", "roi_job", "roi_workload", "roi_configs", "record_fits"]
 
@@ -47,7 +49,7 @@ def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0,
 
 def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int], resources: Dict[str, float],
               cpus_per_point: float = 1.0, point_timeout_s: float = 60.0, marker_dir: Optional[str] = None) -> SweepJob:
-    """Synthetic points (``tasks.probe``): ``points`` of them sleep ``sleep_s``; the first
+    """Synthetic points (``tasks.measure.probe``): ``points`` of them sleep ``sleep_s``; the first
     ones fail on purpose, ``fail[mode]`` points per mode. Each task asks for
     ``cpus_per_point`` CPUs and ``resources`` (custom Ray resources standing in for GPUs)."""
     if points <= 0:
@@ -96,7 +98,7 @@ def roi_job(config: RunConfig) -> SweepJob:
     import torch
 
     from sweeps.dispatch import execute_roi
-    from tasks.roi import roi_points
+    from tasks.measure.roi import roi_points
 
     roi = config.sweep.roi
     points = roi_points(roi_configs(config), passes=roi.passes, elementwise=roi.elementwise, dtype=roi.dtype,
@@ -118,9 +120,9 @@ def roi_job(config: RunConfig) -> SweepJob:
 def roi_workload(roi: RoiSpec, hardware: HardwareProfile) -> Workload:
     """What measures ROI points (kind ``roi``): kernels as tasks, collectives as groups, on
     ``roi.device`` with the timing settings of ``roi``."""
-    from tasks.collectives import CollectiveContext
-    from tasks.kernels import ROI_SCHEMA, SCHEMA_VERSION, KernelContext
-    from tasks.roi import RoiContext, measure_roi_kernels
+    from tasks.measure.collectives import CollectiveContext
+    from tasks.measure.kernels import ROI_SCHEMA, SCHEMA_VERSION, KernelContext
+    from tasks.measure.roi import RoiContext, measure_roi_kernels
 
     context = RoiContext(
         kernels=KernelContext(warmup=roi.warmup, min_repeats=roi.min_repeats, max_repeats=roi.max_repeats,
@@ -136,7 +138,7 @@ def record_fits(lake, job: SweepJob, rows, fits, placement: str) -> None:
     """Commit the α-β fits of a ROI sweep (kind ``collective_fit``). A fit's key is its
     sweep, the fitting method and the measurements it was fitted to, so an unchanged
     ladder adds nothing."""
-    from tasks.collectives import FIT_METHOD, FIT_SCHEMA_VERSION, fit_schema
+    from tasks.fit.alpha_beta import FIT_METHOD, FIT_SCHEMA, FIT_SCHEMA_VERSION
 
     if not fits:
         return
@@ -149,5 +151,5 @@ def record_fits(lake, job: SweepJob, rows, fits, placement: str) -> None:
             world=f.world, placement=placement, device_model=devices, alpha_us=f.alpha_s * 1e6,
             busbw_GBps=f.busbw_Bps / 1e9, max_rel_error=f.max_rel_error, judged_from_bytes=f.judged_from_bytes,
             points=len(used), status="ok"))
-    lake.commit("collective_fit", job.partition, pa.Table.from_pylist(fit_rows, schema=fit_schema()),
+    lake.commit("collective_fit", job.partition, pa.Table.from_pylist(fit_rows, schema=FIT_SCHEMA),
                 schema_version=FIT_SCHEMA_VERSION)

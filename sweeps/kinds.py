@@ -6,9 +6,10 @@ from typing import Dict, Tuple
 
 import pyarrow as pa
 
-from tasks import kernels, probe, projection
-from tasks import accuracy, baseline, search_rows
-from tasks.collectives import FIT_SCHEMA_VERSION, fit_schema
+from tasks.fit import accuracy
+from tasks.fit.alpha_beta import FIT_SCHEMA, FIT_SCHEMA_VERSION
+from tasks.measure import baseline, kernels, probe
+from tasks.model import projection, search_rows
 from tasks.outcomes import FAILURE_SCHEMA
 
 __all__ = ["SCHEMAS", "FAILURE_KIND", "FAILURE_SCHEMA_VERSION"]
@@ -22,7 +23,7 @@ SCHEMAS: Dict[str, Tuple[pa.Schema, int]] = {
     "probe": (probe.PROBE_SCHEMA, probe.SCHEMA_VERSION),
     FAILURE_KIND: (FAILURE_SCHEMA, FAILURE_SCHEMA_VERSION),
     "roi": (kernels.ROI_SCHEMA, kernels.SCHEMA_VERSION),
-    "collective_fit": (fit_schema(), FIT_SCHEMA_VERSION),
+    "collective_fit": (FIT_SCHEMA, FIT_SCHEMA_VERSION),
     "search": (search_rows.SEARCH_SCHEMA, search_rows.SEARCH_SCHEMA_VERSION),
     "scaling": (search_rows.SCALING_SCHEMA, search_rows.SCALING_SCHEMA_VERSION),
     "baseline": (baseline.BASELINE_SCHEMA, baseline.SCHEMA_VERSION),

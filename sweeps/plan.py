@@ -15,9 +15,10 @@ from typing import Dict, List, Optional, Tuple
 import pyarrow as pa
 
 from sweeps.config import RunConfig, load_preset
-from tasks.metrics import required_tp
-from tasks.projection import COST_MODEL_VERSION, POINT_SCHEMA
-from tasks.specs import TransformerModel, content_hash, fingerprint
+from tasks.model.metrics import required_tp
+from tasks.model.projection import COST_MODEL_VERSION, POINT_SCHEMA
+from tasks.identity import content_hash
+from tasks.model.specs import TransformerModel, fingerprint
 
 __all__ = ["Highlight", "Plan", "plan_points", "point_key"]
 

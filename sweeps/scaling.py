@@ -1,5 +1,5 @@
 """The scaling view as a sweep: one point per (model, device count), each the best layout
-of the search's space found exhaustively on a worker (``tasks.search_rows.best_layout_rows``).
+of the search's space found exhaustively on a worker (``tasks.model.search_rows.best_layout_rows``).
 
 It runs through ``sweeps.run.run_job`` like any sweep: manifest, resume, Ray tasks, one
 ``scaling`` row per point in the lake.
@@ -15,10 +15,11 @@ from sweeps.config import load_preset
 from sweeps.dispatch import Workload
 from sweeps.run import SweepJob
 from sweeps.search_config import SearchSetup
-from tasks.projection import COST_MODEL_VERSION
-from tasks.search_rows import SCALING_SCHEMA, SCALING_SCHEMA_VERSION, ScalingContext, best_layout_rows
-from tasks.specs import content_hash, fingerprint
-from tasks.step_model import STEP_MODEL_VERSION
+from tasks.model.projection import COST_MODEL_VERSION
+from tasks.model.search_rows import SCALING_SCHEMA, SCALING_SCHEMA_VERSION, ScalingContext, best_layout_rows
+from tasks.identity import content_hash
+from tasks.model.specs import fingerprint
+from tasks.model.step import STEP_MODEL_VERSION
 
 __all__ = ["KIND", "scaling_job"]
 

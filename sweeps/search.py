@@ -15,7 +15,7 @@ Contract:
   their layouts enqueued again (asked first).
 - **Infeasible layouts** are rows with their reason, and are told the worst value (+inf
   when minimising, -inf when maximising), so samplers learn to avoid them.
-- Trials are evaluated by ``tasks.search_rows.evaluate_trials`` as Ray tasks through
+- Trials are evaluated by ``tasks.model.search_rows.evaluate_trials`` as Ray tasks through
   ``sweeps.dispatch`` (the only module that knows Ray), or in this process when an
   ``evaluator`` is given (benchmarks of sampler efficiency).
 """
@@ -40,10 +40,10 @@ from sweeps.dispatch import Workload, execute, ray_session, slots
 from sweeps.errors import LakeError
 from sweeps.lake import Lake
 from sweeps.search_config import SearchSetup
-from tasks.layout_space import LayoutSpace
+from tasks.model.space import LayoutSpace
 from tasks.outcomes import ChunkOutcome, run_chunk
-from tasks.search_rows import OBJECTIVES, SEARCH_SCHEMA, SEARCH_SCHEMA_VERSION, TRIAL_FIELDS, SearchContext, evaluate_trials
-from tasks.specs import content_hash
+from tasks.model.search_rows import OBJECTIVES, SEARCH_SCHEMA, SEARCH_SCHEMA_VERSION, TRIAL_FIELDS, SearchContext, evaluate_trials
+from tasks.identity import content_hash
 
 __all__ = ["KIND", "SearchReport", "run_search", "open_study", "study_path", "suggest_layout", "trial_key"]
 

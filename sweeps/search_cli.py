@@ -30,7 +30,7 @@ _LAYOUT_COLUMNS = ("tp", "pp", "dp", "micro_batch", "schedule", "virtual_stages"
 
 
 def _layout(row):
-    from tasks.layout import Layout
+    from tasks.model.layout import Layout
 
     return Layout(**{name: (bool(row[name]) if name == "sequence_parallel" else
                             row[name] if isinstance(row[name], str) else int(row[name]))
@@ -67,9 +67,9 @@ def _pareto(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _exhaustive(out: Console, setup, top: int) -> None:
-    from tasks.layout import RECOMPUTE_MODES, SCHEDULES, ZERO_MODES, families
-    from tasks.layout_space import exhaustive
-    from tasks.search_rows import OBJECTIVES
+    from tasks.model.layout import RECOMPUTE_MODES, SCHEDULES, ZERO_MODES, families
+    from tasks.model.space import exhaustive
+    from tasks.model.search_rows import OBJECTIVES
 
     layouts, costs = exhaustive(setup.spec.space, setup.step_context)
     frame = pd.DataFrame({**layouts, **{k: v for k, v in costs.items() if k != "dp"}})
@@ -221,8 +221,8 @@ def _verify(out: Console, setup, lake: Lake, top: pd.DataFrame, *, device: str, 
 def _run_study(out: Console, setup, lake: Lake, *, storage, address, num_cpus, total: int) -> pd.DataFrame:
     """Run or resume the study, print its top layouts (or Pareto front) and return them, best first."""
     from sweeps.search import run_search
-    from tasks.layout_space import best_index, exhaustive
-    from tasks.search_rows import OBJECTIVES
+    from tasks.model.space import best_index, exhaustive
+    from tasks.model.search_rows import OBJECTIVES
 
     spec = setup.spec
     err = Console(stderr=True)

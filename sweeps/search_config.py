@@ -1,7 +1,7 @@
 """The config of a layout search (``conf/search/*.yaml``), and its checks before any work.
 
 A search preset names a model and a hardware preset, a device count, a global batch (in
-sequences), the objective and the budget, and the layout space (``tasks.layout_space``).
+sequences), the objective and the budget, and the layout space (``tasks.model.space``).
 Overrides are ``FIELD=VALUE`` in OmegaConf dotlist syntax (``devices=512``,
 ``space.tp=[1,2,4,8]``). Every bad input raises ``ConfigError`` or ``UserError`` (exit
 status 2) before any work starts, and before the lake is touched.
@@ -18,11 +18,12 @@ from omegaconf.errors import OmegaConfBaseException
 
 from sweeps.config import _NAME, _preset_path, _reason, _validate_hardware, _validate_model, load_preset
 from sweeps.errors import ConfigError, UserError
-from tasks.layout import RECOMPUTE_MODES, SCHEDULES, ZERO_MODES
-from tasks.layout_space import LayoutSpace, constraint_counts, enumerate_layouts
-from tasks.search_rows import OBJECTIVES, no_fit_reason
-from tasks.specs import HardwareProfile, TransformerModel, content_hash, fingerprint
-from tasks.step_model import StepContext, step_columns
+from tasks.model.layout import RECOMPUTE_MODES, SCHEDULES, ZERO_MODES
+from tasks.model.space import LayoutSpace, constraint_counts, enumerate_layouts
+from tasks.model.search_rows import OBJECTIVES, no_fit_reason
+from tasks.identity import content_hash
+from tasks.model.specs import HardwareProfile, TransformerModel, fingerprint
+from tasks.model.step import StepContext, step_columns
 
 __all__ = ["ScalingSpec", "SearchSpec", "SearchSetup", "SAMPLERS", "load_search", "check_space", "DEFAULT_PRESET"]
 
@@ -89,8 +90,8 @@ class SearchSetup:
     def identity(self) -> Dict[str, Any]:
         """What a study's results depend on (not its budget, batch or seed): two runs with
         the same identity continue one study."""
-        from tasks.projection import COST_MODEL_VERSION
-        from tasks.step_model import STEP_MODEL_VERSION
+        from tasks.model.projection import COST_MODEL_VERSION
+        from tasks.model.step import STEP_MODEL_VERSION
 
         spec = dataclasses.asdict(self.spec)
         for volatile in ("description", "trials", "batch", "seed", "top", "scaling", "name"):

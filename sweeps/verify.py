@@ -7,7 +7,7 @@ For each layout, per layer and micro-batch:
   share (the layout's H, heads, SL, micro-batch B and TP), measured one by one and summed.
 - **TP and DP communication**: the layer's collectives (``step_model.layer_collectives``) at
   their exact message sizes, measured among ``world`` ranks (what the cluster can form: 2 on
-  a laptop), fitted α-β per op (``analysis.roi.collective_fits``) and scaled to the layout's
+  a laptop), fitted α-β per op (``tasks.fit.alpha_beta.collective_fits``) and scaled to the layout's
   group size with the ring formula of the fit (``AlphaBetaFit.predict``).
 
 The projection is the spec step model on the search's hardware profile; the measurement is
@@ -27,11 +27,11 @@ import pyarrow as pa
 
 from sweeps.errors import ConfigError
 from sweeps.run import SweepJob
-from tasks.kernels import DTYPES
-from tasks.layout import Layout
-from tasks.roi import config_gemms, roi_point, roi_points
-from tasks.specs import content_hash
-from tasks.step_model import layer_collectives, layer_parts
+from tasks.device import DTYPE_BYTES as DTYPES
+from tasks.model.layout import Layout
+from tasks.measure.roi import config_gemms, roi_point, roi_points
+from tasks.identity import content_hash
+from tasks.model.step_parts import layer_collectives, layer_parts
 
 __all__ = ["VERIFY_PASSES", "LADDER_BYTES", "check_verify", "verify_points", "verify_job", "compare"]
 
@@ -102,7 +102,7 @@ def verify_job(setup, points: pa.Table, *, device: str, dtype: str, world: int) 
 def compare(setup, layouts: Sequence[Layout], rows: pd.DataFrame) -> pd.DataFrame:
     """Per layout and layer (one micro-batch): projected and measured GEMM, TP and DP
     communication time in seconds, from the measured ``roi`` rows (status ok)."""
-    from analysis.roi import collective_fits
+    from tasks.fit.alpha_beta import collective_fits
 
     ok = rows[rows["status"] == "ok"]
     gemm = {(r.m, r.n, r.k, r.batch): r.median_s for r in ok[ok["op"] == "gemm"].itertuples()}

@@ -23,8 +23,8 @@ GROUP_SCRIPT = """
 import json, sys
 import pyarrow as pa
 from sweeps.dispatch import ray_session, run_collective_group
-from tasks.collectives import CollectiveContext, CollectiveMember
-from tasks.kernels import ROI_POINT_SCHEMA, ROI_SCHEMA
+from tasks.measure.collectives import CollectiveContext, CollectiveMember
+from tasks.measure.kernels import ROI_POINT_SCHEMA, ROI_SCHEMA
 
 world, placement, sizes = int(sys.argv[1]), sys.argv[2], [int(s) for s in sys.argv[3].split(",")]
 interleave_bytes, backend, device = int(sys.argv[4]), sys.argv[5], sys.argv[6]

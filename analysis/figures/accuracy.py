@@ -25,7 +25,8 @@ def draw_accuracy(rows: pd.DataFrame):
     with the y = x line. Only each calibration's newest fit is drawn."""
     from matplotlib import colormaps
 
-    from tasks.accuracy import newest_fit, op_family
+    from tasks.fit.accuracy import newest_fit
+    from tasks.model.operators import op_family
 
     rows = require(rows, "accuracy", COLUMNS, "accuracy rows")
     rows = newest_fit(rows).assign(op_class=lambda r: r["op_class"].map(op_family))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.figures.common import MARK, SERIES, caption, finish, log2_ticks, new_figure, require
-from tasks.metrics import latency_share
+from tasks.model.metrics import latency_share
 
 __all__ = ["draw_pareto", "draw_scaling", "draw_latency_floor", "pareto_front"]
 
@@ -93,7 +93,7 @@ def draw_scaling(rows: pd.DataFrame):
 
 
 def draw_latency_floor(rows: pd.DataFrame):
-    """The share of step time due to latency terms (``tasks.metrics.latency_share`` of the
+    """The share of step time due to latency terms (``tasks.model.metrics.latency_share`` of the
     rows' latency_s and step_time_s) against device count, one line per (model, hardware,
     global batch)."""
     rows = require(rows, "scaling", _SCALING + ["latency_s", "step_time_s"], "scaling rows")

@@ -13,7 +13,7 @@ from analysis.query import kind_frame
 from sweeps.config import load_run_config
 from sweeps.jobs import projection_job
 from sweeps.lake import Lake
-from tasks.projection import SCHEMA_VERSION, project_table
+from tasks.model.projection import SCHEMA_VERSION, project_table
 
 
 def commit_sweep(lake: Lake, overrides: Sequence[str]) -> int:

@@ -23,8 +23,8 @@ from sweeps.cli import main
 from sweeps.lake import Lake
 from sweeps.search import KIND, local_evaluator, open_study, run_search, study_path, suggest_layout, trial_key
 from sweeps.search_config import load_search
-from tasks.layout_space import best_index, exhaustive
-from tasks.search_rows import TRIAL_FIELDS, SearchContext, evaluate_trials
+from tasks.model.space import best_index, exhaustive
+from tasks.model.search_rows import TRIAL_FIELDS, SearchContext, evaluate_trials
 
 COMMSCALE = str(Path(sys.executable).with_name("commscale"))
 TINY = ["small", "space.tp=[2,4,8]", "space.pp=[1,2]", "space.micro_batch=[1]", "space.schedule=[1f1b]",

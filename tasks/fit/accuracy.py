@@ -1,0 +1,142 @@
+"""Fit a calibration from measured rows, and judge it on held-out configurations.
+
+``fit_calibration`` turns ``baseline`` rows (``tasks.measure.baseline``) of the baseline and its
+variations into operator models (``tasks.fit.opmodel``), as ``opmodel`` rows. ``accuracy_rows``
+projects each held-out configuration from those models and sets it beside what was
+measured, per operator class and end to end (``op_class`` "step": the plain, unprofiled
+step), as ``accuracy`` rows (the study's Fig. 13). A held-out configuration that was
+also fitted raises ``HeldOutLeak``: its error would say nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from tasks.fit.opmodel import fit_operators
+from tasks.identity import content_hash
+from tasks.model.operators import MODELLED_CLASSES, STEP, UNATTRIBUTED, class_column
+from tasks.model.opmodel import HYPERPARAMETERS, OPMODEL_VERSION, MeasuredRange, OperatorModel, predict
+
+__all__ = ["newest_fit", "OPMODEL_SCHEMA", "OPMODEL_SCHEMA_VERSION", "ACCURACY_SCHEMA", "ACCURACY_SCHEMA_VERSION",
+           "HeldOutLeak", "fit_calibration", "models_from_rows", "accuracy_rows", "error_summary"]
+
+OPMODEL_SCHEMA_VERSION = 1
+ACCURACY_SCHEMA_VERSION = 1
+
+_RANGE = [(f"{k}_{end}", pa.float64()) for k in ("h", "sl", "b", "tp") for end in ("min", "max")]
+OPMODEL_SCHEMA = pa.schema([
+    ("key", pa.string()), ("calibration", pa.string()), ("calibration_id", pa.string()), ("op_class", pa.string()),
+    ("alpha_s", pa.float64()), ("beta_s", pa.float64()), ("d_half", pa.float64()),
+    ("rms_rel_error", pa.float64()), ("max_rel_error", pa.float64()), ("points", pa.int64()),
+    ("device_model", pa.string()), ("dtype", pa.string()), ("torch_version", pa.string()), ("fitted_at", pa.float64()),
+    ("status", pa.string()),
+] + _RANGE)
+
+ACCURACY_SCHEMA = pa.schema([
+    ("key", pa.string()), ("calibration", pa.string()), ("calibration_id", pa.string()), ("device_model", pa.string()),
+    ("h", pa.int64()), ("heads", pa.int64()), ("sl", pa.int64()), ("b", pa.int64()), ("tp", pa.int64()),
+    ("op_class", pa.string()), ("measured_s", pa.float64()), ("projected_s", pa.float64()),
+    ("band_low_s", pa.float64()), ("band_high_s", pa.float64()), ("rel_error", pa.float64()),
+    ("extrapolated", pa.bool_()), ("judged", pa.bool_()), ("fitted_at", pa.float64()), ("status", pa.string()),
+])
+
+
+def newest_fit(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each calibration's newest fit (by ``fitted_at``)."""
+    if rows.empty or "fitted_at" not in rows.columns:
+        return rows
+    newest = rows.groupby("calibration")["fitted_at"].transform("max")
+    return rows[(rows["fitted_at"] == newest) | newest.isna()]
+
+
+class HeldOutLeak(ValueError):
+    """A held-out configuration was also used in the fit."""
+
+
+def _configs(rows: pd.DataFrame) -> Dict[str, np.ndarray]:
+    return {k: rows[k].to_numpy(dtype=np.float64) for k in HYPERPARAMETERS}
+
+
+def _class_times(rows: pd.DataFrame, op_class: str) -> np.ndarray:
+    column = "unattributed_s" if op_class == UNATTRIBUTED else class_column(op_class)
+    return rows[column].to_numpy(dtype=np.float64)
+
+
+def fit_calibration(name: str, fit_rows: pd.DataFrame, *, fitted_at: float) -> Tuple[pa.Table, str]:
+    """Operator models of every class from ``fit_rows`` (ok ``baseline`` rows of the
+    baseline and its variations); returns the ``opmodel`` rows and the calibration id
+    (a hash of the measurements fitted and the model's version, so the same measurements
+    fitted by the same model give the same id)."""
+    if len(fit_rows) < 3:
+        raise ValueError(f"calibration {name}: {len(fit_rows)} measured configurations; a fit needs at least 3")
+    calibration_id = content_hash([OPMODEL_VERSION, sorted(fit_rows["key"])])
+    models = fit_operators(_configs(fit_rows), {c: _class_times(fit_rows, c) for c in MODELLED_CLASSES})
+    box = MeasuredRange.of(_configs(fit_rows))
+    first = fit_rows.iloc[0]
+    rows = [dict(key=content_hash([name, calibration_id, c], length=32), calibration=name,
+                 calibration_id=calibration_id, device_model=first["device_model"], dtype=first["dtype"],
+                 torch_version=first["torch_version"], fitted_at=fitted_at, status="ok", **m.as_row(),
+                 **{f"{k}_min": box.low[k] for k in box.low}, **{f"{k}_max": box.high[k] for k in box.high})
+            for c, m in models.items()]
+    return pa.Table.from_pylist(rows, schema=OPMODEL_SCHEMA), calibration_id
+
+
+def models_from_rows(rows: pd.DataFrame) -> Tuple[Dict[str, OperatorModel], MeasuredRange]:
+    """The operator models and measured range of one calibration's ``opmodel`` rows."""
+    fields = ("op_class", "alpha_s", "beta_s", "d_half", "rms_rel_error", "max_rel_error", "points")
+    models = {r["op_class"]: OperatorModel(**{f: r[f] for f in fields}) for r in rows.to_dict("records")}
+    missing = set(MODELLED_CLASSES) - set(models)
+    if missing:
+        raise ValueError(f"the calibration's operator models lack {sorted(missing)}")
+    first = rows.iloc[0]
+    return models, MeasuredRange({k: float(first[f"{k}_min"]) for k in ("h", "sl", "b", "tp")},
+                                 {k: float(first[f"{k}_max"]) for k in ("h", "sl", "b", "tp")})
+
+
+def _shape(row) -> Tuple[int, ...]:
+    return tuple(int(row[k]) for k in HYPERPARAMETERS)
+
+
+def accuracy_rows(name: str, calibration_id: str, models: Dict[str, OperatorModel], box: MeasuredRange,
+                  fit_rows: pd.DataFrame, held_rows: pd.DataFrame, *, judged_from_s: float,
+                  fitted_at: float = float("nan")) -> pa.Table:
+    """Projected against measured, per class and end to end, for every held-out row.
+
+    Raises ``HeldOutLeak`` if a held-out configuration is among ``fit_rows``. A row is
+    ``judged`` when its measured step lasts at least ``judged_from_s`` (short steps are
+    dominated by launch floors and noise, and are reported but not judged).
+    """
+    fitted = {_shape(r) for r in fit_rows.to_dict("records")}
+    leaked = [s for s in (_shape(r) for r in held_rows.to_dict("records")) if s in fitted]
+    if leaked:
+        raise HeldOutLeak(f"held-out configurations {leaked} (h, heads, sl, b, tp) were also used in the fit of {name}")
+    out: List[dict] = []
+    configs = _configs(held_rows)
+    outside = box.outside(configs) if len(held_rows) else np.zeros(0, dtype=bool)
+    step, step_band = predict(models, MODELLED_CLASSES, configs)
+    columns = [(c, [c], _class_times(held_rows, c)) for c in MODELLED_CLASSES]
+    columns.append((STEP, list(MODELLED_CLASSES), held_rows["plain_step_s"].to_numpy(dtype=np.float64)))
+    judged = held_rows["plain_step_s"].to_numpy(dtype=np.float64) >= judged_from_s
+    for op_class, classes, measured in columns:
+        projected, band = (step, step_band) if op_class == STEP else predict(models, classes, configs)
+        for i, row in enumerate(held_rows.to_dict("records")):
+            error = (projected[i] - measured[i]) / measured[i] if measured[i] > 0 else float("nan")
+            out.append(dict(key=content_hash([calibration_id, row["key"], op_class], length=32), calibration=name,
+                            calibration_id=calibration_id, device_model=row["device_model"],
+                            **{k: int(row[k]) for k in HYPERPARAMETERS}, op_class=op_class,
+                            measured_s=float(measured[i]), projected_s=float(projected[i]),
+                            band_low_s=float(projected[i] - band[i]), band_high_s=float(projected[i] + band[i]),
+                            rel_error=float(error), extrapolated=bool(outside[i]), judged=bool(judged[i]), fitted_at=fitted_at,
+                            status="ok"))
+    return pa.Table.from_pylist(out, schema=ACCURACY_SCHEMA)
+
+
+def error_summary(accuracy: pd.DataFrame, op_classes: Sequence[str] = (STEP,)) -> pd.DataFrame:
+    """Median and worst absolute relative error of judged rows, per class."""
+    judged = accuracy[accuracy["judged"] & accuracy["op_class"].isin(list(op_classes))]
+    grouped = judged.assign(abs_error=judged["rel_error"].abs()).groupby("op_class")["abs_error"]
+    return pd.DataFrame({"configs": grouped.size(), "median_abs_error": grouped.median(), "worst_abs_error": grouped.max()})

@@ -1,0 +1,14 @@
+"""The analytic cost model: plain NumPy over columns, nothing measured, nothing imported
+from torch.
+
+- ``specs``: the model and hardware dataclasses (also the YAML schemas);
+- ``layer``: a tensor-parallel layer's GEMMs, element-wise work and message sizes;
+- ``roofline``: kernel times from a hardware profile;
+- ``collectives``: collective time per op and link tier (the one α-β definition);
+- ``communication``: one layer's TP and DP collectives;
+- ``operators`` and ``opmodel``: operator classes and the fitted operator models' evaluation;
+- ``projection``: the per-layer projection of the study's grid;
+- ``metrics``: the study's metrics, defined once;
+- ``layout``, ``space``, ``memory``, ``step``, ``step_parts``, ``search_rows``: parallel
+  layouts and the whole-step model a layout search costs them with.
+"""

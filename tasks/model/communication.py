@@ -1,0 +1,54 @@
+"""The collectives of one Transformer layer, timed once for the per-layer projection and
+the whole-step model alike (method.md §3; Korthikanti et al., arXiv 2205.05198).
+
+- **TP**: each layer all-reduces its activations twice in the forward pass and its errors
+  twice in the backward pass, each of p*SL*B*H bytes among the TP ranks; full
+  recomputation repeats the forward's two. Sequence parallelism replaces each all-reduce
+  by a reduce-scatter and an all-gather of the same message.
+- **DP**: a layer's weight gradients, p * 12 H^2 / TP bytes, among the DP replicas (an
+  all-reduce for plain DP; ZeRO and FSDP use reduce-scatter and all-gather).
+
+Times come from ``collectives.tier_time`` on the tier the group spans. Vectorised;
+seconds and bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tasks.model import layer
+from tasks.model.collectives import tier_time
+from tasks.model.specs import HardwareProfile
+
+__all__ = ["TP_COLLECTIVES_PER_LAYER", "RECOMPUTED_TP_COLLECTIVES", "tp_collective_time", "tp_layer_time",
+           "dp_gradient_time"]
+
+#: TP collectives of one layer per micro-batch: two in the forward pass (after the attention
+#: output projection and after FC2), two of errors in the backward pass (method.md §3).
+TP_COLLECTIVES_PER_LAYER = layer.tp_allreduces_per_layer
+#: What full recomputation adds: the forward's two again.
+RECOMPUTED_TP_COLLECTIVES = 2
+
+
+def tp_collective_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, sequence_parallel=False):
+    """One TP all-reduce of a layer's activations (p*SL*B*H bytes) among ``tp`` ranks, or,
+    with sequence parallelism, a reduce-scatter and an all-gather of the same bytes."""
+    message = layer.tp_allreduce_bytes(h, sl, b, p)
+    allreduce = tier_time("all_reduce", tp, message, crosses_nodes, hw)
+    if not np.any(sequence_parallel):
+        return allreduce
+    split = (tier_time("reduce_scatter", tp, message, crosses_nodes, hw)
+             + tier_time("all_gather", tp, message, crosses_nodes, hw))
+    return np.where(sequence_parallel, split, allreduce)
+
+
+def tp_layer_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, sequence_parallel=False,
+                  recompute_full=False):
+    """Every TP collective of one layer and micro-batch: 4 (6 under full recomputation)."""
+    count = TP_COLLECTIVES_PER_LAYER + np.where(recompute_full, RECOMPUTED_TP_COLLECTIVES, 0)
+    return count * tp_collective_time(h, sl, b, tp, p, crosses_nodes, hw, sequence_parallel)
+
+
+def dp_gradient_time(op: str, h, tp, dp, p, crosses_nodes, hw: HardwareProfile):
+    """``op`` on one layer's weight gradients (p * 12 H^2 / TP bytes) among ``dp`` replicas."""
+    return tier_time(op, dp, layer.dp_gradient_bytes(h, tp, p), crosses_nodes, hw)

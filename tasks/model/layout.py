@@ -1,0 +1,181 @@
+"""A parallel layout of one training step, as plain data, and its structural checks.
+
+A layout splits ``devices`` accelerators into TP x PP x DP groups (DP is what is left:
+``devices / (tp * pp)``) and says how the step runs: micro-batch size, pipeline schedule
+(1F1B or interleaved with ``virtual_stages`` model chunks per device), how ZeRO/FSDP
+shards the model states over DP, sequence parallelism, and activation recomputation.
+
+Layouts travel as columns (one NumPy array per field, one row per layout) so that a whole
+space is checked and costed in one call. String-valued fields are integer codes in
+columns (an index into ``SCHEDULES``, ``ZERO_MODES``, ``RECOMPUTE_MODES``) and names in
+``Layout`` and in the lake. Nothing here imports Ray; checks run before any distributed
+call, as plain data (after torchtitan's ``ParallelDims``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Mapping, Sequence, Tuple
+
+import numpy as np
+
+__all__ = [
+    "SCHEDULES",
+    "ZERO_MODES",
+    "RECOMPUTE_MODES",
+    "CODED_FIELDS",
+    "code",
+    "encode",
+    "decode",
+    "LAYOUT_FIELDS",
+    "STRUCTURAL_CONSTRAINTS",
+    "Layout",
+    "structural_violations",
+    "first_violation",
+    "family",
+    "families",
+]
+
+#: Pipeline schedules: "1f1b" (PipeDream-Flush, Narayanan et al. 2021) and "interleaved"
+#: (each device holds ``virtual_stages`` model chunks, Narayanan et al. 2021 §2.2).
+SCHEDULES: Tuple[str, ...] = ("1f1b", "interleaved")
+#: How model states are sharded over the DP group (Rajbhandari et al., ZeRO, 2020):
+#: "none" (plain DP), "zero1" (optimizer states), "zero3" (parameters, gradients and
+#: optimizer states, re-gathered every micro-batch, DeepSpeed stage 3), "fsdp" (PyTorch
+#: FSDP FULL_SHARD with gradient accumulation under ``no_sync``: parameters re-gathered
+#: every micro-batch, gradients kept unsharded and reduce-scattered once per step).
+ZERO_MODES: Tuple[str, ...] = ("none", "zero1", "zero3", "fsdp")
+#: Activation recomputation (Korthikanti et al., arXiv 2205.05198): none, selective
+#: (the attention core: scores, softmax, dropout, context), full (the whole layer).
+RECOMPUTE_MODES: Tuple[str, ...] = ("none", "selective", "full")
+
+#: The layout fields that are names in a ``Layout`` and in the lake, integer codes in columns.
+CODED_FIELDS: Dict[str, Tuple[str, ...]] = {"schedule": SCHEDULES, "zero": ZERO_MODES, "recompute": RECOMPUTE_MODES}
+
+
+def code(field: str, name: str) -> int:
+    """The code of one name of a coded field, e.g. ``code("zero", "fsdp") == 3``."""
+    names = CODED_FIELDS[field]
+    if name not in names:
+        raise ValueError(f"{field}={name!r}: choose one of {', '.join(names)}")
+    return names.index(name)
+
+
+def encode(field: str, names: Sequence[str]) -> np.ndarray:
+    """Names of a coded field as an int64 array of codes."""
+    return np.asarray([code(field, name) for name in names], dtype=np.int64)
+
+
+def decode(field: str, codes: Sequence[int]) -> List[str]:
+    """Codes of a coded field back to their names."""
+    names = CODED_FIELDS[field]
+    return [names[int(c)] for c in codes]
+
+
+#: The fields of a layout, in table order.
+LAYOUT_FIELDS: Tuple[str, ...] = ("tp", "pp", "dp", "micro_batch", "schedule", "virtual_stages", "zero",
+                                  "sequence_parallel", "recompute")
+
+#: Structural constraints, checked before any cost: name -> what must hold.
+STRUCTURAL_CONSTRAINTS: Dict[str, str] = {
+    "tp_divides_heads": "TP divides the model's attention heads",
+    "tp_pp_divides_devices": "TP x PP divides the device count",
+    "stages_divide_layers": "PP x virtual stages divides the model's layers",
+    "batch_divisible": "the global batch is divisible by DP x micro-batch",
+    "schedule_fits": "an interleaved schedule has PP > 1, virtual stages > 1 and micro-batches a multiple of PP; "
+                     "1F1B has one virtual stage",
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One parallel layout (one row of a layout table), with names for coded fields."""
+
+    tp: int
+    pp: int
+    dp: int
+    micro_batch: int
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    zero: str = "none"
+    sequence_parallel: bool = False
+    recompute: str = "none"
+
+    def __post_init__(self) -> None:
+        for name in CODED_FIELDS:
+            code(name, getattr(self, name))
+        for name in ("tp", "pp", "dp", "micro_batch", "virtual_stages"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
+
+    def columns(self) -> Dict[str, np.ndarray]:
+        """This layout as a one-row column table with coded fields."""
+        row = asdict(self)
+        for name in CODED_FIELDS:
+            row[name] = code(name, row[name])
+        return {name: np.asarray([value]) for name, value in row.items()}
+
+    def describe(self) -> str:
+        """A short human label, e.g. ``tp8 pp4(i2) dp16 b1 zero1 sp sel``."""
+        pp = f"pp{self.pp}" + (f"(i{self.virtual_stages})" if self.schedule == "interleaved" else "")
+        parts = [f"tp{self.tp}", pp, f"dp{self.dp}", f"b{self.micro_batch}", self.zero]
+        parts += ["sp"] if self.sequence_parallel else []
+        parts += [] if self.recompute == "none" else [self.recompute[:4]]
+        return " ".join(parts)
+
+
+def structural_violations(layouts: Mapping[str, np.ndarray], *, heads: int, layers: int, devices: int,
+                          global_batch: int) -> Dict[str, np.ndarray]:
+    """For each of ``STRUCTURAL_CONSTRAINTS``, a bool array: True where a layout breaks it.
+
+    ``layouts`` holds ``tp``, ``pp``, ``micro_batch``, ``schedule`` (code),
+    ``virtual_stages`` (and ``dp`` if given; otherwise it is ``devices / (tp * pp)``).
+    Vectorised; every constraint is checked on every layout (not only the first that
+    fails), so a caller can say how many layouts each one rules out.
+    """
+    tp = np.asarray(layouts["tp"], dtype=np.int64)
+    pp = np.asarray(layouts["pp"], dtype=np.int64)
+    b = np.asarray(layouts["micro_batch"], dtype=np.int64)
+    v = np.asarray(layouts["virtual_stages"], dtype=np.int64)
+    interleaved = np.asarray(layouts["schedule"]) == code("schedule", "interleaved")
+    model_parallel = tp * pp
+    dp = np.asarray(layouts["dp"], dtype=np.int64) if "dp" in layouts else devices // np.maximum(model_parallel, 1)
+    splits = devices % model_parallel != 0
+    if "dp" in layouts:
+        splits |= model_parallel * dp != devices
+    replicas = np.maximum(dp * b, 1)
+    batch_bad = (global_batch % replicas != 0) | (dp < 1)
+    microbatches = global_batch // replicas
+    schedule_bad = np.where(interleaved, (pp < 2) | (v < 2) | (microbatches % pp != 0), v != 1)
+    return {
+        "tp_divides_heads": heads % tp != 0,
+        "tp_pp_divides_devices": splits,
+        "stages_divide_layers": layers % (pp * v) != 0,
+        "batch_divisible": batch_bad | splits,
+        "schedule_fits": schedule_bad,
+    }
+
+
+def first_violation(violations: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Index + 1 into ``STRUCTURAL_CONSTRAINTS`` of the first constraint each layout breaks;
+    0 where it breaks none."""
+    code = np.zeros(np.shape(next(iter(violations.values()))), dtype=np.int64)
+    for i, name in reversed(list(enumerate(STRUCTURAL_CONSTRAINTS, start=1))):
+        code = np.where(violations[name], i, code)
+    return code
+
+
+def family(tp: int, pp: int, dp: int, zero: str) -> str:
+    """The strategy family of a layout, as Fernandez et al. (arXiv 2411.13055) compare
+    them: "fsdp" (data parallel only, fully sharded), "dp" (data parallel only, replicated
+    or ZeRO-1), else the parallel dimensions in use joined by "+", e.g. "tp+pp+dp"."""
+    if tp == 1 and pp == 1:
+        return "fsdp" if zero in ("zero3", "fsdp") else "dp"
+    parts = [name for name, degree in (("tp", tp), ("pp", pp), ("dp", dp)) if degree > 1]
+    return "+".join(parts)
+
+
+def families(tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, zero_code: np.ndarray) -> np.ndarray:
+    """``family`` of each row of a layout table (zero as codes)."""
+    return np.asarray([family(int(t), int(p), int(d), z)
+                       for t, p, d, z in zip(tp, pp, dp, decode("zero", zero_code), strict=True)], dtype=object)

@@ -1,0 +1,82 @@
+"""Memory of one device under a parallel layout (method.md §8): model states and activations.
+
+Every function is vectorised over NumPy arrays; results are bytes. Coded fields follow
+``tasks.model.layout`` (``ZERO_MODES``, ``RECOMPUTE_MODES``); a layer's parameters are
+``layer.layer_params``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tasks.model.layout import code
+
+__all__ = [
+    "WEIGHT_BYTES",
+    "GRADIENT_BYTES",
+    "OPTIMIZER_BYTES",
+    "model_state_bytes",
+    "layer_activation_bytes",
+    "in_flight_microbatches",
+    "logits_bytes",
+]
+
+#: Mixed-precision Adam keeps 16 bytes per parameter (Rajbhandari et al., ZeRO, 2020 §3.1):
+#: fp16 weights (2) and gradients (2), fp32 master weights, momentum and variance (12).
+WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
+
+
+def model_state_bytes(params, dp, zero):
+    """Weights, gradients and optimizer states of ``params`` parameters on one device.
+
+    ZeRO (Rajbhandari et al. 2020) divides by the DP degree what it shards: zero1 the
+    optimizer states (4 + 12/DP bytes per parameter); zero3 everything (16/DP); fsdp
+    (FULL_SHARD with gradients accumulated unsharded under ``no_sync``) the weights and
+    optimizer states, not the gradients (2/DP + 2 + 12/DP). ``zero`` holds codes.
+    """
+    params = np.asarray(params, dtype=np.float64)
+    dp = np.asarray(dp, dtype=np.float64)
+    zero = np.asarray(zero)
+    weights = np.where(np.isin(zero, [code("zero", "zero3"), code("zero", "fsdp")]), WEIGHT_BYTES / dp, WEIGHT_BYTES)
+    gradients = np.where(zero == code("zero", "zero3"), GRADIENT_BYTES / dp, GRADIENT_BYTES)
+    optimizer = np.where(zero == code("zero", "none"), OPTIMIZER_BYTES, OPTIMIZER_BYTES / dp)
+    return params * (weights + gradients + optimizer)
+
+
+def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute):
+    """Activations one layer keeps for its backward pass, per micro-batch, per device.
+
+    Korthikanti et al. (arXiv 2205.05198), Table 2, 16-bit activations and 1-byte dropout
+    masks: without parallelism SL*B*H*(34 + 5*A*SL/H). Tensor parallelism splits all but
+    10*SL*B*H (LayerNorms, dropouts, the inputs of the QKV and FC1 GEMMs); sequence
+    parallelism splits those too. Selective recomputation drops the 5*A*SL/H attention
+    core; full recomputation keeps only the layer's input, 2*SL*B*H (split by TP under
+    sequence parallelism).
+    """
+    sl, b, h, heads, tp = (np.asarray(x, dtype=np.float64) for x in (sl, b, h, heads, tp))
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    recompute = np.asarray(recompute)
+    sbh = sl * b * h
+    core = 5.0 * heads * sl / h / tp
+    replicated = np.where(sp, 10.0 / tp, 10.0)
+    stored = sbh * (replicated + 24.0 / tp + np.where(recompute == code("recompute", "selective"), 0.0, core))
+    full = 2.0 * sbh / np.where(sp, tp, 1.0)
+    return np.where(recompute == code("recompute", "full"), full, stored)
+
+
+def in_flight_microbatches(microbatches, pp, virtual_stages, interleaved):
+    """Micro-batches whose activations the first pipeline stage holds at its peak.
+
+    1F1B: min(m, PP) (Narayanan et al. 2021). Interleaved: Korthikanti et al. §4.2.3, the
+    first stage holds L*(1 + (PP-1)/(PP*v)) layers' worth, i.e. PP*(1 + (PP-1)/(PP*v))
+    micro-batches of its L/PP layers.
+    """
+    m, pp, v = (np.asarray(x, dtype=np.float64) for x in (microbatches, pp, virtual_stages))
+    base = np.minimum(m, pp)
+    return np.where(interleaved, base * (1.0 + (pp - 1.0) / (pp * v)), base)
+
+
+def logits_bytes(sl, b, vocab, tp):
+    """The output layer's logits kept for the cross-entropy in fp32, 4*SL*B*V/TP
+    (Korthikanti et al., arXiv 2205.05198 §4.3; the vocabulary is split over TP)."""
+    return 4.0 * np.asarray(sl, dtype=np.float64) * b * vocab / tp

@@ -1,0 +1,93 @@
+"""A space of parallel layouts: the candidate values of each field, enumerated vectorised.
+
+The space is the cross product of the candidate lists, except that the virtual-stage
+count applies to the interleaved schedule only (1F1B has one). DP is not a field of the
+space: it is what the devices leave, ``devices / (TP * PP)``. ``enumerate_layouts`` builds
+the whole space as columns with NumPy index arithmetic (no Python loop per layout), so
+the exhaustive reference (``exhaustive``) is one call of ``step.step_columns``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from tasks.model.layout import (RECOMPUTE_MODES, SCHEDULES, STRUCTURAL_CONSTRAINTS, ZERO_MODES, code, encode,
+                                structural_violations)
+from tasks.model.step import StepContext, step_columns
+
+__all__ = ["LayoutSpace", "enumerate_layouts", "constraint_counts", "exhaustive", "best_index"]
+
+
+@dataclass
+class LayoutSpace:
+    """Candidate values per layout field (one list each; strings as in ``tasks.model.layout``).
+
+    ``virtual_stages`` are the interleaved schedule's choices (values above 1).
+    """
+
+    tp: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    pp: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    micro_batch: List[int] = field(default_factory=lambda: [1, 2, 4])
+    schedule: List[str] = field(default_factory=lambda: list(SCHEDULES))
+    virtual_stages: List[int] = field(default_factory=lambda: [2, 4])
+    zero: List[str] = field(default_factory=lambda: list(ZERO_MODES))
+    sequence_parallel: List[bool] = field(default_factory=lambda: [False, True])
+    recompute: List[str] = field(default_factory=lambda: list(RECOMPUTE_MODES))
+
+    def schedule_choices(self) -> List[Tuple[int, int]]:
+        """(schedule code, virtual stages) pairs of the space."""
+        pairs = []
+        for name in self.schedule:
+            stages = [1] if name == "1f1b" else [v for v in self.virtual_stages if v > 1]
+            pairs += [(code("schedule", name), v) for v in stages]
+        return pairs
+
+    @property
+    def size(self) -> int:
+        """Layouts in the space (before any constraint)."""
+        return (len(self.tp) * len(self.pp) * len(self.micro_batch) * len(self.schedule_choices())
+                * len(self.zero) * len(self.sequence_parallel) * len(self.recompute))
+
+
+def enumerate_layouts(space: LayoutSpace, devices: int) -> Dict[str, np.ndarray]:
+    """Every layout of ``space`` as columns (coded fields), DP derived from ``devices``
+    (0 where TP x PP does not divide them)."""
+    sched = np.asarray(space.schedule_choices(), dtype=np.int64).reshape(-1, 2)
+    axes = [np.asarray(space.tp, dtype=np.int64), np.asarray(space.pp, dtype=np.int64),
+            np.asarray(space.micro_batch, dtype=np.int64), np.arange(len(sched)),
+            encode("zero", space.zero), np.asarray(space.sequence_parallel, dtype=bool),
+            encode("recompute", space.recompute)]
+    index = np.indices([len(a) for a in axes]).reshape(len(axes), -1)
+    tp, pp, b, choice, zero, sp, rc = (axis[i] for axis, i in zip(axes, index, strict=True))
+    model_parallel = tp * pp
+    dp = np.where(devices % model_parallel == 0, devices // model_parallel, 0)
+    return {"tp": tp, "pp": pp, "dp": dp, "micro_batch": b, "schedule": sched[choice, 0],
+            "virtual_stages": sched[choice, 1], "zero": zero, "sequence_parallel": sp, "recompute": rc}
+
+
+def constraint_counts(layouts: Dict[str, np.ndarray], *, heads: int, layers: int, devices: int,
+                      global_batch: int) -> Tuple[Dict[str, int], int]:
+    """How many layouts break each structural constraint, and how many break none."""
+    violations = structural_violations(layouts, heads=heads, layers=layers, devices=devices,
+                                       global_batch=global_batch)
+    any_bad = np.zeros(len(layouts["tp"]), dtype=bool)
+    for bad in violations.values():
+        any_bad |= bad
+    return {name: int(violations[name].sum()) for name in STRUCTURAL_CONSTRAINTS}, int((~any_bad).sum())
+
+
+def exhaustive(space: LayoutSpace, ctx: StepContext) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
+    """The whole space costed: (layout columns, ``step_columns`` output), row-aligned."""
+    layouts = enumerate_layouts(space, ctx.devices)
+    return layouts, step_columns(layouts, ctx)
+
+
+def best_index(costs: Dict[str, np.ndarray], objective: str = "step_time_s", maximize: bool = False) -> int:
+    """Row of the best feasible layout by ``objective``; -1 when none is feasible."""
+    values = np.where(costs["status_code"] == 0, costs[objective], np.nan)
+    if np.all(np.isnan(values)):
+        return -1
+    return int(np.nanargmax(values) if maximize else np.nanargmin(values))

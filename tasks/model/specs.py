@@ -1,0 +1,92 @@
+"""Plain data the cost model takes: a Transformer model and a hardware profile.
+
+These dataclasses double as the OmegaConf schemas of ``conf/model/*.yaml`` and
+``conf/hardware/*.yaml``: a YAML key that is not a field here is rejected, a value of
+the wrong type is rejected, and a field left ``MISSING`` must be given by the YAML.
+
+Units are in the field names: ``_tflops`` is 10^12 FLOP/s, ``_GBps`` is 10^9 bytes/s,
+``_tbps`` is 10^12 bytes/s, ``_us`` is microseconds, ``_gb`` is 10^9 bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Dict, Optional
+
+from omegaconf import MISSING
+
+from tasks.identity import content_hash
+
+__all__ = ["TransformerModel", "LinkTier", "HardwareProfile", "fingerprint"]
+
+
+@dataclass
+class TransformerModel:
+    """Hyperparameters of one Transformer model (one preset of ``conf/model``)."""
+
+    name: str = MISSING
+    year: int = MISSING
+    layers: int = MISSING
+    hidden: int = MISSING
+    heads: int = MISSING
+    ffn_hidden: int = MISSING
+    params_b: float = MISSING
+    seq_len: int = MISSING
+    architecture: str = MISSING
+    kv_heads: Optional[int] = None
+    vocab: Optional[int] = None
+    source: str = MISSING
+
+
+@dataclass
+class LinkTier:
+    """One tier of links (scale-up inside a node, scale-out across nodes).
+
+    A ring collective over n devices on this tier pays ``latency_us`` per step
+    (the α term) and moves bytes at ``bandwidth_GBps * efficiency`` per device and
+    direction (the β term, as nccl-tests' bus bandwidth).
+    """
+
+    bandwidth_GBps: float = MISSING
+    latency_us: float = MISSING
+    efficiency: float = 1.0
+
+
+@dataclass
+class HardwareProfile:
+    """One accelerator system: compute roofline, memory, and two link tiers.
+
+    GEMM efficiency over operation size follows
+    ``eff(F) = gemm_efficiency_max * F / (F + gemm_half_efficiency_gflop * 1e9)``:
+    large GEMMs approach ``gemm_efficiency_max`` of peak, a GEMM of
+    ``gemm_half_efficiency_gflop`` GFLOP reaches half of that. Every kernel costs at
+    least ``kernel_launch_us`` (Erdil and Schneider-Joseph, arXiv 2411.01137, §7 of
+    method.md). ``sources`` maps each field name to where its figure comes from.
+    """
+
+    name: str = MISSING
+    accelerator: str = MISSING
+    description: str = ""
+    devices_per_node: int = MISSING
+    peak_tflops: float = MISSING
+    hbm_gb: float = MISSING
+    hbm_tbps: float = MISSING
+    gemm_efficiency_max: float = MISSING
+    gemm_half_efficiency_gflop: float = MISSING
+    memory_efficiency: float = MISSING
+    kernel_launch_us: float = MISSING
+    intra_node: LinkTier = field(default_factory=LinkTier)
+    inter_node: LinkTier = field(default_factory=LinkTier)
+    sources: Dict[str, str] = field(default_factory=dict)
+
+
+def fingerprint(spec: object) -> str:
+    """A short stable hash of a spec's content, ignoring prose (description, sources).
+
+    Two specs with the same figures have the same fingerprint whatever their comments
+    say; any changed figure changes it. Used in result keys.
+    """
+    content = asdict(spec)  # type: ignore[arg-type]
+    for prose in ("description", "sources", "source"):
+        content.pop(prose, None)
+    return content_hash(content)

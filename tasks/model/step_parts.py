@@ -1,0 +1,68 @@
+"""One layer of a whole step, piece by piece, as the step model charges it: its collectives
+and the spec-projected time of its GEMMs and of its TP and DP communication. A search's
+winners are measured against these (``sweeps.search.measure``). Seconds and bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List
+
+import numpy as np
+
+from tasks.model import layer
+from tasks.model.collectives import tier_time
+from tasks.model.communication import RECOMPUTED_TP_COLLECTIVES, TP_COLLECTIVES_PER_LAYER
+from tasks.model.layout import Layout
+from tasks.model.projection import layer_times
+from tasks.model.step import StepContext
+
+__all__ = ["LayerCollective", "layer_collectives", "layer_parts"]
+
+
+@dataclass(frozen=True)
+class LayerCollective:
+    """One collective of one layer: its group ("tp" or "dp"), op, how many times it runs,
+    among how many ranks, on which bytes, and whether the group spans nodes."""
+
+    group: str
+    op: str
+    count: int
+    ranks: int
+    message_bytes: float
+    crosses_nodes: bool
+
+
+def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]:
+    """The collectives of one layer for one micro-batch, as ``step.step_columns`` charges them:
+    TP (4 all-reduces, 6 under full recomputation; with sequence parallelism a
+    reduce-scatter and an all-gather each) and the layer's DP traffic at one micro-batch:
+    plain DP an all-reduce, ZeRO-1 a reduce-scatter and an all-gather, ZeRO-3 and FSDP
+    two all-gathers (forward, backward) and a reduce-scatter. Groups of one rank are left out."""
+    model, p, per_node = ctx.model, float(ctx.dtype_bytes), ctx.hardware.devices_per_node
+    out: List[LayerCollective] = []
+    if layout.tp > 1:
+        count = TP_COLLECTIVES_PER_LAYER + (RECOMPUTED_TP_COLLECTIVES if layout.recompute == "full" else 0)
+        message = float(layer.tp_allreduce_bytes(model.hidden, model.seq_len, layout.micro_batch, p))
+        ops = ("reduce_scatter", "all_gather") if layout.sequence_parallel else ("all_reduce",)
+        out += [LayerCollective("tp", op, count, layout.tp, message, layout.tp > per_node) for op in ops]
+    if layout.dp > 1:
+        dp_ops = {"none": (("all_reduce", 1),), "zero1": (("reduce_scatter", 1), ("all_gather", 1))}.get(
+            layout.zero, (("all_gather", 2), ("reduce_scatter", 1)))
+        message = float(layer.dp_gradient_bytes(model.hidden, layout.tp, p))
+        out += [LayerCollective("dp", op, count, layout.dp, message, layout.tp * layout.dp > per_node)
+                for op, count in dp_ops]
+    return out
+
+
+def layer_parts(layout: Layout, ctx: StepContext) -> Dict[str, float]:
+    """Spec-projected times of one layer and micro-batch, in seconds: ``gemm_s`` (the
+    forward, input-gradient and weight-gradient GEMMs), ``tp_comm_s`` and ``dp_comm_s``
+    (``layer_collectives`` on the link tier each group spans, not overlapped)."""
+    model, hw = ctx.model, ctx.hardware
+    t_fwd, t_bwd, _ = layer_times(np.array([float(model.hidden)]), float(model.heads), float(model.seq_len),
+                                  float(layout.micro_batch), float(layout.tp), float(ctx.dtype_bytes), hw)
+    parts = {"gemm_s": float(t_fwd[0] + t_bwd[0]), "tp_comm_s": 0.0, "dp_comm_s": 0.0}
+    for c in layer_collectives(layout, ctx):
+        parts[f"{c.group}_comm_s"] += c.count * float(tier_time(c.op, c.ranks, c.message_bytes, c.crosses_nodes, hw))
+    return parts

@@ -1,0 +1,92 @@
+"""The profiled layer: real steps on the CPU, every kernel attributed to an operator class."""
+
+import math
+
+import pyarrow as pa
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tasks.measure.baseline import BASELINE_POINT_SCHEMA, ProfileContext, measure_points, profile_step
+from tasks.model.layer import gemm_shapes
+from tasks.measure.transformer_layer import LayerShape, build_layer
+from tasks.model.operators import GEMM_CLASSES, OP_CLASSES, class_column
+
+
+def test_every_kernel_of_a_step_lands_in_an_operator_class():
+    layer = build_layer(LayerShape(h=256, heads=4, sl=128, b=2, tp=1))
+    layer.step()
+    profile = profile_step(layer.step, device="cpu", steps=5)
+    assert set(profile.classes) == set(OP_CLASSES)
+    assert all(t > 0 for t in profile.classes.values()), [c for c, t in profile.classes.items() if t <= 0]
+    # Operators outside every region: the engine's gradient sums only, a few percent at most.
+    assert profile.unattributed_kernel_s / profile.step_s < 0.03
+    assert profile.unattributed_kernel_s <= profile.unattributed_s
+    assert sum(profile.classes.values()) <= profile.step_s * 1.001
+
+
+def test_labelled_layer_computes_the_gradients_of_the_plain_layer():
+    shape = LayerShape(h=64, heads=4, sl=16, b=2, tp=2)
+    layer = build_layer(shape, dropout=0.0, causal=True)
+    out = layer.forward()
+    out.backward(layer.grad_seed)
+    got = [p.grad.clone() for p in layer.parameters()] + [layer.x.grad.clone()]
+
+    # The same layer written with plain torch operations.
+    params = [p.detach().clone().requires_grad_() for p in layer.parameters()]
+    x = layer.x.detach().clone().requires_grad_()
+    ln1_w, ln1_b, ln2_w, ln2_b, w_qkv, w_out, w_fc1, w_fc2 = params
+    b, sl, h, d, heads = shape.b, shape.sl, shape.h, shape.head_dim, shape.heads // shape.tp
+    qkv = F.layer_norm(x, (h,), ln1_w, ln1_b) @ w_qkv
+    q, k, v = qkv.view(b, sl, 3, heads, d).permute(2, 0, 3, 1, 4)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(d)
+    scores = scores.masked_fill(torch.ones(sl, sl, dtype=torch.bool).triu(1), float("-inf"))
+    context = (scores.softmax(-1) @ v).permute(0, 2, 1, 3).reshape(b, sl, heads * d)
+    x2 = x + context @ w_out
+    ref = x2 + F.gelu(F.layer_norm(x2, (h,), ln2_w, ln2_b) @ w_fc1) @ w_fc2
+    torch.testing.assert_close(out.detach(), ref.detach(), rtol=1e-5, atol=1e-5)
+    ref.backward(layer.grad_seed)
+    for mine, theirs in zip(got, [p.grad for p in params] + [x.grad], strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_tp_emulation_builds_the_per_device_shapes():
+    layer = build_layer(LayerShape(h=256, heads=8, sl=32, b=1, tp=4))
+    assert tuple(layer.w_qkv.shape) == (256, 3 * 64)
+    assert tuple(layer.w_fc2.shape) == (4 * 64, 256)
+    # The GEMM shapes the layer runs are the ones the algebra counts (layer.gemm_shapes).
+    fc1 = next(g for g in gemm_shapes(256, 8, 32, 1, 4) if g.name == "fc1" and g.pass_ == "fwd")
+    assert (fc1.m, fc1.k, fc1.n) == (32, 256, 4 * 64)
+
+
+@pytest.mark.parametrize("field,value", [("h", 0), ("heads", 3), ("tp", 3)])
+def test_bad_layer_shapes_are_refused(field, value):
+    good = dict(h=64, heads=4, sl=8, b=1, tp=2)
+    with pytest.raises(ValueError, match=field):
+        LayerShape(**{**good, field: value})
+
+
+def _points(*shapes, device="cpu"):
+    return pa.Table.from_pylist([dict(key=str(i), calibration="t", role="variation", varied="sl", dtype="fp32",
+                                      device=device, causal=True, **s) for i, s in enumerate(shapes)],
+                                schema=BASELINE_POINT_SCHEMA)
+
+
+def test_measured_rows_carry_every_class_and_the_plain_step():
+    rows = measure_points(_points(dict(h=128, heads=2, sl=64, b=1, tp=1)),
+                          ProfileContext(warmup=1, steps=2, plain_repeats=3, time_cap_s=1.0)).to_pylist()
+    row = rows[0]
+    assert row["status"] == "ok" and row["plain_step_s"] > 0 and row["device_model"].startswith("CPU")
+    assert all(row[class_column(c)] > 0 for c in GEMM_CLASSES)
+
+
+def test_a_layer_that_cannot_fit_is_a_row_not_an_exception():
+    rows = measure_points(_points(dict(h=1 << 16, heads=512, sl=1 << 16, b=64, tp=1)), ProfileContext()).to_pylist()
+    assert rows[0]["status"] == "infeasible" and "GB" in rows[0]["reason"]
+
+
+def test_a_missing_device_is_a_row_not_an_exception():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    rows = measure_points(_points(dict(h=64, heads=1, sl=8, b=1, tp=1), device="cuda"), ProfileContext()).to_pylist()
+    assert rows[0]["status"] in ("infeasible",)

@@ -1,0 +1,56 @@
+"""Roofline and α-β collective costs against hand-computed cases."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tasks.model import collectives, roofline
+from tasks.model.specs import LinkTier
+
+
+def test_ring_allreduce_matches_hand_computation():
+    # 4 devices, 64 MiB, α = 2 us, 150 GB/s bus bandwidth:
+    # 2*3 steps * 2 us + 2*3/4 * 64 MiB / 150 GB/s
+    expected = 6 * 2e-6 + 1.5 * (64 * 2**20) / 150e9
+    assert collectives.collective_time("all_reduce", 4, 64 * 2**20, 2e-6, 150e9) == pytest.approx(expected, rel=1e-12)
+
+
+def test_ring_allreduce_of_one_device_is_free():
+    assert collectives.collective_time("all_reduce", 1, 1e9, 5e-6, 1e9) == 0.0
+
+
+def test_ring_bandwidth_term_grows_as_2_n_minus_1_over_n():
+    n = np.array([2, 4, 8, 256])
+    t = collectives.collective_time("all_reduce", n, 1e9, 0.0, 1e9)
+    assert t == pytest.approx(2 * (n - 1) / n)
+
+
+def test_link_tier_applies_efficiency_and_units():
+    tier = LinkTier(bandwidth_GBps=100.0, latency_us=1.0, efficiency=0.5)
+    assert collectives.collective_time("all_reduce", 2, 1e9, *collectives.tier_figures(tier)) == pytest.approx(2 * 1e-6 + 1e9 / 50e9)
+
+
+def test_tiny_gemm_costs_the_efficiency_curves_fixed_term(study_hw):
+    fixed = study_hw.gemm_half_efficiency_gflop * 1e9 / (study_hw.peak_tflops * 1e12 * study_hw.gemm_efficiency_max)
+    assert roofline.gemm_time(2.0, 6.0, study_hw) == pytest.approx(max(fixed, study_hw.kernel_launch_us * 1e-6), rel=1e-6)
+
+
+def test_gemm_time_never_drops_below_the_launch_floor(study_hw):
+    eager = dataclasses.replace(study_hw, gemm_half_efficiency_gflop=1e-9)
+    assert roofline.gemm_time(2.0, 6.0, eager) == pytest.approx(study_hw.kernel_launch_us * 1e-6)
+
+
+def test_large_gemm_approaches_max_efficiency(study_hw):
+    flops = 2 * 16384**3
+    t = roofline.gemm_time(flops, 3 * 2 * 16384**2, study_hw)
+    achieved = flops / t / (study_hw.peak_tflops * 1e12)
+    assert 0.99 * study_hw.gemm_efficiency_max < achieved <= study_hw.gemm_efficiency_max
+
+
+def test_memory_bound_kernel_runs_at_achieved_hbm_bandwidth(study_hw):
+    moved = 1e9
+    expected = moved / (study_hw.hbm_tbps * 1e12 * study_hw.memory_efficiency)
+    assert roofline.memory_bound_time(moved, study_hw) == pytest.approx(expected)

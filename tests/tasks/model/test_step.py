@@ -1,0 +1,161 @@
+"""The whole-step model against hand-computed cases: memory (method.md §8), TP and DP
+traffic, the pipeline bubble, and infeasible layouts as results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sweeps.config import load_preset
+from tasks.model import memory
+from tasks.model.layout import RECOMPUTE_MODES, ZERO_MODES, Layout, family
+from tasks.model.space import LayoutSpace, best_index, enumerate_layouts, exhaustive
+from tasks.model.step import STATUS_CODES, StepContext, reasons, step_columns
+
+Z = {name: i for i, name in enumerate(ZERO_MODES)}
+R = {name: i for i, name in enumerate(RECOMPUTE_MODES)}
+
+
+@pytest.fixture(scope="module")
+def gpt3():
+    return load_preset("model", "gpt3")
+
+
+def _one(layout: Layout, ctx: StepContext) -> dict:
+    return {name: values[0] for name, values in step_columns(layout.columns(), ctx).items()}
+
+
+def test_model_states_follow_zero_sharding():
+    params, dp = 1e9, 8
+    got = {name: float(memory.model_state_bytes(params, dp, Z[name])) for name in ZERO_MODES}
+    assert got == pytest.approx({"none": 16e9, "zero1": (2 + 2 + 12 / 8) * 1e9, "zero3": 16e9 / 8,
+                                 "fsdp": (2 / 8 + 2 + 12 / 8) * 1e9})
+
+
+@pytest.mark.parametrize("sp, recompute, expected", [
+    (False, "none", 2048 * 12288 * (10 + 24 / 8 + 5 * 96 * 2048 / (12288 * 8))),
+    (True, "none", 2048 * 12288 / 8 * (34 + 5 * 96 * 2048 / 12288)),
+    (False, "selective", 2048 * 12288 * (10 + 24 / 8)),
+    (True, "selective", 2048 * 12288 * 34 / 8),
+    (False, "full", 2 * 2048 * 12288),
+    (True, "full", 2 * 2048 * 12288 / 8),
+])
+def test_activations_match_korthikanti_table_2(sp, recompute, expected):
+    got = memory.layer_activation_bytes(2048, 1, 12288, 96, 8, sp, R[recompute])
+    assert float(got) == pytest.approx(expected)
+
+
+def test_activations_without_parallelism_are_34_plus_5as_over_h():
+    for sp in (False, True):
+        assert float(memory.layer_activation_bytes(1024, 2, 4096, 32, 1, sp, 0)) == pytest.approx(
+            1024 * 2 * 4096 * (34 + 5 * 32 * 1024 / 4096))
+
+
+def test_device_memory_of_a_plain_replica_is_states_plus_activations_plus_logits(gpt3, h100):
+    ctx = StepContext(gpt3, h100, devices=8, global_batch=8, memory_fraction=1.0)
+    row = _one(Layout(tp=8, pp=1, dp=1, micro_batch=1, recompute="full", sequence_parallel=True), ctx)
+    params = (96 * 12 * 12288**2 + 2 * 50257 * 12288) / 8
+    expected = 16 * params + 96 * 2 * 2048 * 12288 / 8 + 4 * 2048 * 50257 / 8
+    assert row["memory_per_device_bytes"] == pytest.approx(expected)
+    assert row["status_code"] == STATUS_CODES.index("fits_memory")  # 350 GB of states on 80 GB
+    (reason,) = reasons({k: np.asarray([v]) for k, v in row.items()}, ctx)
+    assert reason.startswith("memory: needs") and "80 GB" in reason
+
+
+@pytest.mark.parametrize("pp, m", [(2, 4), (4, 8), (8, 8), (4, 32)])
+def test_1f1b_bubble_is_p_minus_1_over_m_plus_p_minus_1(gpt3, h100, pp, m):
+    ctx = StepContext(gpt3, h100, devices=8 * pp, global_batch=m, memory_fraction=1e6)
+    row = _one(Layout(tp=8, pp=pp, dp=1, micro_batch=1), ctx)
+    assert row["microbatches"] == m
+    assert row["bubble_fraction"] == pytest.approx((pp - 1) / (m + pp - 1))
+
+
+def test_interleaving_divides_the_bubble_by_v(gpt3, h100):
+    """Narayanan et al. 2021: bubble / ideal time = (p-1) / (v m)."""
+    ctx = StepContext(gpt3, h100, devices=32, global_batch=8, memory_fraction=1e6)
+    row = _one(Layout(tp=8, pp=4, dp=1, micro_batch=1, schedule="interleaved", virtual_stages=3), ctx)
+    bubble = row["bubble_fraction"]
+    assert bubble / (1 - bubble) == pytest.approx((4 - 1) / (3 * 8))
+
+
+def test_zero3_moves_1_5_times_plain_dp_traffic(gpt3, h100):
+    ctx = StepContext(gpt3, h100, devices=64, global_batch=8, memory_fraction=1e6)  # one micro-batch
+    traffic = {z: _one(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero=z), ctx)["dp_traffic_bytes"] for z in ZERO_MODES}
+    assert traffic["zero3"] == pytest.approx(1.5 * traffic["none"])
+    assert traffic["zero1"] == pytest.approx(traffic["none"])
+    assert traffic["fsdp"] == pytest.approx(traffic["zero3"])
+    params = 96 * 12 * 12288**2 / 8 + 2 * 50257 * 12288 / 8
+    assert traffic["none"] == pytest.approx(2 * 7 / 8 * 2 * params)  # ring all-reduce: 2(n-1)/n of p * params
+    ctx4 = StepContext(gpt3, h100, devices=64, global_batch=32, memory_fraction=1e6)  # four micro-batches
+    assert _one(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero="zero3"), ctx4)["dp_traffic_bytes"] == pytest.approx(
+        4 * traffic["zero3"])
+
+
+def test_tp_time_is_the_alpha_beta_ring_and_sequence_parallelism_keeps_it(gpt3, h100):
+    ctx = StepContext(gpt3, h100, devices=8, global_batch=1, memory_fraction=1e6)
+    tier = h100.intra_node
+    message = 2 * 2048 * 1 * 12288
+    ring = 2 * 7 * tier.latency_us * 1e-6 + 2 * 7 / 8 * message / (tier.bandwidth_GBps * 1e9 * tier.efficiency)
+    plain = _one(Layout(tp=8, pp=1, dp=1, micro_batch=1), ctx)
+    assert plain["tp_comm_s"] == pytest.approx((4 * 96 + 1) * ring)
+    assert _one(Layout(tp=8, pp=1, dp=1, micro_batch=1, sequence_parallel=True), ctx)["tp_comm_s"] == pytest.approx(
+        plain["tp_comm_s"])
+    full = _one(Layout(tp=8, pp=1, dp=1, micro_batch=1, recompute="full"), ctx)
+    assert full["tp_comm_s"] == pytest.approx((6 * 96 + 1) * ring)
+    assert full["compute_s"] > plain["compute_s"]
+
+
+def test_a_group_wider_than_a_node_uses_the_scale_out_tier(gpt3, h100):
+    ctx = StepContext(gpt3, h100, devices=16, global_batch=1, memory_fraction=1e6)
+    inside = _one(Layout(tp=8, pp=1, dp=1, micro_batch=1), StepContext(gpt3, h100, 8, 1, memory_fraction=1e6))
+    across = _one(Layout(tp=16, pp=1, dp=1, micro_batch=1), ctx)
+    assert across["tp_comm_s"] > 5 * inside["tp_comm_s"]
+
+
+def test_step_metrics_are_consistent(gpt3, h100):
+    ctx = StepContext(gpt3, h100, devices=512, global_batch=1536)
+    row = _one(Layout(tp=8, pp=8, dp=8, micro_batch=1, zero="zero1", sequence_parallel=True, recompute="selective"), ctx)
+    assert row["status_code"] == 0
+    assert row["exposed_comm_share"] == pytest.approx(row["exposed_comm_s"] / row["step_time_s"])
+    assert row["tokens_per_s_per_device"] == pytest.approx(1536 * 2048 / row["step_time_s"] / 512)
+    assert 0 < row["latency_s"] < row["step_time_s"]
+    assert row["step_time_s"] >= row["compute_s"]
+
+
+def test_structurally_infeasible_layouts_are_rows_with_reasons(gpt3, h100):
+    ctx = StepContext(gpt3, h100, devices=64, global_batch=64)
+    layouts = [Layout(tp=5, pp=1, dp=1, micro_batch=1), Layout(tp=8, pp=3, dp=1, micro_batch=1),
+               Layout(tp=8, pp=1, dp=8, micro_batch=3), Layout(tp=8, pp=1, dp=8, micro_batch=1, schedule="interleaved",
+                                                               virtual_stages=2)]
+    columns = {k: np.concatenate([lay.columns()[k] for lay in layouts]) for k in layouts[0].columns()}
+    result = step_columns(columns, ctx)
+    assert [STATUS_CODES[c] for c in result["status_code"]] == [
+        "tp_divides_heads", "tp_pp_divides_devices", "batch_divisible", "schedule_fits"]
+    assert np.isnan(result["step_time_s"]).all()
+    assert all(r and ":" in r for r in reasons(result, ctx))
+
+
+def test_enumeration_covers_the_space_once():
+    space = LayoutSpace(tp=[1, 2], pp=[1, 2], micro_batch=[1, 2], virtual_stages=[2, 3])
+    layouts = enumerate_layouts(space, devices=8)
+    assert len(layouts["tp"]) == space.size == 2 * 2 * 2 * 3 * 4 * 2 * 3
+    rows = set(zip(*(layouts[k].tolist() for k in ("tp", "pp", "micro_batch", "schedule", "virtual_stages", "zero",
+                                                   "sequence_parallel", "recompute")), strict=True))
+    assert len(rows) == space.size
+    assert set(layouts["dp"].tolist()) == {8, 4, 2}
+
+
+def test_the_exhaustive_best_is_the_fastest_feasible_layout(gpt3, h100):
+    ctx = StepContext(gpt3, h100, devices=256, global_batch=512)
+    layouts, costs = exhaustive(LayoutSpace(tp=[4, 8], pp=[4, 8, 16], micro_batch=[1, 2]), ctx)
+    best = best_index(costs)
+    feasible = costs["step_time_s"][costs["status_code"] == 0]
+    assert costs["step_time_s"][best] == feasible.min()
+
+
+def test_families():
+    assert family(1, 1, 64, "fsdp") == family(1, 1, 64, "zero3") == "fsdp"
+    assert family(1, 1, 64, "none") == "dp"
+    assert family(8, 1, 8, "zero1") == "tp+dp"
+    assert family(8, 4, 2, "none") == "tp+pp+dp"
+    assert family(8, 4, 1, "none") == "tp+pp"
