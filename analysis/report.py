@@ -3,6 +3,8 @@ from whatever the lake holds, as one self-contained HTML page and a Markdown twi
 
     from analysis.report import write_report
     from sweeps.lake import Lake
+from sweeps.lake.kinds import ACCURACY, PROJECTION, ROI, SCALING, SEARCH
+from sweeps.lake.views import connect, view_frame
 
     result = write_report(Lake("lake"), Path("report"))   # report/report.html, report/report.md, report/figures/
 
@@ -24,11 +26,12 @@ from typing import Callable, Dict, List, Optional
 import pandas as pd
 
 from analysis import figures
-from analysis.figures.common import MissingRows
-from analysis.query import connect, view_frame
+from analysis.figures.common import CASE_STUDY, MissingRows
 from analysis.report_render import FigureEntry, Section, render_html, render_markdown
 from analysis.summary import overlap_rows, overlapped_summary, serialized_summary
 from sweeps.lake import Lake
+from sweeps.lake.kinds import ACCURACY, PROJECTION, ROI, SCALING, SEARCH
+from sweeps.lake.views import connect, view_frame
 
 __all__ = ["ReportResult", "write_report", "HTML_NAME", "MARKDOWN_NAME"]
 
@@ -139,7 +142,7 @@ def _case_section(make: _Figures, groups: Dict[tuple, pd.DataFrame]) -> Section:
                       "serialized and exposed overlapped communication, as the DP links move off the node and "
                       "interference slows them.")
     if not groups:
-        section.figures.append(_Figures.skip("casestudy", "Fig. 12: case study", "casestudy", "case-study rows"))
+        section.figures.append(_Figures.skip("casestudy", "Fig. 12: case study", CASE_STUDY, "case-study rows"))
     for (sweep, hardware), rows in groups.items():
         ok = rows[rows["status"] == "ok"]
         section.figures.append(make.make(
@@ -161,8 +164,8 @@ def _case_section(make: _Figures, groups: Dict[tuple, pd.DataFrame]) -> Section:
 def _study_sections(make: _Figures, projection: Optional[pd.DataFrame], manifests: dict) -> List[Section]:
     if projection is None or projection.empty:
         return [Section("The study's grid (Figs. 10 and 11)", figures=[
-            _Figures.skip("serialized", "Fig. 10a: serialized fraction vs TP", "projection", "projection rows"),
-            _Figures.skip("overlapped", "Fig. 10b: overlapped communication vs SL·B", "projection", "projection rows"),
+            _Figures.skip("serialized", "Fig. 10a: serialized fraction vs TP", PROJECTION, "projection rows"),
+            _Figures.skip("overlapped", "Fig. 10b: overlapped communication vs SL·B", PROJECTION, "projection rows"),
         ]), _case_section(make, {})]
     sections, cases = [], {}
     for (sweep, hardware), rows in projection.groupby(["sweep", "hardware"], sort=True):
@@ -246,7 +249,7 @@ def _provenance(lake: Lake, con, projection: Optional[pd.DataFrame], accuracy: O
         calibrations.append(accuracy.groupby(["calibration", "device_model"]).size().rename("accuracy rows").reset_index())
     for table in calibrations:
         section.tables.append(("Calibrations", table))
-    roi = view_frame(con, "roi", _ROI_PROVENANCE)
+    roi = view_frame(con, ROI, _ROI_PROVENANCE)
     if roi is not None and not roi.empty:
         present = [c for c in _ROI_PROVENANCE if c in roi.columns]
         section.tables.append(("Devices measured", roi[present].drop_duplicates().fillna("").astype(str)))
@@ -282,8 +285,8 @@ def write_report(lake: Lake, out_dir: Path) -> ReportResult:
     manifests = lake.sweeps()
     con = connect(lake)
     try:
-        projection = view_frame(con, "projection", _PROJECTION_COLUMNS)
-        accuracy, search, scaling = (view_frame(con, kind) for kind in ("accuracy", "search", "scaling"))
+        projection = view_frame(con, PROJECTION, _PROJECTION_COLUMNS)
+        accuracy, search, scaling = (view_frame(con, kind) for kind in (ACCURACY, SEARCH, SCALING))
         make = _Figures(figure_dir)
         sections = _study_sections(make, projection, manifests)
         sections += [_accuracy_section(make, accuracy), _search_section(make, search, scaling)]

@@ -14,7 +14,7 @@ from tasks.model import layer, metrics
 from tasks.model.projection import project_columns
 from tasks.model.specs import HardwareProfile
 
-__all__ = ["collective_fits", "measured_overlap"]
+__all__ = ["measured_overlap", "render_roi"]
 
 
 def measured_overlap(rows: pd.DataFrame, configs: Sequence[Dict[str, int]], *, passes: Sequence[str], world: int,

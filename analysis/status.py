@@ -6,9 +6,9 @@ from typing import List, Optional
 
 import pandas as pd
 
-from analysis.query import connect
-from sweeps.kinds import FAILURE_KIND
 from sweeps.lake import Lake
+from sweeps.lake.kinds import FAILURE
+from sweeps.lake.views import connect
 
 __all__ = ["sweep_status"]
 
@@ -35,13 +35,13 @@ def sweep_status(lake: Lake, sweep: Optional[str] = None) -> pd.DataFrame:
                     f'SELECT status, count(*) FROM "{kind}" WHERE sweep = ? AND hardware = ? GROUP BY status',
                     [name, hardware]).fetchall())
             failed = 0
-            if FAILURE_KIND in kinds:
+            if FAILURE in kinds:
                 unresolved, params = "", [name, hardware]
                 if kind in kinds:  # a point that failed once and then succeeded is done
                     unresolved = f'AND point_key NOT IN (SELECT key FROM "{kind}" WHERE sweep = ? AND hardware = ?)'
                     params += [name, hardware]
                 (failed,) = con.execute(
-                    f'SELECT count(DISTINCT point_key) FROM "{FAILURE_KIND}" WHERE sweep = ? AND hardware = ? {unresolved}',
+                    f'SELECT count(DISTINCT point_key) FROM "{FAILURE}" WHERE sweep = ? AND hardware = ? {unresolved}',
                     params).fetchall()[0]
             done = sum(counts.values())
             rows.append({"sweep": name, "hardware": hardware, "kind": kind, "planned": manifest["planned"],

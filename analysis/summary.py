@@ -10,9 +10,10 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from tasks.model.projection import HIGHLIGHT_PREFIX
+
 __all__ = ["serialized_summary", "overlap_rows", "overlapped_summary", "render_summary"]
 
-HIGHLIGHT_PREFIX = "highlight:"
 
 
 def _grid(rows: pd.DataFrame) -> pd.DataFrame:

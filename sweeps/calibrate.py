@@ -28,13 +28,27 @@ from sweeps.calibration_config import CalibrationSpec, fit_configs
 from sweeps.dispatch import Workload
 from sweeps.errors import UserError
 from sweeps.lake import Lake
-from sweeps.run import RunReport, SweepJob, read_rows, run_job
-from tasks.fit.accuracy import (ACCURACY_SCHEMA_VERSION, OPMODEL_SCHEMA_VERSION, accuracy_rows, fit_calibration,
-                            models_from_rows, newest_fit)
-from tasks.measure.baseline import (BASELINE_POINT_SCHEMA, MEASUREMENT_VERSION, ProfileContext, SCHEMA_VERSION,
-                            BASELINE_SCHEMA, measure_points)
-from tasks.model.projection import Calibration
+from sweeps.lake.kinds import ACCURACY, BASELINE, COLLECTIVE_FIT, OPMODEL
+from sweeps.lake.views import read_rows
+from sweeps.run import RunReport, SweepJob, run_job
+from tasks.fit.accuracy import (
+    ACCURACY_SCHEMA_VERSION,
+    OPMODEL_SCHEMA_VERSION,
+    accuracy_rows,
+    fit_calibration,
+    models_from_rows,
+    newest_fit,
+)
 from tasks.identity import content_hash
+from tasks.measure.baseline import (
+    BASELINE_POINT_SCHEMA,
+    BASELINE_SCHEMA,
+    MEASUREMENT_VERSION,
+    SCHEMA_VERSION,
+    ProfileContext,
+    measure_points,
+)
+from tasks.model.projection import Calibration
 from tasks.model.specs import LinkTier
 
 __all__ = ["CalibrationResult", "calibration_job", "calibrate", "load_calibration", "measured_label"]
@@ -65,7 +79,7 @@ def calibration_job(spec: CalibrationSpec) -> SweepJob:
         resources = {"num_cpus": 1, "num_gpus": 1}
     else:  # the whole CPU: one measurement at a time per node
         resources = {"num_cpus": spec.threads or os.cpu_count() or 1}
-    workload = Workload(kind="baseline", body=measure_points, context=context, schema=BASELINE_SCHEMA,
+    workload = Workload(kind=BASELINE, body=measure_points, context=context, schema=BASELINE_SCHEMA,
                         schema_version=SCHEMA_VERSION, resources=resources, point_timeout_s=spec.point_timeout_s)
     config = {**dataclasses.asdict(spec), **settings}
     config.pop("description", None)
@@ -92,7 +106,7 @@ def calibrate(spec: CalibrationSpec, lake: Lake, **run_options) -> CalibrationRe
     started = time.perf_counter()
     report = run_job(job, lake, chunk_size=1, **run_options)
     measure_s = time.perf_counter() - started
-    rows = read_rows(lake, "baseline", job.points, status=None)
+    rows = read_rows(lake, BASELINE, job.points, status=None)
     ok = rows[rows["status"] == "ok"]
     fit_rows, held = ok[ok["role"] != "held_out"], ok[ok["role"] == "held_out"]
     if len(fit_rows) < 3:
@@ -105,10 +119,10 @@ def calibrate(spec: CalibrationSpec, lake: Lake, **run_options) -> CalibrationRe
                              judged_from_s=spec.judged_from_ms / 1e3, fitted_at=fitted_at)
     fit_s = time.perf_counter() - started
     partition = job.partition
-    if not lake.keys("opmodel", partition) >= set(opmodels.column("key").to_pylist()):
-        lake.commit("opmodel", partition, opmodels, schema_version=OPMODEL_SCHEMA_VERSION)
+    if not lake.keys(OPMODEL, partition) >= set(opmodels.column("key").to_pylist()):
+        lake.commit(OPMODEL, partition, opmodels, schema_version=OPMODEL_SCHEMA_VERSION)
     if accuracy.num_rows:
-        lake.commit("accuracy", partition, accuracy, schema_version=ACCURACY_SCHEMA_VERSION)
+        lake.commit(ACCURACY, partition, accuracy, schema_version=ACCURACY_SCHEMA_VERSION)
     return CalibrationResult(report, calibration_id, rows, accuracy.to_pandas(), fit_s, measure_s)
 
 
@@ -124,10 +138,10 @@ def link_tier(fits: pd.DataFrame, placement: str) -> Optional[LinkTier]:
 
 def load_calibration(lake: Lake, name: str) -> Calibration:
     """The newest fit of calibration ``name`` in ``lake``; ``UserError`` if there is none."""
-    if "opmodel" not in lake.kinds():
+    if OPMODEL not in lake.kinds():
         raise UserError(f"calibration={name}: the lake {lake} holds no operator models; "
                         f"run `commscale calibrate calibration={name}` first")
-    table = lake.dataset("opmodel").to_table().to_pandas()
+    table = lake.dataset(OPMODEL).to_table().to_pandas()
     mine = table[(table["calibration"] == name) & (table["status"] == "ok")]
     if mine.empty:
         raise UserError(f"calibration={name}: the lake {lake} holds no operator models of it; "
@@ -136,8 +150,8 @@ def load_calibration(lake: Lake, name: str) -> Calibration:
     models, box = models_from_rows(newest)
     device_model = newest["device_model"].iloc[0]
     intra = inter = None
-    if "collective_fit" in lake.kinds():
-        fits = lake.dataset("collective_fit").to_table().to_pandas()
+    if COLLECTIVE_FIT in lake.kinds():
+        fits = lake.dataset(COLLECTIVE_FIT).to_table().to_pandas()
         fits = fits[fits["device_model"] == device_model]
         intra, inter = link_tier(fits, "pack"), link_tier(fits, "spread")
     return Calibration(measured_label(name, newest["calibration_id"].iloc[0]), models, box, intra, inter)

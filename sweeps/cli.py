@@ -30,6 +30,7 @@ from rich.table import Table
 from sweeps.config import GROUPS, list_presets, load_run_config
 from sweeps.errors import UserError
 from sweeps.lake import Lake
+from sweeps.lake.kinds import PROJECTION, ROI
 from sweeps.report_cli import DEFAULT_REPORT, write_and_announce
 from sweeps.report_cli import report as report_command
 
@@ -104,7 +105,8 @@ def run(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cp
     Run it again to resume: finished points stay, the rest run."""
     from analysis.summary import render_summary
     from sweeps.jobs import projection_job
-    from sweeps.run import read_rows, run_job
+    from sweeps.lake.views import read_rows
+    from sweeps.run import run_job
 
     config = load_run_config(overrides)
     lake = Lake(lake_root)
@@ -127,7 +129,7 @@ def run(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cp
     for x in plan.highlights:
         out.print(f"  highlight {x.model}: TP {x.tp} (Eq. 10 gives {x.tp_eq10:.1f} on {hw.hbm_gb:g} GB devices)",
                   soft_wrap=True)
-    rows = read_rows(lake, "projection", plan.points)
+    rows = read_rows(lake, PROJECTION, plan.points)
     if len(rows):
         render_summary(out, rows, title=f"{hw.name}, sweep {sweep.name}", overlap_tp=sweep.overlap_tp)
     where = "/".join(f"{k}={v}" for k, v in job.partition.items())
@@ -142,16 +144,17 @@ def run(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cp
 def _run_roi(config, lake: Lake, lake_root: str, **options) -> None:
     """`commscale run` of a ``mode: roi`` sweep: measure, fit, and show the overlap."""
     from analysis.roi import measured_overlap, render_roi
-    from tasks.fit.alpha_beta import collective_fits
     from sweeps.jobs import record_fits, roi_configs, roi_job
-    from sweeps.run import read_rows, run_job
+    from sweeps.lake.views import read_rows
+    from sweeps.run import run_job
+    from tasks.fit.alpha_beta import collective_fits
 
     job = roi_job(config)
     report = run_job(job, lake, console=Console(stderr=True), **options)
     out = Console()
     roi = config.sweep.roi
     _report_header(out, report, f"[bold]ROI sweep {config.sweep.name}[/] ({roi.device}, {roi.dtype})")
-    rows = read_rows(lake, "roi", job.points, status=None)
+    rows = read_rows(lake, ROI, job.points, status=None)
     fits = collective_fits(rows)
     record_fits(lake, job, rows, fits, roi.placement)
     overlap = measured_overlap(rows, roi_configs(config), passes=roi.passes, world=roi.world,
@@ -310,7 +313,7 @@ def query(statement: str, lake_root: str, fmt: str, output: Optional[Path]) -> N
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from analysis.query import query as run_query
+    from sweeps.lake.views import query as run_query
 
     if fmt == "parquet" and output is None:
         raise click.UsageError("--format parquet needs --output FILE")
@@ -363,8 +366,8 @@ def presets() -> None:
 
 main.add_command(report_command)
 
-from sweeps.search_cli import search as search_command  # noqa: E402 - its body lives in its own module
 from sweeps.calibrate_cli import calibrate as calibrate_command  # noqa: E402 - its body lives in its own module
+from sweeps.search_cli import search as search_command  # noqa: E402 - its body lives in its own module
 
 main.add_command(search_command)
 main.add_command(calibrate_command)

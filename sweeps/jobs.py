@@ -11,11 +11,12 @@ import pyarrow as pa
 from sweeps.config import RoiSpec, RunConfig
 from sweeps.dispatch import Workload
 from sweeps.errors import ConfigError
+from sweeps.lake.kinds import COLLECTIVE_FIT, PROBE, PROJECTION, ROI
 from sweeps.plan import Plan, plan_points
 from sweeps.run import SweepJob
+from tasks.identity import content_hash
 from tasks.measure import probe
 from tasks.model import projection
-from tasks.identity import content_hash
 from tasks.model.specs import HardwareProfile, fingerprint
 
 __all__ = ["projection_job", "probe_job", "roi_job", "roi_workload", "roi_configs", "record_fits"]
@@ -36,7 +37,7 @@ def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0,
     sweep["model"] = dataclasses.asdict(config.model) if config.model else None
     sweep["cost_model"] = projection.COST_MODEL_VERSION
     sweep["calibration"] = calibration.name if calibration else None
-    workload = Workload(kind="projection", body=projection.project_with,
+    workload = Workload(kind=PROJECTION, body=projection.project_with,
                         context=projection.ProjectionContext(config.hardware, calibration),
                         schema=projection.PROJECTION_SCHEMA, schema_version=projection.SCHEMA_VERSION,
                         resources={"num_cpus": 1}, point_timeout_s=point_timeout_s)
@@ -73,7 +74,7 @@ def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int]
     if resources:
         options["resources"] = dict(resources)
     context = probe.ProbeContext(marker_dir or tempfile.mkdtemp(prefix="commscale-probe-"))
-    workload = Workload(kind="probe", body=probe.probe_table, context=context, schema=probe.PROBE_SCHEMA,
+    workload = Workload(kind=PROBE, body=probe.probe_table, context=context, schema=probe.PROBE_SCHEMA,
                         schema_version=probe.SCHEMA_VERSION, resources=options, point_timeout_s=point_timeout_s)
     label = "+".join(sorted(resources)) or "cpu"
     return SweepJob(name=name, hardware=label, points=pa.Table.from_pylist(rows, schema=probe.PROBE_POINT_SCHEMA),
@@ -130,7 +131,7 @@ def roi_workload(roi: RoiSpec, hardware: HardwareProfile) -> Workload:
         collectives=CollectiveContext(warmup=roi.warmup, repeats=roi.collective_repeats),
         backend="nccl" if roi.device.startswith("cuda") else "gloo", device=roi.device)
     resources = {"num_cpus": 1, "num_gpus": 1} if roi.device.startswith("cuda") else {"num_cpus": 1}
-    return Workload(kind="roi", body=measure_roi_kernels, context=context, schema=ROI_SCHEMA,
+    return Workload(kind=ROI, body=measure_roi_kernels, context=context, schema=ROI_SCHEMA,
                     schema_version=SCHEMA_VERSION, resources=resources, point_timeout_s=roi.point_timeout_s)
 
 
@@ -151,5 +152,5 @@ def record_fits(lake, job: SweepJob, rows, fits, placement: str) -> None:
             world=f.world, placement=placement, device_model=devices, alpha_us=f.alpha_s * 1e6,
             busbw_GBps=f.busbw_Bps / 1e9, max_rel_error=f.max_rel_error, judged_from_bytes=f.judged_from_bytes,
             points=len(used), status="ok"))
-    lake.commit("collective_fit", job.partition, pa.Table.from_pylist(fit_rows, schema=FIT_SCHEMA),
+    lake.commit(COLLECTIVE_FIT, job.partition, pa.Table.from_pylist(fit_rows, schema=FIT_SCHEMA),
                 schema_version=FIT_SCHEMA_VERSION)

@@ -15,9 +15,9 @@ from typing import Dict, List, Optional, Tuple
 import pyarrow as pa
 
 from sweeps.config import RunConfig, load_preset
-from tasks.model.metrics import required_tp
-from tasks.model.projection import COST_MODEL_VERSION, POINT_SCHEMA
 from tasks.identity import content_hash
+from tasks.model.metrics import required_tp
+from tasks.model.projection import COST_MODEL_VERSION, HIGHLIGHT_PREFIX, POINT_SCHEMA
 from tasks.model.specs import TransformerModel, fingerprint
 
 __all__ = ["Highlight", "Plan", "plan_points", "point_key"]
@@ -82,7 +82,7 @@ def plan_points(config: RunConfig, calibration: Optional[str] = None) -> Plan:
     ]
     reference = load_preset("model", sweep.reference_model)
     highlights = tuple(_highlight(load_preset("model", name), reference, config) for name in sweep.highlights)
-    configs += [(f"highlight:{x.model}", x.h, x.heads, x.sl, min(sweep.b), x.tp) for x in highlights]
+    configs += [(f"{HIGHLIGHT_PREFIX}{x.model}", x.h, x.heads, x.sl, min(sweep.b), x.tp) for x in highlights]
 
     hw_print, calibration = fingerprint(hw), calibration or f"spec:{hw.name}"
     scenarios = [(s.links.value, float(s.dp_slowdown)) for s in sweep.scenarios] or [

@@ -15,21 +15,19 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
-from analysis.query import connect
 from sweeps.dispatch import Workload, execute, ray_session, slots
 from sweeps.errors import UserError
-from sweeps.kinds import FAILURE_KIND, FAILURE_SCHEMA_VERSION
 from sweeps.lake import Lake
-from tasks.outcomes import FAILURE_SCHEMA, STATUS_OK, ChunkOutcome
+from sweeps.lake.kinds import FAILURE, FAILURE_SCHEMA_VERSION
+from tasks.outcomes import FAILURE_SCHEMA, ChunkOutcome
 
-__all__ = ["SweepJob", "RunReport", "run_job", "read_rows"]
+__all__ = ["SweepJob", "RunReport", "run_job"]
 
 
 @dataclass
@@ -99,7 +97,7 @@ def _check_manifest(lake: Lake, job: SweepJob, restart: bool) -> bool:
             f"sweep {job.name!r} in lake {lake} was run with another config (changed: {', '.join(sorted(set(changed)))}); "
             "run with --restart to start it anew (its rows leave the lake), or choose another sweep name"
         )
-    for kind in (job.workload.kind, FAILURE_KIND):
+    for kind in (job.workload.kind, FAILURE):
         lake.remove_partition(kind, job.name, reason=f"restart of sweep {job.name}")
     return True
 
@@ -163,18 +161,5 @@ def _commit_failures(lake: Lake, job: SweepJob, kind: str, run_id: str, failures
     now = time.time()
     rows = [{**f, "key": f"{f['point_key']}@{run_id}", "result_kind": kind, "run_id": run_id, "time": now}
             for f in failures]
-    lake.commit(FAILURE_KIND, job.partition, pa.Table.from_pylist(rows, schema=FAILURE_SCHEMA),
+    lake.commit(FAILURE, job.partition, pa.Table.from_pylist(rows, schema=FAILURE_SCHEMA),
                 schema_version=FAILURE_SCHEMA_VERSION)
-
-
-def read_rows(lake: Lake, kind: str, keys: pa.Table, *, status: Optional[str] = STATUS_OK) -> pd.DataFrame:
-    """Rows of ``kind`` with the given keys, read back through DuckDB; only those of
-    ``status``, or every status with ``status=None``."""
-    con = connect(lake)
-    try:
-        con.register("wanted", keys.select(["key"]))
-        if status is None:
-            return con.sql(f'SELECT r.* FROM "{kind}" r JOIN wanted USING (key)').df()
-        return con.sql(f'SELECT r.* FROM "{kind}" r JOIN wanted USING (key) WHERE r.status = ?', params=[status]).df()
-    finally:
-        con.close()

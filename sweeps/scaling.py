@@ -13,17 +13,18 @@ import pyarrow as pa
 
 from sweeps.config import load_preset
 from sweeps.dispatch import Workload
+from sweeps.lake.kinds import SCALING
 from sweeps.run import SweepJob
 from sweeps.search_config import SearchSetup
+from tasks.identity import content_hash
 from tasks.model.projection import COST_MODEL_VERSION
 from tasks.model.search_rows import SCALING_SCHEMA, SCALING_SCHEMA_VERSION, ScalingContext, best_layout_rows
-from tasks.identity import content_hash
 from tasks.model.specs import fingerprint
 from tasks.model.step import STEP_MODEL_VERSION
 
 __all__ = ["KIND", "scaling_job"]
 
-KIND = "scaling"
+KIND = SCALING
 
 
 def scaling_job(setup: SearchSetup) -> SweepJob:

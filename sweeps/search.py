@@ -39,15 +39,23 @@ from optuna.trial import TrialState
 from sweeps.dispatch import Workload, execute, ray_session, slots
 from sweeps.errors import LakeError
 from sweeps.lake import Lake
+from sweeps.lake.kinds import SEARCH
 from sweeps.search_config import SearchSetup
+from tasks.identity import content_hash
+from tasks.model.search_rows import (
+    OBJECTIVES,
+    SEARCH_SCHEMA,
+    SEARCH_SCHEMA_VERSION,
+    TRIAL_FIELDS,
+    SearchContext,
+    evaluate_trials,
+)
 from tasks.model.space import LayoutSpace
 from tasks.outcomes import ChunkOutcome, run_chunk
-from tasks.model.search_rows import OBJECTIVES, SEARCH_SCHEMA, SEARCH_SCHEMA_VERSION, TRIAL_FIELDS, SearchContext, evaluate_trials
-from tasks.identity import content_hash
 
 __all__ = ["KIND", "SearchReport", "run_search", "open_study", "study_path", "suggest_layout", "trial_key"]
 
-KIND = "search"
+KIND = SEARCH
 #: An evaluator runs a table of trial points and hands each finished piece to the callback.
 Evaluator = Callable[[pa.Table, Callable[[pa.Table, ChunkOutcome], None]], None]
 

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from sweeps.errors import ConfigError
 from sweeps.lake import Lake
+from sweeps.lake.kinds import ROI
 
 __all__ = ["search"]
 
@@ -53,7 +54,7 @@ def _layout_table(title: str, rows: pd.DataFrame, extra: Sequence[str] = ()) -> 
 
 
 def _study_rows(lake: Lake, study: str) -> pd.DataFrame:
-    from analysis.query import query
+    from sweeps.lake.views import query
 
     return query(lake, f"SELECT * FROM search WHERE study = '{study}'").to_pandas()
 
@@ -68,8 +69,8 @@ def _pareto(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _exhaustive(out: Console, setup, top: int) -> None:
     from tasks.model.layout import RECOMPUTE_MODES, SCHEDULES, ZERO_MODES, families
-    from tasks.model.space import exhaustive
     from tasks.model.search_rows import OBJECTIVES
+    from tasks.model.space import exhaustive
 
     layouts, costs = exhaustive(setup.spec.space, setup.step_context)
     frame = pd.DataFrame({**layouts, **{k: v for k, v in costs.items() if k != "dp"}})
@@ -86,7 +87,8 @@ def _exhaustive(out: Console, setup, top: int) -> None:
 
 
 def _run_scaling(out: Console, setup, lake: Lake, address: Optional[str], num_cpus: Optional[int], restart: bool) -> None:
-    from sweeps.run import read_rows, run_job
+    from sweeps.lake.views import read_rows
+    from sweeps.run import run_job
     from sweeps.scaling import KIND, scaling_job
 
     job = scaling_job(setup)
@@ -179,7 +181,8 @@ def _verify(out: Console, setup, lake: Lake, top: pd.DataFrame, *, device: str, 
     """Measure the ``top`` layouts' layer GEMMs and collectives and print them beside the projection."""
     import torch
 
-    from sweeps.run import read_rows, run_job
+    from sweeps.lake.views import read_rows
+    from sweeps.run import run_job
     from sweeps.verify import compare, verify_job, verify_points
 
     layouts = [_layout(row) for _, row in top.iterrows()]
@@ -191,7 +194,7 @@ def _verify(out: Console, setup, lake: Lake, top: pd.DataFrame, *, device: str, 
     report = run_job(job, lake, address=address, num_cpus=num_cpus, console=Console(stderr=True))
     out.print(f"\n[bold]verify[/] {len(layouts)} layouts: {report.planned} ROI points, {report.committed} measured now, "
               f"{report.cached} already in the lake; {report.where}; {report.elapsed_s:.1f} s", soft_wrap=True)
-    rows = read_rows(lake, "roi", points, status=None)
+    rows = read_rows(lake, ROI, points, status=None)
     bad = rows[rows["status"] != "ok"]
     if len(bad):
         out.print(f"[yellow]{len(bad)} points not measured[/]: {bad['reason'].iloc[0]}", soft_wrap=True)
@@ -221,8 +224,8 @@ def _verify(out: Console, setup, lake: Lake, top: pd.DataFrame, *, device: str, 
 def _run_study(out: Console, setup, lake: Lake, *, storage, address, num_cpus, total: int) -> pd.DataFrame:
     """Run or resume the study, print its top layouts (or Pareto front) and return them, best first."""
     from sweeps.search import run_search
-    from tasks.model.space import best_index, exhaustive
     from tasks.model.search_rows import OBJECTIVES
+    from tasks.model.space import best_index, exhaustive
 
     spec = setup.spec
     err = Console(stderr=True)

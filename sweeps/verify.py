@@ -28,9 +28,9 @@ import pyarrow as pa
 from sweeps.errors import ConfigError
 from sweeps.run import SweepJob
 from tasks.device import DTYPE_BYTES as DTYPES
-from tasks.model.layout import Layout
-from tasks.measure.roi import config_gemms, roi_point, roi_points
 from tasks.identity import content_hash
+from tasks.measure.roi import config_gemms, roi_point, roi_points
+from tasks.model.layout import Layout
 from tasks.model.step_parts import layer_collectives, layer_parts
 
 __all__ = ["VERIFY_PASSES", "LADDER_BYTES", "check_verify", "verify_points", "verify_job", "compare"]

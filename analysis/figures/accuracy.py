@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.figures.common import MARK, SERIES, caption, finish, new_figure, require
+from sweeps.lake.kinds import ACCURACY
 
 __all__ = ["draw_accuracy", "COLUMNS"]
 
@@ -28,10 +29,10 @@ def draw_accuracy(rows: pd.DataFrame):
     from tasks.fit.accuracy import newest_fit
     from tasks.model.operators import op_family
 
-    rows = require(rows, "accuracy", COLUMNS, "accuracy rows")
+    rows = require(rows, ACCURACY, COLUMNS, "accuracy rows")
     rows = newest_fit(rows).assign(op_class=lambda r: r["op_class"].map(op_family))
     rows = rows.dropna(subset=["measured_s", "projected_s"])
-    rows = require(rows[(rows["measured_s"] > 0) & (rows["projected_s"] > 0)], "accuracy", [], "accuracy rows with times")
+    rows = require(rows[(rows["measured_s"] > 0) & (rows["projected_s"] > 0)], ACCURACY, [], "accuracy rows with times")
     fig, ax = new_figure(7.0, 5.6)
     classes = sorted(rows["op_class"].unique(), key=lambda c: (c.startswith("step"), c))
     cmap = colormaps["tab10"]

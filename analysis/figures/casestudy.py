@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.figures.common import BAR, caption, finish, new_figure, require
+from analysis.figures.common import BAR, CASE_STUDY, caption, finish, new_figure, require
 
 __all__ = ["draw_case_study", "is_case_study", "scenario_label"]
 
@@ -36,11 +36,11 @@ def draw_case_study(rows: pd.DataFrame):
     (the last is the rows' exposed communication less their serialized part; the bar's
     height is the row's step time). The DP all-reduce's own time (before interference) is
     drawn as an outline beside each bar, and the rows' communication share is written on top."""
-    rows = require(rows, "casestudy", _COLUMNS, "case-study rows")
+    rows = require(rows, CASE_STUDY, _COLUMNS, "case-study rows")
     rows = rows[(rows["status"] == "ok") & (rows["tp"] > 0)]
     if not is_case_study(rows):
         rows = rows.iloc[0:0]
-    rows = require(rows, "casestudy", [], "case-study rows (a sweep with links placed)")
+    rows = require(rows, CASE_STUDY, [], "case-study rows (a sweep with links placed)")
     rows = rows.sort_values(["h", "sl", "b", "tp", "dp", "flop_vs_bw", "dp_tier", "dp_slowdown"],
                             key=lambda c: c.map({"intra_node": 0, "inter_node": 1}) if c.name == "dp_tier" else c)
     configs = rows[["h", "sl", "b", "tp", "dp"]].drop_duplicates()

@@ -13,7 +13,9 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
-__all__ = ["MissingRows", "COMMANDS", "SERIES", "MARK", "BAR", "require", "new_figure", "caption", "finish", "save",
+from sweeps.lake.kinds import ACCURACY, PROJECTION, SCALING, SEARCH
+
+__all__ = ["MissingRows", "COMMANDS", "CASE_STUDY", "SERIES", "MARK", "BAR", "require", "new_figure", "caption", "finish", "save",
            "data_lines", "data_bars", "log2_ticks"]
 
 #: gid of a data line (one per series the rows imply).
@@ -23,13 +25,15 @@ MARK = "mark"
 #: gid of a bar segment container.
 BAR = "bar"
 
-#: The command that produces the rows of each source a figure reads.
+#: The case study's rows: projection rows of a sweep whose links are placed.
+CASE_STUDY = "casestudy"
+#: The command that produces the rows of each source a figure reads (a kind, or the case study).
 COMMANDS = {
-    "projection": "commscale run",
-    "casestudy": "commscale run sweep=casestudy",
-    "accuracy": "commscale calibrate",
-    "search": "commscale search",
-    "scaling": "commscale search",
+    PROJECTION: "commscale run",
+    CASE_STUDY: "commscale run sweep=casestudy",
+    ACCURACY: "commscale calibrate",
+    SEARCH: "commscale search",
+    SCALING: "commscale search",
 }
 
 

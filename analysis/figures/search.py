@@ -14,6 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.figures.common import MARK, SERIES, caption, finish, log2_ticks, new_figure, require
+from sweeps.lake.kinds import SCALING, SEARCH
 from tasks.model.metrics import latency_share
 
 __all__ = ["draw_pareto", "draw_scaling", "draw_latency_floor", "pareto_front"]
@@ -36,8 +37,8 @@ def pareto_front(trials: pd.DataFrame) -> pd.DataFrame:
 
 def draw_pareto(rows: pd.DataFrame):
     """Every feasible trial as a point, one Pareto front line per study."""
-    rows = require(rows, "search", _TRIAL, "search rows")
-    ok = require(rows[rows["status"] == "ok"].dropna(subset=_TRIAL[2:]), "search", [], "feasible search trials")
+    rows = require(rows, SEARCH, _TRIAL, "search rows")
+    ok = require(rows[rows["status"] == "ok"].dropna(subset=_TRIAL[2:]), SEARCH, [], "feasible search trials")
     fig, ax = new_figure(7.5, 5.2)
     for study, trials in ok.groupby("study"):
         points = ax.plot(trials["tokens_per_s_per_device"], 100 * trials["exposed_comm_share"], ls="none", marker="o",
@@ -71,8 +72,8 @@ def _feasible(rows: pd.DataFrame) -> pd.DataFrame:
 def draw_scaling(rows: pd.DataFrame):
     """Tokens per second per device against device count, one line per (model,
     hardware, global batch), each point labelled with its winning layout family."""
-    rows = require(rows, "scaling", _SCALING, "scaling rows")
-    rows = require(_feasible(rows).dropna(subset=["tokens_per_s_per_device"]), "scaling", [],
+    rows = require(rows, SCALING, _SCALING, "scaling rows")
+    rows = require(_feasible(rows).dropna(subset=["tokens_per_s_per_device"]), SCALING, [],
                    "scaling rows with a feasible layout")
     fig, ax = new_figure(7.5, 5.0)
     for (model, hardware, batch), group in _series(rows):
@@ -96,8 +97,8 @@ def draw_latency_floor(rows: pd.DataFrame):
     """The share of step time due to latency terms (``tasks.model.metrics.latency_share`` of the
     rows' latency_s and step_time_s) against device count, one line per (model, hardware,
     global batch)."""
-    rows = require(rows, "scaling", _SCALING + ["latency_s", "step_time_s"], "scaling rows")
-    rows = require(_feasible(rows).dropna(subset=["latency_s", "step_time_s"]), "scaling", [],
+    rows = require(rows, SCALING, _SCALING + ["latency_s", "step_time_s"], "scaling rows")
+    rows = require(_feasible(rows).dropna(subset=["latency_s", "step_time_s"]), SCALING, [],
                    "scaling rows with latency terms")
     fig, ax = new_figure(7.5, 5.0)
     for (model, hardware, batch), group in _series(rows):

@@ -11,7 +11,9 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.figures.common import MARK, SERIES, caption, finish, log2_ticks, new_figure, require
-from analysis.summary import HIGHLIGHT_PREFIX, overlap_rows
+from analysis.summary import overlap_rows
+from sweeps.lake.kinds import PROJECTION
+from tasks.model.projection import HIGHLIGHT_PREFIX
 
 __all__ = ["draw_serialized", "draw_overlapped", "figure_number"]
 
@@ -24,9 +26,9 @@ def figure_number(m: float, panel: str) -> str:
 
 
 def _at_m(rows: pd.DataFrame, m: float, what: str) -> pd.DataFrame:
-    rows = require(rows, "projection", ["flop_vs_bw", "h", "sl", "b", "tp", "label", "status"], what)
+    rows = require(rows, PROJECTION, ["flop_vs_bw", "h", "sl", "b", "tp", "label", "status"], what)
     rows = rows[(rows["flop_vs_bw"] == m) & (rows["status"] == "ok")]
-    return require(rows, "projection", [], f"{what} at m = {m:g}")
+    return require(rows, PROJECTION, [], f"{what} at m = {m:g}")
 
 
 def _colors(values):
@@ -93,7 +95,7 @@ def draw_overlapped(rows: pd.DataFrame, *, m: float = 1.0, overlap_tp: int = 16)
     behind, against SL·B at TP = ``overlap_tp`` (or the grid's nearest), one line per H;
     above the drawn 100% line the excess is exposed."""
     rows = _at_m(rows, m, "projection rows")
-    at_tp = require(overlap_rows(rows, overlap_tp), "projection", [], f"projection rows near TP {overlap_tp}")
+    at_tp = require(overlap_rows(rows, overlap_tp), PROJECTION, [], f"projection rows near TP {overlap_tp}")
     fig, ax = new_figure(8.2, 5.2)
     colors = _colors(at_tp["h"].unique())
     for h, group in at_tp.groupby("h"):

@@ -31,6 +31,7 @@ __all__ = [
     "layer_times",
     "Calibration",
     "ProjectionContext",
+    "HIGHLIGHT_PREFIX",
 ]
 
 #: Bumped whenever a formula or assumption of the cost model changes its numbers; part
@@ -40,6 +41,10 @@ COST_MODEL_VERSION = "spec-1"
 #: Version of the projection table's schema (the lake's ``schema_version`` column).
 #: 2 added ``status`` and ``reason``; 3 the uncertainty band of a measured calibration.
 SCHEMA_VERSION = 3
+
+#: The label of a highlighted model's point (projected at the TP Eq. 10 requires of it):
+#: ``highlight:<model>``; grid points have an empty label or the model's name.
+HIGHLIGHT_PREFIX = "highlight:"
 
 #: What a point carries into a projection. ``links`` is "ideal" (every group on the
 #: scale-up tier, the study's assumption that four devices stand in for larger groups)

@@ -14,8 +14,15 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from tasks.model.layout import (RECOMPUTE_MODES, SCHEDULES, STRUCTURAL_CONSTRAINTS, ZERO_MODES, code, encode,
-                                structural_violations)
+from tasks.model.layout import (
+    RECOMPUTE_MODES,
+    SCHEDULES,
+    STRUCTURAL_CONSTRAINTS,
+    ZERO_MODES,
+    code,
+    encode,
+    structural_violations,
+)
 from tasks.model.step import StepContext, step_columns
 
 __all__ = ["LayoutSpace", "enumerate_layouts", "constraint_counts", "exhaustive", "best_index"]

@@ -45,8 +45,12 @@ import numpy as np
 
 from tasks.model import layer, memory, metrics, roofline
 from tasks.model.collectives import bus_factor, ring_steps, tier_figures, tier_time
-from tasks.model.communication import RECOMPUTED_TP_COLLECTIVES, TP_COLLECTIVES_PER_LAYER, dp_gradient_time, \
-    tp_collective_time
+from tasks.model.communication import (
+    RECOMPUTED_TP_COLLECTIVES,
+    TP_COLLECTIVES_PER_LAYER,
+    dp_gradient_time,
+    tp_collective_time,
+)
 from tasks.model.layout import STRUCTURAL_CONSTRAINTS, code, first_violation, structural_violations
 from tasks.model.projection import layer_times
 from tasks.model.specs import HardwareProfile, TransformerModel

@@ -16,7 +16,7 @@ import pytest
 
 from analysis.query import frame, kind_frame
 from analysis.report import write_report
-from sweeps.kinds import SCHEMAS
+from sweeps.lake.kinds import SCHEMAS
 from sweeps.lake import Lake
 
 COMMSCALE = str(Path(sys.executable).with_name("commscale"))

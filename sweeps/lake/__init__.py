@@ -1,0 +1,15 @@
+"""The Parquet lake: hive-partitioned result files behind a commit log.
+
+- ``log``: the root, the commit log, its lock and format;
+- ``store``: the commit protocol and the reads;
+- ``maintenance``: ``Lake`` = the store plus verify, vacuum and upgrade;
+- ``files``: files written whole (temporary name, fsync, rename);
+- ``kinds``: the result kinds, named once, with their schemas and versions;
+- ``views``: DuckDB views over the committed files.
+"""
+
+from sweeps.lake.log import LAKE_FORMAT
+from sweeps.lake.maintenance import Lake, VacuumReport, VerifyReport
+from sweeps.lake.store import CommitResult
+
+__all__ = ["Lake", "LAKE_FORMAT", "CommitResult", "VerifyReport", "VacuumReport"]

@@ -1,0 +1,46 @@
+"""The result kinds of the lake, named once: each kind's table schema and its version.
+
+Every module that reads or writes a kind names it by these constants, never by a string.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+import pyarrow as pa
+
+from tasks.fit import accuracy
+from tasks.fit.alpha_beta import FIT_SCHEMA, FIT_SCHEMA_VERSION
+from tasks.measure import baseline, kernels, probe
+from tasks.model import projection, search_rows
+from tasks.outcomes import FAILURE_SCHEMA
+
+__all__ = ["PROJECTION", "PROBE", "FAILURE", "ROI", "COLLECTIVE_FIT", "SEARCH", "SCALING", "BASELINE", "OPMODEL",
+           "ACCURACY", "SCHEMAS", "FAILURE_SCHEMA_VERSION"]
+
+PROJECTION = "projection"      # one configuration x hardware scenario, projected
+PROBE = "probe"                # a synthetic point of `commscale probe`
+FAILURE = "failure"            # one failed attempt at a point, with its traceback
+ROI = "roi"                    # one measured kernel or collective
+COLLECTIVE_FIT = "collective_fit"  # an α-β fit of measured collectives
+SEARCH = "search"              # one trial of a layout search
+SCALING = "scaling"            # the best layout of a space for one model and device count
+BASELINE = "baseline"          # per-operator times of one profiled layer step
+OPMODEL = "opmodel"            # a fitted operator model
+ACCURACY = "accuracy"          # a held-out configuration, projected against measured
+
+FAILURE_SCHEMA_VERSION = 1
+
+#: kind -> (schema, version) that this commscale writes and reads.
+SCHEMAS: Dict[str, Tuple[pa.Schema, int]] = {
+    PROJECTION: (projection.PROJECTION_SCHEMA, projection.SCHEMA_VERSION),
+    PROBE: (probe.PROBE_SCHEMA, probe.SCHEMA_VERSION),
+    FAILURE: (FAILURE_SCHEMA, FAILURE_SCHEMA_VERSION),
+    ROI: (kernels.ROI_SCHEMA, kernels.SCHEMA_VERSION),
+    COLLECTIVE_FIT: (FIT_SCHEMA, FIT_SCHEMA_VERSION),
+    SEARCH: (search_rows.SEARCH_SCHEMA, search_rows.SEARCH_SCHEMA_VERSION),
+    SCALING: (search_rows.SCALING_SCHEMA, search_rows.SCALING_SCHEMA_VERSION),
+    BASELINE: (baseline.BASELINE_SCHEMA, baseline.SCHEMA_VERSION),
+    OPMODEL: (accuracy.OPMODEL_SCHEMA, accuracy.OPMODEL_SCHEMA_VERSION),
+    ACCURACY: (accuracy.ACCURACY_SCHEMA, accuracy.ACCURACY_SCHEMA_VERSION),
+}

@@ -1,0 +1,174 @@
+"""The Parquet lake: hive-partitioned result files behind a commit log.
+
+Layout under ROOT (a local path, or a pyarrow filesystem URI)::
+
+    _lake.json                                   format version of the lake
+    _log/00000000000000000001.json ...           commit log: one JSON entry per commit
+    _keys/part-UUID.keys                         the keys of each data file (Parquet)
+    kind=KIND/sweep=SWEEP/hardware=HW/part-UUID.parquet
+    _quarantine/                                 files set aside by ``verify``
+
+This module holds the protocol and the reads (``LakeStore``); ``maintenance`` adds
+``verify``, ``vacuum`` and ``upgrade``; ``files`` writes files whole; ``kinds`` names the
+result kinds; ``views`` serves them to DuckDB.
+
+Contract (after Delta Lake's commit protocol, simplified to one lock):
+
+- A data file is written under a hidden temporary name (``.`` prefix), fsynced, then
+  renamed into place; it becomes part of the lake only when a log entry names it. Readers
+  (``files``, ``dataset``, ``views``) read the log, so they see committed files
+  only; a file left by a crash before its entry is an orphan that ``vacuum`` removes.
+- Commits from any number of processes are serialised by an exclusive lock on
+  ``_log/.lock`` (``fcntl.flock``; local filesystems). Under the lock the writer reads the
+  log's new entries and drops rows whose key is already committed, so a key committed
+  twice, by a retry or by two writers, is one result.
+- Each add entry records the file's row count, size and sha256, and names a sidecar
+  holding its keys (read only by writers, ``keys`` and ``verify``, so readers that only
+  list files stay fast): ``verify`` finds
+  truncated or corrupt files, moves them to ``_quarantine``, removes them from the lake
+  with a log entry, and reports the keys to measure again.
+- On a non-local filesystem there is no lock: one writer at a time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Set, Tuple
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from sweeps.lake.files import first_of_each_key
+from sweeps.lake.log import LakeLog
+
+__all__ = ["LakeStore", "CommitResult"]
+
+
+@dataclass
+class CommitResult:
+    """What one commit did: the file it added (None if every row was already there)."""
+
+    path: Optional[str]
+    rows_written: int
+    rows_skipped: int
+    version: Optional[int]
+
+
+class LakeStore(LakeLog):
+    """A lake's commit protocol and its reads. ``sweeps.lake.Lake`` adds maintenance
+    (verify, vacuum, upgrade). Constructing it touches nothing."""
+
+    # -- writing ----------------------------------------------------------------------
+    def commit(self, kind: str, partition: Dict[str, str], table: pa.Table, *, schema_version: int = 1) -> CommitResult:
+        """Add ``table``'s rows whose ``key`` is not yet in ``kind``, as one new file.
+
+        Atomic and idempotent: the rows appear together or not at all; rows whose key is
+        committed already (or repeated within ``table``) are skipped, not duplicated.
+        """
+        directory = self.partition_dir(kind, partition)
+        self.check_format(create=True)
+        table = first_of_each_key(table)
+        name = f"part-{uuid.uuid4().hex}.parquet"
+        relative = f"{directory}/{name}"
+        temporary = self._path(f"{directory}/.{name}.tmp")
+        self.fs.create_dir(self._path(directory), recursive=True)
+        keys_file = f"_keys/{name[:-len('.parquet')]}.keys"  # not *.parquet: raw globs skip it
+        self.fs.create_dir(self._path("_keys"), recursive=True)
+        size, digest = self._write_parquet(temporary, table)
+        self._write_parquet(self._path(keys_file), table.select(["key"]))
+        with self._locked():
+            committed = self._committed_keys(kind)
+            fresh = [key not in committed for key in table.column("key").to_pylist()]
+            skipped = fresh.count(False)
+            if skipped:
+                table = table.filter(pa.array(fresh))
+                if table.num_rows == 0:
+                    self.fs.delete_file(temporary)
+                    self.fs.delete_file(self._path(keys_file))
+                    return CommitResult(None, 0, skipped, None)
+                size, digest = self._write_parquet(temporary, table)
+                self._write_parquet(self._path(keys_file), table.select(["key"]))
+            self._publish(temporary, self._path(relative))
+            version = self._append({
+                "action": "add", "kind": kind, "partition": dict(partition), "file": relative,
+                "rows": table.num_rows, "bytes": size, "sha256": digest,
+                "schema_version": schema_version, "keys_file": keys_file,
+            })
+        return CommitResult(self._path(relative), table.num_rows, skipped, version)
+
+    def record_sweep(self, manifest: dict) -> None:
+        """Commit a sweep's manifest (name, hardware, fingerprints, planned count)."""
+        with self._locked():
+            self._append({"action": "sweep", **manifest})
+
+    def sweeps(self) -> Dict[Tuple[str, str], dict]:
+        """The latest manifest of every (sweep, hardware) the lake holds."""
+        self.refresh()
+        return dict(self._state.sweeps)
+
+    def remove_partition(self, kind: str, sweep: str, reason: str) -> int:
+        """Take every file of a sweep (any hardware) out of ``kind``; returns file count.
+        The data stays on disk until ``vacuum``."""
+        prefix = f"kind={kind}/sweep={sweep}/"
+        with self._locked():
+            doomed = [f for f in self._state.files if f.startswith(prefix)]
+            if doomed:
+                self._append({"action": "remove", "files": doomed, "reason": reason})
+        return len(doomed)
+
+    # -- reading ----------------------------------------------------------------------
+    def kinds(self) -> List[str]:
+        """Result kinds with committed files."""
+        self.refresh()
+        return sorted({entry["kind"] for entry in self._state.files.values()})
+
+    def files(self, kind: str, partition: Optional[Dict[str, str]] = None) -> List[str]:
+        """Committed data files of a kind (or of one partition of it), sorted, absolute."""
+        self.refresh()
+        prefix = self.partition_dir(kind, partition or {}) + "/"
+        return sorted(self._path(f) for f in self._state.files if f.startswith(prefix))
+
+    def schema_versions(self, kind: str) -> Set[int]:
+        self.refresh()
+        return {e.get("schema_version", 1) for e in self._state.files.values() if e["kind"] == kind}
+
+    def dataset(self, kind: str) -> ds.Dataset:
+        """A pyarrow dataset over the committed files of a kind, partitions as columns."""
+        return ds.dataset(
+            self.files(kind), filesystem=self.fs, format="parquet",
+            partitioning=ds.HivePartitioning.discover(), partition_base_dir=self._path(f"kind={kind}"),
+        )
+
+    def keys(self, kind: str, partition: Optional[Dict[str, str]] = None) -> Set[str]:
+        """Keys committed in a kind, or in one partition of it."""
+        self.refresh()
+        if partition is None:
+            return set(self._committed_keys(kind))
+        prefix = self.partition_dir(kind, partition) + "/"
+        found: Set[str] = set()
+        for relative in list(self._state.files):
+            if relative.startswith(prefix):
+                found.update(self._keys_of(relative))
+        return found
+
+    def _keys_of(self, relative: str) -> Set[str]:
+        """The keys of one committed file, from its sidecar (cached)."""
+        if relative not in self._file_keys:
+            entry = self._state.files[relative]
+            if "keys" in entry:  # an entry that carries its keys inline
+                keys = set(entry["keys"])
+            else:
+                with self.fs.open_input_file(self._path(entry["keys_file"])) as handle:
+                    keys = set(pq.read_table(handle).column("key").to_pylist())
+            self._file_keys[relative] = keys
+            self._kind_keys.setdefault(entry["kind"], set()).update(keys)
+        return self._file_keys[relative]
+
+    def _committed_keys(self, kind: str) -> Set[str]:
+        """Keys of every live file of ``kind`` (loads the sidecars not yet loaded)."""
+        for relative, entry in list(self._state.files.items()):
+            if entry["kind"] == kind:
+                self._keys_of(relative)
+        return self._kind_keys.setdefault(kind, set())
