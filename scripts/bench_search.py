@@ -32,7 +32,7 @@ import optuna  # noqa: E402
 
 from sweeps.lake import Lake  # noqa: E402
 from sweeps.search import local_evaluator, run_search  # noqa: E402
-from sweeps.search_config import load_search  # noqa: E402
+from sweeps.config import load_search  # noqa: E402
 from tasks.model.space import best_index, exhaustive  # noqa: E402
 
 TOLERANCE = 0.01

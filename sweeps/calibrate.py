@@ -24,7 +24,7 @@ from typing import Optional
 import pandas as pd
 import pyarrow as pa
 
-from sweeps.calibration_config import CalibrationSpec, fit_configs
+from sweeps.config import CalibrationSpec, fit_configs
 from sweeps.dispatch import Workload
 from sweeps.errors import UserError
 from sweeps.lake import Lake

@@ -15,7 +15,7 @@ from sweeps.config import load_preset
 from sweeps.dispatch import Workload
 from sweeps.lake.kinds import SCALING
 from sweeps.run import SweepJob
-from sweeps.search_config import SearchSetup
+from sweeps.config import SearchSetup
 from tasks.identity import content_hash
 from tasks.model.projection import COST_MODEL_VERSION
 from tasks.model.search_rows import SCALING_SCHEMA, SCALING_SCHEMA_VERSION, ScalingContext, best_layout_rows

@@ -40,7 +40,7 @@ from sweeps.dispatch import Workload, execute, ray_session, slots
 from sweeps.errors import LakeError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import SEARCH
-from sweeps.search_config import SearchSetup
+from sweeps.config import SearchSetup
 from tasks.identity import content_hash
 from tasks.model.search_rows import (
     OBJECTIVES,

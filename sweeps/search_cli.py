@@ -147,7 +147,7 @@ def search(overrides: Sequence[str], lake_root: Optional[str], storage: Optional
     import optuna
 
     from sweeps.cli import DEFAULT_LAKE
-    from sweeps.search_config import check_space, load_search
+    from sweeps.config import check_space, load_search
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if verify_top is not None:

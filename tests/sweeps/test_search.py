@@ -22,7 +22,7 @@ from analysis.query import query
 from sweeps.cli import main
 from sweeps.lake import Lake
 from sweeps.search import KIND, local_evaluator, open_study, run_search, study_path, suggest_layout, trial_key
-from sweeps.search_config import load_search
+from sweeps.config import load_search
 from tasks.model.space import best_index, exhaustive
 from tasks.model.search_rows import TRIAL_FIELDS, SearchContext, evaluate_trials
 

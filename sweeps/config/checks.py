@@ -1,0 +1,56 @@
+"""Checks of config values that OmegaConf's types cannot express, in one style: each names
+the field and the value and raises ``ConfigError``."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+from sweeps.errors import ConfigError
+
+__all__ = ["NAME", "check_name", "check_positive", "check_non_negative", "check_fraction", "check_choices",
+           "check_at_least"]
+
+#: Names that become file and partition names: letters, digits, '.', '_' and '-'.
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _values(values) -> list:
+    return values if isinstance(values, list) else [values]
+
+
+def check_name(field: str, value: str) -> None:
+    if not NAME.match(value):
+        raise ConfigError(field, value, "use letters, digits, '.', '_' and '-' only")
+
+
+def check_positive(field: str, values) -> None:
+    """Every value (one, or each of a list) is positive; a list is not empty."""
+    if isinstance(values, list) and not values:
+        raise ConfigError(field, values, "must list at least one value")
+    for value in _values(values):
+        if value <= 0:
+            raise ConfigError(field, value, "must be positive")
+
+
+def check_non_negative(field: str, value) -> None:
+    if value < 0:
+        raise ConfigError(field, value, "must not be negative")
+
+
+def check_at_least(field: str, value, low: float, why: str) -> None:
+    if value < low:
+        raise ConfigError(field, value, why)
+
+
+def check_fraction(field: str, value, what: str = "an efficiency") -> None:
+    """``value`` lies in (0, 1]."""
+    if not 0 < value <= 1:
+        raise ConfigError(field, value, f"{what} lies in (0, 1]")
+
+
+def check_choices(field: str, values: Iterable[str], allowed: Sequence[str], *, verb: str = "choose from") -> None:
+    """Each value is one of ``allowed``."""
+    for value in values:
+        if value not in allowed:
+            raise ConfigError(field, value, f"{verb} {', '.join(allowed)}")

@@ -1,0 +1,90 @@
+"""The one compose routine: a YAML preset (or defaults) merged into its dataclass schema,
+then ``KEY=VALUE`` overrides in OmegaConf dotlist syntax, one at a time so that an error
+names the override at fault; every error is a ``ConfigError`` naming the field and value.
+
+Presets live in ``conf/GROUP/NAME.yaml``; a choice ending in ``.yaml`` is a path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Sequence
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from conf import CONF_DIR
+from sweeps.config.schemas import PRESET_SCHEMAS
+from sweeps.errors import ConfigError
+
+__all__ = ["CONF_DIR", "list_presets", "preset_path", "preset_node", "compose", "load_preset", "reason"]
+
+
+def list_presets(group: str) -> List[str]:
+    """Names of the presets of a group (the YAML files of ``conf/GROUP/``)."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def preset_path(group: str, choice: str) -> Path:
+    """The YAML file of a preset name, or of a path given as the choice."""
+    if choice.endswith((".yaml", ".yml")):
+        path = Path(choice)
+        if not path.is_file():
+            raise ConfigError(group, choice, "no such YAML file")
+        return path
+    path = CONF_DIR / group / f"{choice}.yaml"
+    if not path.is_file():
+        raise ConfigError(group, choice, f"unknown preset; choose one of {', '.join(list_presets(group))}")
+    return path
+
+
+def reason(exc: OmegaConfBaseException) -> str:
+    """A one-line reason for an OmegaConf error, in the user's terms."""
+    kind = type(exc).__name__
+    if kind == "ConfigKeyError":
+        return "unknown key"
+    if kind == "MissingMandatoryValue":
+        return "missing field (it has no default and the YAML does not set it)"
+    message = str(getattr(exc, "msg", None) or exc).splitlines()[0]
+    if "ListConfig" in message:
+        return "expected a list, e.g. [1, 2]"
+    if "is not a subclass of" in message or "Merge error" in message:
+        return "expected a mapping of fields here, not a single value"
+    return message
+
+
+def preset_node(schema: type, path: Path, *, prefix: str) -> Any:
+    """The YAML at ``path`` merged into ``schema``'s structured config; an error names the
+    key (after ``prefix``, e.g. "hardware") and the file."""
+    raw = OmegaConf.load(path)
+    try:
+        return OmegaConf.merge(OmegaConf.structured(schema), raw)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", "") or ""
+        value = OmegaConf.select(raw, key, default=None) if key else None
+        raise ConfigError(f"{prefix}.{key}" if key else prefix, value, f"{reason(exc)} (in {path})") from None
+
+
+def compose(node: Any, overrides: Sequence[str], *, prefix: str = "", source: str = "") -> Any:
+    """Merge ``KEY=VALUE`` ``overrides`` into ``node`` one at a time, then build the
+    dataclass. Errors name ``prefix`` + the key; ``source`` (e.g. "in FILE") is added to the
+    reason of an error found when building."""
+    for item in overrides:
+        key, _, value = item.partition("=")
+        try:
+            node = OmegaConf.merge(node, OmegaConf.from_dotlist([item]))
+        except OmegaConfBaseException as exc:
+            raise ConfigError(f"{prefix}{key}", value, reason(exc)) from None
+    try:
+        return OmegaConf.to_object(node)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", "") or ""
+        where = f" ({source})" if source else ""
+        raise ConfigError(f"{prefix}{key}" if key else (prefix.rstrip(".") or "config"), None,
+                          f"{reason(exc)}{where}") from None
+
+
+def load_preset(group: str, choice: str) -> Any:
+    """Load and validate one preset of ``group`` against its schema; returns the dataclass."""
+    path = preset_path(group, choice)
+    return compose(preset_node(PRESET_SCHEMAS[group], path, prefix=group), [], prefix=f"{group}.", source=f"in {path}")

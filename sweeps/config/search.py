@@ -1,0 +1,137 @@
+"""The config of a layout search (``conf/search/*.yaml``), and its checks before any work.
+
+A search preset names a model and a hardware preset, a device count, a global batch (in
+sequences), the objective and the budget, and the layout space (``tasks.model.space``).
+Overrides are ``FIELD=VALUE`` in OmegaConf dotlist syntax (``devices=512``,
+``space.tp=[1,2,4,8]``). Every bad input raises ``ConfigError`` or ``UserError`` (exit
+status 2) before any work starts, and before the lake is touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Dict, List, Sequence, Tuple
+
+from sweeps.config.checks import check_choices, check_fraction, check_name, check_positive
+from sweeps.config.compose import compose, load_preset, preset_node, preset_path
+from sweeps.config.schemas import SearchSpec
+from sweeps.config.specs import validate_hardware, validate_model
+from sweeps.errors import ConfigError, UserError
+from tasks.identity import content_hash
+from tasks.model.layout import CODED_FIELDS
+from tasks.model.projection import COST_MODEL_VERSION
+from tasks.model.search_rows import OBJECTIVES, no_fit_reason
+from tasks.model.space import constraint_counts, enumerate_layouts
+from tasks.model.specs import HardwareProfile, TransformerModel, fingerprint
+from tasks.model.step import STEP_MODEL_VERSION, StepContext, step_columns
+
+__all__ = ["SearchSetup", "SAMPLERS", "DEFAULT_PRESET", "load_search", "validate_search", "check_space"]
+
+DEFAULT_PRESET = "default"
+#: "auto" picks TPE for one objective and NSGA-II for the Pareto case.
+SAMPLERS = ("auto", "tpe", "nsga2", "random")
+
+
+@dataclass
+class SearchSetup:
+    """A loaded, checked search: its spec and the presets it names."""
+
+    spec: SearchSpec
+    model: TransformerModel
+    hardware: HardwareProfile
+
+    @property
+    def step_context(self) -> StepContext:
+        return StepContext(self.model, self.hardware, devices=self.spec.devices, global_batch=self.spec.global_batch,
+                           dtype_bytes=self.spec.dtype_bytes, memory_fraction=self.spec.memory_fraction)
+
+    @property
+    def sampler(self) -> str:
+        if self.spec.sampler != "auto":
+            return self.spec.sampler
+        return "nsga2" if len(OBJECTIVES[self.spec.objective]) > 1 else "tpe"
+
+    def identity(self) -> Dict[str, Any]:
+        """What a study's results depend on (not its budget, batch or seed): two runs with
+        the same identity continue one study."""
+        spec = dataclasses.asdict(self.spec)
+        for volatile in ("description", "trials", "batch", "seed", "top", "scaling", "name"):
+            spec.pop(volatile)
+        return {**spec, "sampler": self.sampler, "model_fp": fingerprint(self.model),
+                "hardware_fp": fingerprint(self.hardware), "cost_model": f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"}
+
+    @property
+    def study_name(self) -> str:
+        """``NAME-HASH``: a changed space, model, cluster or objective is another study."""
+        return f"{self.spec.name}-{content_hash(self.identity(), length=8)}"
+
+
+def _split(overrides: Sequence[str]) -> Tuple[str, List[str]]:
+    preset, dotted = DEFAULT_PRESET, []
+    for item in overrides:
+        if "=" in item:
+            dotted.append(item)
+        else:
+            preset = item
+    return preset, dotted
+
+
+def load_search(overrides: Sequence[str] = ()) -> SearchSetup:
+    """``[PRESET] [FIELD=VALUE ...]``: the preset of ``conf/search`` (or a YAML path), then
+    the overrides; checked (``validate``) but not yet against the space (``check_space``)."""
+    preset, dotted = _split(overrides)
+    path = preset_path("search", preset)
+    spec: SearchSpec = compose(preset_node(SearchSpec, path, prefix="search"), dotted, prefix="search.")
+    validate_search(spec)
+    model, hardware = load_preset("model", spec.model), load_preset("hardware", spec.hardware)
+    validate_model(model)
+    validate_hardware(hardware)
+    return SearchSetup(spec, model, hardware)
+
+
+def validate_search(spec: SearchSpec) -> None:
+    """Field checks OmegaConf's types cannot express; raises ``ConfigError``."""
+    check_name("search.name", spec.name)
+    for name in ("devices", "global_batch", "trials", "batch", "dtype_bytes", "top"):
+        check_positive(f"search.{name}", getattr(spec, name))
+    check_choices("search.objective", [spec.objective], list(OBJECTIVES), verb="choose one of")
+    check_choices("search.sampler", [spec.sampler], SAMPLERS, verb="choose one of")
+    check_fraction("search.memory_fraction", spec.memory_fraction, "a fraction of HBM")
+    space = spec.space
+    for name in ("tp", "pp", "micro_batch"):
+        check_positive(f"search.space.{name}", getattr(space, name))
+    for name, allowed in CODED_FIELDS.items():
+        values = getattr(space, name)
+        if not values:
+            raise ConfigError(f"search.space.{name}", values, "must list at least one value")
+        check_choices(f"search.space.{name}", values, allowed)
+    if not space.sequence_parallel:
+        raise ConfigError("search.space.sequence_parallel", [], "must list at least one value")
+    if "interleaved" in space.schedule and not [v for v in space.virtual_stages if v > 1]:
+        raise ConfigError("search.space.virtual_stages", space.virtual_stages,
+                          "the interleaved schedule needs a value above 1")
+    check_positive("search.scaling.devices", spec.scaling.devices)
+    check_positive("search.scaling.global_batch", spec.scaling.global_batch)
+    for name in spec.scaling.models:
+        preset_path("model", name)
+
+
+def check_space(setup: SearchSetup) -> Tuple[int, int]:
+    """Refuse a search in which no layout is feasible, naming each constraint that fails and
+    for how many layouts (``UserError``). Returns (layouts, feasible layouts)."""
+    spec, ctx = setup.spec, setup.step_context
+    layouts = enumerate_layouts(spec.space, spec.devices)
+    total = len(layouts["tp"])
+    counts, _ = constraint_counts(layouts, heads=setup.model.heads, layers=setup.model.layers,
+                                              devices=spec.devices, global_batch=spec.global_batch)
+    if counts["tp_divides_heads"] == total:
+        raise ConfigError("search.space.tp", spec.space.tp,
+                          f"no TP in the space divides model.heads={setup.model.heads} of {setup.model.name} "
+                          f"(tp_divides_heads fails for {total} of {total} layouts)")
+    result = step_columns(layouts, ctx)
+    feasible = int((result["status_code"] == 0).sum())
+    if feasible == 0:
+        raise UserError(f"search {spec.name}: {setup.model.name} on {spec.devices} x {setup.hardware.name} at global "
+                        f"batch {spec.global_batch}: {no_fit_reason(layouts, result, setup.model, ctx)}")
+    return total, feasible
