@@ -16,8 +16,8 @@ import time
 
 from rich.console import Console
 
-from sweeps.dispatch import ray_session
-from sweeps.jobs import probe_job
+from sweeps.cluster.session import ray_session
+from sweeps.jobs.probe import probe_job
 from sweeps.lake import Lake
 from sweeps.run import run_job
 

@@ -1,4 +1,4 @@
-r"""Start, inspect and stop a multi-node Ray cluster on this host (`sweeps.cluster.LocalCluster`).
+r"""Start, inspect and stop a multi-node Ray cluster on this host (`sweeps.cluster.local.LocalCluster`).
 
     python scripts/cluster.py start --workers 2 --cpus 1 --resources '{"standin_gpu": 2}' \
         --state /tmp/commscale-cluster [--dashboard]
@@ -21,7 +21,7 @@ import argparse
 import json
 import sys
 
-from sweeps.cluster import LocalCluster
+from sweeps.cluster.local import LocalCluster
 
 DEFAULT_STATE = "/tmp/commscale-cluster"
 

@@ -150,11 +150,29 @@ def cycles(modules: Dict[str, Module]) -> List[List[str]]:
     return found
 
 
-def package_cycles(modules: Dict[str, Module]) -> List[Tuple[str, str]]:
-    """Pairs of top-level packages that import each other (directly)."""
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def rule_breaks(modules: Dict[str, Module]) -> List[str]:
+    """The import rules of the layout, each break as a line: ``tasks`` imports nothing of
+    ``sweeps`` or ``analysis``; ``analysis`` imports nothing of ``sweeps`` but ``sweeps.lake``
+    (and what it re-exports); the driver imports ``analysis`` only from ``sweeps.cli``;
+    ``ray`` is imported only under ``sweeps.cluster``."""
     edges = internal_edges(modules)
-    between = {(a.split(".")[0], b.split(".")[0]) for a, targets in edges.items() for b in targets}
-    return sorted((a, b) for a, b in between if a < b and (b, a) in between)
+    breaks = []
+    for name, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            if _within(name, "tasks") and not _within(target, "tasks"):
+                breaks.append(f"{name} imports {target} (tasks imports nothing of sweeps or analysis)")
+            elif _within(name, "analysis") and _within(target, "sweeps") and not _within(target, "sweeps.lake"):
+                breaks.append(f"{name} imports {target} (analysis reads the lake through sweeps.lake only)")
+            elif _within(name, "sweeps") and _within(target, "analysis") and not _within(name, "sweeps.cli"):
+                breaks.append(f"{name} imports {target} (only sweeps.cli imports analysis)")
+    for name in importers_of(modules, "ray"):
+        if not _within(name, "sweeps.cluster"):
+            breaks.append(f"{name} imports ray (only sweeps.cluster does)")
+    return breaks
 
 
 def importers_of(modules: Dict[str, Module], top: str) -> List[str]:
@@ -188,7 +206,8 @@ def main() -> None:
     print(f"functions: {functions}; over {MAX_FUNCTION_LINES} lines: {len(long_functions(modules))}; "
           f"over {MAX_POSITIONAL} positional parameters: {len(wide_functions(modules))}")
     found = cycles(modules)
-    print(f"import cycles between modules: {len(found)}; between packages: {package_cycles(modules) or 'none'}")
+    breaks = rule_breaks(modules)
+    print(f"import cycles between modules: {len(found)}; breaks of the import rules: {len(breaks)}")
     print(f"modules importing ray: {len(importers_of(modules, 'ray'))} ({', '.join(importers_of(modules, 'ray'))})")
     if args.list:
         for name, lines in long_modules(modules):
@@ -199,6 +218,8 @@ def main() -> None:
             print(f"  function {name}.{function}: {positional} positional parameters")
         for group in found:
             print(f"  cycle: {' <-> '.join(group)}")
+        for line in breaks:
+            print(f"  {line}")
 
 
 if __name__ == "__main__":

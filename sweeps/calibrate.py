@@ -15,22 +15,19 @@ calibration=NAME``.
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import time
 from dataclasses import dataclass
 from typing import Optional
 
 import pandas as pd
-import pyarrow as pa
 
-from sweeps.config import CalibrationSpec, fit_configs
-from sweeps.dispatch import Workload
+from sweeps.config import CalibrationSpec
 from sweeps.errors import UserError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import ACCURACY, BASELINE, COLLECTIVE_FIT, OPMODEL
 from sweeps.lake.views import read_rows
-from sweeps.run import RunReport, SweepJob, run_job
+from sweeps.jobs.calibration import calibration_job
+from sweeps.run import RunReport, run_job
 from tasks.fit.accuracy import (
     ACCURACY_SCHEMA_VERSION,
     OPMODEL_SCHEMA_VERSION,
@@ -39,53 +36,15 @@ from tasks.fit.accuracy import (
     models_from_rows,
     newest_fit,
 )
-from tasks.identity import content_hash
-from tasks.measure.baseline import (
-    BASELINE_POINT_SCHEMA,
-    BASELINE_SCHEMA,
-    MEASUREMENT_VERSION,
-    SCHEMA_VERSION,
-    ProfileContext,
-    measure_points,
-)
 from tasks.model.projection import Calibration
 from tasks.model.specs import LinkTier
 
-__all__ = ["CalibrationResult", "calibration_job", "calibrate", "load_calibration", "measured_label"]
+__all__ = ["CalibrationResult", "calibrate", "load_calibration", "measured_label", "link_tier"]
 
 
 def measured_label(name: str, calibration_id: str) -> str:
     """The ``calibration`` column of a projection made with a measured calibration."""
     return f"measured:{name}@{calibration_id}"
-
-
-def calibration_job(spec: CalibrationSpec) -> SweepJob:
-    """The measurements of ``spec`` as a sweep of kind ``baseline``."""
-    import torch
-
-    settings = dict(dtype=spec.dtype, device=spec.device, causal=spec.causal, threads=spec.threads,
-                    warmup=spec.warmup, steps=spec.steps, plain_repeats=spec.plain_repeats, dropout=spec.dropout,
-                    measurement=MEASUREMENT_VERSION, torch=torch.__version__)
-    configs = fit_configs(spec) + [dict(dataclasses.asdict(p), role="held_out", varied="none") for p in spec.held_out]
-    rows = []
-    for config in configs:
-        shape = {k: config[k] for k in ("h", "heads", "sl", "b", "tp")}
-        rows.append(dict(shape, key=content_hash([spec.name, config["role"], shape, settings], length=32),
-                         calibration=spec.name, role=config["role"], varied=config["varied"], dtype=spec.dtype,
-                         device=spec.device, causal=spec.causal))
-    context = ProfileContext(warmup=spec.warmup, steps=spec.steps, plain_repeats=spec.plain_repeats,
-                             time_cap_s=spec.time_cap_s, dropout=spec.dropout, threads=spec.threads)
-    if spec.device.startswith("cuda"):
-        resources = {"num_cpus": 1, "num_gpus": 1}
-    else:  # the whole CPU: one measurement at a time per node
-        resources = {"num_cpus": spec.threads or os.cpu_count() or 1}
-    workload = Workload(kind=BASELINE, body=measure_points, context=context, schema=BASELINE_SCHEMA,
-                        schema_version=SCHEMA_VERSION, resources=resources, point_timeout_s=spec.point_timeout_s)
-    config = {**dataclasses.asdict(spec), **settings}
-    config.pop("description", None)
-    return SweepJob(name=f"calibration-{spec.name}", hardware=spec.device.replace(":", "-"),
-                    points=pa.Table.from_pylist(rows, schema=BASELINE_POINT_SCHEMA), workload=workload, config=config,
-                    sweep_fingerprint=content_hash(config), hardware_fingerprint=content_hash(settings))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import contextlib
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,39 +21,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
-from sweeps.dispatch import Workload, execute, ray_session, slots
+from sweeps.cluster.dispatch import execute
+from sweeps.cluster.session import ray_session, slots
 from sweeps.errors import UserError
+from sweeps.jobs.job import SweepJob
 from sweeps.lake import Lake
 from sweeps.lake.kinds import FAILURE, FAILURE_SCHEMA_VERSION
 from tasks.outcomes import FAILURE_SCHEMA, ChunkOutcome
 
-__all__ = ["SweepJob", "RunReport", "run_job"]
-
-
-@dataclass
-class SweepJob:
-    """A planned sweep: its points (with keys), what runs them, and its identity.
-
-    ``config`` is the JSON-able config the manifest keeps (diffed to name what changed);
-    ``executor`` runs the pending points (``dispatch.execute`` or a variant of it);
-    ``sweep_fingerprint`` must change whenever the points would, except through the
-    hardware, which ``hardware_fingerprint`` covers (one partition per hardware name).
-    """
-
-    name: str
-    hardware: str
-    points: pa.Table
-    workload: Workload
-    config: Dict[str, Any]
-    sweep_fingerprint: str
-    hardware_fingerprint: str
-    #: Keys identify a measurement whatever the sweep: a key committed by any sweep counts.
-    share_results: bool = False
-    executor: Callable[..., None] = execute
-
-    @property
-    def partition(self) -> Dict[str, str]:
-        return {"sweep": self.name, "hardware": self.hardware}
+__all__ = ["RunReport", "run_job"]
 
 
 @dataclass
@@ -132,7 +108,7 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
             with console.status("starting Ray..."):
                 session = stack.enter_context(ray_session(address, num_cpus))
             where = session.where
-            width = slots(job.workload)
+            width = slots(job.workload.resources)
             size = chunk_size or max(1, min(512, -(-pending.num_rows // (4 * width))))
             columns = (TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("failed {task.fields[failed]} · cached {task.fields[cached]}"),
@@ -152,7 +128,7 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
                         failures.extend(outcome.failures)
                     progress.update(bar, advance=piece.num_rows, failed=len(failures))
 
-                job.executor(pending, job.workload, chunk_size=size, max_in_flight=2 * width, on_outcome=commit)
+                execute(pending, job.workload, chunk_size=size, max_in_flight=2 * width, on_outcome=commit)
     return RunReport(job, lake, job.points.num_rows, job.points.num_rows - pending.num_rows, committed, by_status,
                      failures, run_id, where, time.perf_counter() - started, restarted)
 

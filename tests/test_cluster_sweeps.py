@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from analysis.query import query
-from sweeps.cluster import LocalCluster
+from sweeps.cluster.local import LocalCluster
 from sweeps.config import load_run_config
-from sweeps.jobs import probe_job
+from sweeps.jobs.probe import probe_job
 from sweeps.lake import Lake
-from sweeps.plan import plan_points
+from sweeps.jobs.projection import plan_points
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

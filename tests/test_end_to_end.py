@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from sweeps.config import load_run_config
-from sweeps.plan import plan_points
+from sweeps.jobs.projection import plan_points
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -22,7 +22,8 @@ COMMSCALE = str(Path(sys.executable).with_name("commscale"))
 GROUP_SCRIPT = """
 import json, sys
 import pyarrow as pa
-from sweeps.dispatch import ray_session, run_collective_group
+from sweeps.cluster.groups import run_collective_group
+from sweeps.cluster.session import ray_session
 from tasks.measure.collectives import CollectiveContext, CollectiveMember
 from tasks.measure.kernels import ROI_POINT_SCHEMA, ROI_SCHEMA
 

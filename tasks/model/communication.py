@@ -42,7 +42,7 @@ def tp_collective_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, sequ
     return np.where(sequence_parallel, split, allreduce)
 
 
-def tp_layer_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, sequence_parallel=False,
+def tp_layer_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, *, sequence_parallel=False,
                   recompute_full=False):
     """Every TP collective of one layer and micro-batch: 4 (6 under full recomputation)."""
     count = TP_COLLECTIVES_PER_LAYER + np.where(recompute_full, RECOMPUTED_TP_COLLECTIVES, 0)

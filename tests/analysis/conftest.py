@@ -11,7 +11,7 @@ import pytest
 
 from analysis.query import kind_frame
 from sweeps.config import load_run_config
-from sweeps.jobs import projection_job
+from sweeps.jobs.projection import projection_job
 from sweeps.lake import Lake
 from tasks.model.projection import SCHEMA_VERSION, project_table
 

@@ -15,7 +15,7 @@ import pytest
 
 from analysis.query import query
 from analysis.status import sweep_status
-from sweeps.jobs import probe_job
+from sweeps.jobs.probe import probe_job
 from sweeps.lake import Lake
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.chaos]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sweeps.config import load_run_config
-from sweeps.plan import plan_points
+from sweeps.jobs.projection import plan_points
 from tasks.model.projection import PROJECTION_SCHEMA, project_columns, project_table
 
 

@@ -10,7 +10,6 @@ ends with exit status 2 before any work and without touching the lake.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Optional, Sequence
 
@@ -19,6 +18,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from sweeps.cli.options import address_option, lake_option, num_cpus_option
+from sweeps.cli.render import run_line
 from sweeps.lake import Lake
 
 __all__ = ["calibrate", "render_accuracy"]
@@ -61,12 +62,11 @@ def render_accuracy(out: Console, accuracy: pd.DataFrame, title: str) -> None:
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("overrides", nargs=-1)
-@click.option("--lake", "lake_root", default=os.environ.get("COMMSCALE_LAKE", "lake"), show_default=True,
-              help="Lake root: a path or a pyarrow filesystem URI (env COMMSCALE_LAKE).")
-@click.option("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray).")
-@click.option("--num-cpus", type=click.IntRange(min=1), default=None, help="CPUs of the embedded Ray (default: all).")
+@lake_option
+@address_option
+@num_cpus_option
 @click.option("--restart", is_flag=True, help="Start anew if the calibration's preset changed.")
-def calibrate(overrides: Sequence[str], lake_root: str, address: Optional[str], num_cpus: Optional[int],
+def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str], num_cpus: Optional[int],
               restart: bool) -> None:
     """Measure a layer on a device, fit operator models, and judge them on held-out
     configurations (e.g. `calibrate calibration=cpu`). Then `run calibration=NAME` projects with it."""
@@ -83,11 +83,8 @@ def calibrate(overrides: Sequence[str], lake_root: str, address: Optional[str], 
                              console=Console(stderr=True))
     out = Console()
     report = result.report
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(report.by_status.items()) if s != "ok")
-    out.print(f"[bold]calibration {spec.name}[/] ({spec.device}, {spec.dtype}): {report.planned} configurations, "
-              f"{report.committed} measured, {report.cached} already in the lake"
-              f"{', ' + counts if counts else ''}; {report.where}; measured in {result.measure_s:.1f} s, "
-              f"fitted and judged in {result.fit_s:.2f} s", soft_wrap=True)
+    run_line(out, report, f"[bold]calibration {spec.name}[/] ({spec.device}, {spec.dtype})", unit="configurations",
+             new="measured", timing=f"measured in {result.measure_s:.1f} s, fitted and judged in {result.fit_s:.2f} s")
     if result.calibration_id is None:
         out.print("[red]Too few configurations measured to fit[/]: see the baseline rows' status and reason.")
         sys.exit(1)

@@ -1,6 +1,7 @@
-"""``commscale search --verify``: bad options refused before any work; on real Ray, the top
+"""``commscale search --measure``: bad options refused before any work; on real Ray, the top
 layouts' GEMMs and collectives measured on CPU workers, printed beside the projection, landed
-as ``roi`` rows, and not measured again by a second run."""
+as ``roi`` rows, and not measured again by a second run; ``--verify``, its former name, still
+works for one release with a warning."""
 
 from __future__ import annotations
 
@@ -39,11 +40,14 @@ def _space(tmp_path: Path) -> list:
 
 
 @pytest.mark.parametrize("options, message", [
-    (["--verify", "0"], "--verify=0"),
-    (["--verify", "2", "--verify-device", "tpu"], "--verify-device='tpu'"),
-    (["--verify", "2", "--verify-dtype", "int4"], "--verify-dtype='int4'"),
+    (["--measure", "0"], "--measure=0"),
+    (["--measure", "2", "--measure-device", "tpu"], "--measure-device='tpu'"),
+    (["--measure", "2", "--measure-dtype", "int4"], "--measure-dtype='int4'"),
+    (["--measure", "2", "--measure-world", "1"], "--measure-world=1"),
+    (["--verify", "0"], "--measure=0"),
+    (["--verify", "2", "--verify-dtype", "int4"], "--measure-dtype='int4'"),
 ])
-def test_bad_verify_options_exit_2_before_any_work(tmp_path, options, message):
+def test_bad_measure_options_exit_2_before_any_work(tmp_path, options, message):
     lake = tmp_path / "lake"
     result = CliRunner().invoke(main, ["search", *_space(tmp_path), *options, "--lake", str(lake)])
     assert result.exit_code == 2, result.output
@@ -53,9 +57,9 @@ def test_bad_verify_options_exit_2_before_any_work(tmp_path, options, message):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_verify_measures_the_top_layouts_once_and_prints_them_beside_the_projection(tmp_path):
+def test_measure_runs_the_top_layouts_once_and_prints_them_beside_the_projection(tmp_path):
     lake = tmp_path / "lake"
-    args = [COMMSCALE, "search", *_space(tmp_path), "--verify", "2", "--lake", str(lake), "--num-cpus", "2"]
+    args = [COMMSCALE, "search", *_space(tmp_path), "--measure", "2", "--lake", str(lake), "--num-cpus", "2"]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     first = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -70,7 +74,9 @@ def test_verify_measures_the_top_layouts_once_and_prints_them_beside_the_project
     roi = query(Lake(lake), "SELECT op, status FROM roi").to_pandas()
     assert len(roi) > 0 and (roi["status"] == "ok").all()
     assert {"gemm", "all_reduce"} <= set(roi["op"])
-    again = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
+    deprecated = [a if a != "--measure" else "--verify" for a in args]
+    again = subprocess.run(deprecated, env=env, capture_output=True, text=True, timeout=240)
     assert again.returncode == 0, again.stderr[-3000:]
+    assert "--verify is deprecated" in again.stderr and "use --measure" in again.stderr
     assert " 0 measured now" in again.stdout and "nothing to run" in again.stdout
     assert len(query(Lake(lake), "SELECT key FROM roi").to_pandas()) == len(roi)

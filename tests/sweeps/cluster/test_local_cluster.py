@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.cluster import LocalCluster
+from sweeps.cluster.local import LocalCluster
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "cluster.py"
 #: Client-side variables that would point a subprocess at another cluster or token.
 _CLIENT_VARS = ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")

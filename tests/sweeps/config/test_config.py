@@ -26,7 +26,7 @@ from sweeps.config import (
 from sweeps.errors import ConfigError, UserError
 from tasks.model.specs import HardwareProfile, LinkTier, TransformerModel
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CONF = REPO / "conf"
 FIXTURES = REPO / "tests" / "fixtures"
 

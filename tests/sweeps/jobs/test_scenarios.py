@@ -6,8 +6,8 @@ import pytest
 
 from sweeps.config import load_run_config
 from sweeps.errors import ConfigError
-from sweeps.jobs import projection_job
-from sweeps.plan import plan_points
+from sweeps.jobs.projection import projection_job
+from sweeps.jobs.projection import plan_points
 from tasks.model.projection import project_table
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import shlex
 import time
 from pathlib import Path
 from typing import Callable, Dict, List
 
-import sweeps
 from sweeps.errors import UserError
 
 __all__ = ["submit_run", "job_runtime_env"]
@@ -16,19 +16,25 @@ __all__ = ["submit_run", "job_runtime_env"]
 #: Never shipped with the job: lakes, environments, build output, version control.
 EXCLUDES = [".git", ".venv*", "venv", "lake", "*.lake", "__pycache__", "*.egg-info", "build", "dist",
             ".pytest_cache", ".hypothesis", "bench-out"]
+#: The packages a job needs on the head node.
+PACKAGES = ("sweeps", "tasks", "analysis", "conf")
+
+
+def _package_dir(name: str) -> Path:
+    """Where an installed package of ours lives (found, not imported)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(f"package {name!r} is not installed beside commscale")
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
 
 
 def job_runtime_env() -> Dict[str, object]:
     """The repository as the job's working directory (an editable install), or the
     packages themselves when commscale is installed without its repository."""
-    root = Path(sweeps.__file__).resolve().parent.parent
+    root = _package_dir("sweeps").parent
     if (root / "pyproject.toml").is_file() and (root / "tasks").is_dir():
         return {"working_dir": str(root), "excludes": EXCLUDES}
-    import analysis
-    import conf
-    import tasks
-
-    return {"py_modules": [sweeps, tasks, analysis, conf]}
+    return {"py_modules": [str(_package_dir(name)) for name in PACKAGES]}
 
 
 def submit_run(address: str, run_args: List[str], *, python_bin: str, follow: bool,

@@ -21,7 +21,9 @@ from optuna.trial import TrialState
 from analysis.query import query
 from sweeps.cli import main
 from sweeps.lake import Lake
-from sweeps.search import KIND, local_evaluator, open_study, run_search, study_path, suggest_layout, trial_key
+from sweeps.jobs.search import trial_key
+from sweeps.lake.kinds import SEARCH as KIND
+from sweeps.search import local_evaluator, open_study, run_search, study_path, suggest_layout
 from sweeps.config import load_search
 from tasks.model.space import best_index, exhaustive
 from tasks.model.search_rows import TRIAL_FIELDS, SearchContext, evaluate_trials
@@ -97,7 +99,7 @@ def test_trials_left_running_are_settled_from_the_lake_or_asked_again(tmp_path):
 
 
 def test_scaling_rows_name_the_winner_or_why_nothing_fits(tmp_path):
-    from sweeps.scaling import scaling_job
+    from sweeps.jobs.scaling import scaling_job
 
     setup = load_search(["small", "scaling.models=[megatron-8.3b,gpt3]", "scaling.devices=[8,64]",
                          "scaling.global_batch=64"])

@@ -1,4 +1,5 @@
-"""Plan a sweep: one point per configuration x hardware scenario, each with a stable key.
+"""The projection job of ``commscale run``: one point per configuration x hardware
+scenario, each with a stable key, projected by the cost model on any worker.
 
 A key hashes the point's content, its sweep, and everything that would change its result
 (the hardware profile's figures, the cost model's version, the calibration), so a point
@@ -7,6 +8,7 @@ whose key is already in the lake never needs projecting again.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -15,12 +17,15 @@ from typing import Dict, List, Optional, Tuple
 import pyarrow as pa
 
 from sweeps.config import RunConfig, load_preset
-from tasks.identity import content_hash
+from sweeps.jobs.job import SweepJob
+from sweeps.jobs.work import Resources, Workload, fingerprint_of, key_of
+from sweeps.lake.kinds import PROJECTION
+from tasks.model import projection
 from tasks.model.metrics import required_tp
 from tasks.model.projection import COST_MODEL_VERSION, HIGHLIGHT_PREFIX, POINT_SCHEMA
 from tasks.model.specs import TransformerModel, fingerprint
 
-__all__ = ["Highlight", "Plan", "plan_points", "point_key"]
+__all__ = ["Highlight", "Plan", "plan_points", "point_key", "projection_job"]
 
 _KEY_FIELDS = [f for f in POINT_SCHEMA.names if f != "key"]
 
@@ -46,12 +51,12 @@ class Plan:
 
 
 def point_key(point: Dict[str, object], sweep: str, hardware_fingerprint: str, calibration: str) -> str:
-    """Deterministic key of one point of a sweep: sha256 of its canonical content, the
+    """Deterministic key of one point of a sweep: the hash of its canonical content, the
     sweep it belongs to, and its provenance. Keys are unique within a result kind, so
     each sweep owns whole rows (a point of two sweeps is one row in each)."""
     content = {f: point[f] for f in _KEY_FIELDS}
     content.update(sweep=sweep, hardware=hardware_fingerprint, calibration=calibration, cost_model=COST_MODEL_VERSION)
-    return content_hash(content, length=32)
+    return key_of(content)
 
 
 def _next_power_of_two(x: float) -> int:
@@ -96,3 +101,34 @@ def plan_points(config: RunConfig, calibration: Optional[str] = None) -> Plan:
         rows.append(row)
     return Plan(pa.Table.from_pylist(rows, schema=POINT_SCHEMA), highlights)
 
+
+def _identity(config: RunConfig, calibration: Optional[projection.Calibration]) -> Dict[str, object]:
+    """What a projection sweep's rows depend on, as its manifest keeps it."""
+    sweep = {f"sweep.{k}": v for k, v in dataclasses.asdict(config.sweep).items()
+             if k not in ("description", "mode", "roi")}
+    sweep["sweep.links"] = config.sweep.links.value
+    # Only a sweep that lists scenarios names them, so older sweeps keep their fingerprint.
+    scenarios = sweep.pop("sweep.scenarios", [])
+    if scenarios:
+        sweep["sweep.scenarios"] = [{"links": s["links"].value, "dp_slowdown": s["dp_slowdown"]} for s in scenarios]
+    sweep["model"] = dataclasses.asdict(config.model) if config.model else None
+    sweep["cost_model"] = COST_MODEL_VERSION
+    sweep["calibration"] = calibration.name if calibration else None
+    return sweep
+
+
+def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0,
+                   calibration: Optional[projection.Calibration] = None) -> Tuple[SweepJob, Plan]:
+    """The job of ``commscale run``: the sweep's points projected on its hardware, with
+    the spec roofline or a measured ``calibration`` (its own partition of the lake)."""
+    plan = plan_points(config, calibration.name if calibration else None)
+    identity = _identity(config, calibration)
+    workload = Workload(kind=PROJECTION, body=projection.project_with,
+                        context=projection.ProjectionContext(config.hardware, calibration),
+                        schema=projection.PROJECTION_SCHEMA, schema_version=projection.SCHEMA_VERSION,
+                        resources=Resources(), point_timeout_s=point_timeout_s)
+    hardware = config.hardware.name + (f".{config.calibration.name}" if calibration and config.calibration else "")
+    job = SweepJob(name=config.sweep.name, hardware=hardware, points=plan.points, workload=workload,
+                   config=identity, sweep_fingerprint=fingerprint_of(identity),
+                   hardware_fingerprint=fingerprint(config.hardware))
+    return job, plan

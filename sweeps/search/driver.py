@@ -16,7 +16,7 @@ Contract:
 - **Infeasible layouts** are rows with their reason, and are told the worst value (+inf
   when minimising, -inf when maximising), so samplers learn to avoid them.
 - Trials are evaluated by ``tasks.model.search_rows.evaluate_trials`` as Ray tasks through
-  ``sweeps.dispatch`` (the only module that knows Ray), or in this process when an
+  ``sweeps.cluster`` (the only package that knows Ray), or in this process when an
   ``evaluator`` is given (benchmarks of sampler efficiency).
 """
 
@@ -36,26 +36,19 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from sweeps.dispatch import Workload, execute, ray_session, slots
+from sweeps.cluster.dispatch import execute
+from sweeps.cluster.session import ray_session, slots
+from sweeps.config import SearchSetup
 from sweeps.errors import LakeError
+from sweeps.jobs.search import trial_key, trial_points, trial_workload
 from sweeps.lake import Lake
 from sweeps.lake.kinds import SEARCH
-from sweeps.config import SearchSetup
-from tasks.identity import content_hash
-from tasks.model.search_rows import (
-    OBJECTIVES,
-    SEARCH_SCHEMA,
-    SEARCH_SCHEMA_VERSION,
-    TRIAL_FIELDS,
-    SearchContext,
-    evaluate_trials,
-)
+from tasks.model.search_rows import OBJECTIVES, SEARCH_SCHEMA_VERSION
 from tasks.model.space import LayoutSpace
 from tasks.outcomes import ChunkOutcome, run_chunk
 
-__all__ = ["KIND", "SearchReport", "run_search", "open_study", "study_path", "suggest_layout", "trial_key"]
+__all__ = ["SearchReport", "run_search", "open_study", "study_path", "suggest_layout", "local_evaluator"]
 
-KIND = SEARCH
 #: An evaluator runs a table of trial points and hands each finished piece to the callback.
 Evaluator = Callable[[pa.Table, Callable[[pa.Table, ChunkOutcome], None]], None]
 
@@ -120,11 +113,6 @@ def suggest_layout(trial: optuna.trial.BaseTrial, space: LayoutSpace) -> Dict[st
     return layout
 
 
-def trial_key(study: str, number: int) -> str:
-    """The lake key of a trial's row."""
-    return content_hash(["search", study, number], length=32)
-
-
 def _values(row: Dict[str, Any], objective: str) -> List[float]:
     """What to tell Optuna for a row: its objectives, or the worst value if infeasible."""
     values = []
@@ -137,9 +125,9 @@ def _values(row: Dict[str, Any], objective: str) -> List[float]:
 
 
 def _stored_rows(lake: Lake, keys: List[str]) -> Dict[str, Dict[str, Any]]:
-    if not keys or KIND not in lake.kinds():
+    if not keys or SEARCH not in lake.kinds():
         return {}
-    table = lake.dataset(KIND).to_table(filter=pc.field("key").isin(keys))
+    table = lake.dataset(SEARCH).to_table(filter=pc.field("key").isin(keys))
     return {row["key"]: row for row in table.to_pylist()}
 
 
@@ -164,26 +152,9 @@ def _completed(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
 
 
-def _points(setup: SearchSetup, study: str, trials: List[optuna.Trial]) -> pa.Table:
-    rows = []
-    for trial in trials:
-        layout = suggest_layout(trial, setup.spec.space)
-        rows.append({"key": trial_key(study, trial.number), "study": study, "model": setup.model.name,
-                     "hardware": setup.hardware.name, "devices": setup.spec.devices,
-                     "global_batch": setup.spec.global_batch, "trial": trial.number, "dp": 0, **layout})
-    return pa.Table.from_pylist(rows, schema=TRIAL_FIELDS)
-
-
-def workload(setup: SearchSetup) -> Workload:
-    """The Ray workload of a study's trials."""
-    return Workload(kind=KIND, body=evaluate_trials, context=SearchContext(setup.step_context, setup.spec.objective),
-                    schema=SEARCH_SCHEMA, schema_version=SEARCH_SCHEMA_VERSION, resources={"num_cpus": 1},
-                    point_timeout_s=60.0)
-
-
 def local_evaluator(setup: SearchSetup) -> Evaluator:
     """Evaluate trials in this process (no Ray): for benchmarks of the samplers."""
-    work = workload(setup)
+    work = trial_workload(setup)
 
     def evaluate(points: pa.Table, on_outcome: Callable[[pa.Table, ChunkOutcome], None]) -> None:
         on_outcome(points, run_chunk(work.body, points, work.context, work.schema))
@@ -197,7 +168,7 @@ def run_search(setup: SearchSetup, lake: Lake, *, storage: Optional[str] = None,
 
     ``on_batch(study, completed)`` is called after each batch; returning True ends the
     run early (the study keeps what it has). Bad input must have been refused before
-    (``search_config.check_space``); this writes to the lake.
+    (``sweeps.config.check_space``); this writes to the lake.
     """
     started = time.perf_counter()
     spec = setup.spec
@@ -209,13 +180,13 @@ def run_search(setup: SearchSetup, lake: Lake, *, storage: Optional[str] = None,
     report = SearchReport(setup.study_name, str(path), spec.trials, before, 0, told, reasked,
                           "nothing to run: the study has its trials", 0.0)
     partition = {"sweep": setup.study_name, "hardware": setup.hardware.name}
-    work = workload(setup)
+    work = trial_workload(setup)
     evaluate = evaluator
     with contextlib.ExitStack() as stack:
         if before < spec.trials and evaluate is None:
             session = stack.enter_context(ray_session(address, num_cpus))
             report.where = session.where
-            width = slots(work)
+            width = slots(work.resources)
 
             def evaluate(points, on_outcome):  # the trials of a batch as Ray tasks
                 execute(points, work, chunk_size=max(1, -(-points.num_rows // width)), max_in_flight=width,
@@ -230,7 +201,7 @@ def run_search(setup: SearchSetup, lake: Lake, *, storage: Optional[str] = None,
             def commit_and_tell(piece: pa.Table, outcome: ChunkOutcome, by_key: Dict[str, Any] = by_key) -> None:
                 nonlocal done
                 if outcome.results is not None and outcome.results.num_rows:
-                    lake.commit(KIND, partition, outcome.results, schema_version=SEARCH_SCHEMA_VERSION)
+                    lake.commit(SEARCH, partition, outcome.results, schema_version=SEARCH_SCHEMA_VERSION)
                     for row in outcome.results.to_pylist():
                         study.tell(by_key.pop(row["key"]), _values(row, spec.objective))
                         done += 1
@@ -238,7 +209,8 @@ def run_search(setup: SearchSetup, lake: Lake, *, storage: Optional[str] = None,
                     report.failures.append(failure)
                     study.tell(by_key.pop(failure["point_key"]), state=TrialState.FAIL)
 
-            evaluate(_points(setup, setup.study_name, asked), commit_and_tell)
+            layouts = [(t.number, suggest_layout(t, setup.spec.space)) for t in asked]
+            evaluate(trial_points(setup, setup.study_name, layouts), commit_and_tell)
             if on_batch and on_batch(study, done):
                 break
         report.completed_now = done - before

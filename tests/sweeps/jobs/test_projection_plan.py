@@ -7,7 +7,7 @@ import dataclasses
 import pyarrow.compute as pc
 
 from sweeps.config import load_preset, load_run_config
-from sweeps.plan import plan_points
+from sweeps.jobs.projection import plan_points
 
 
 def test_table2_plans_the_studys_analyses():

@@ -3,17 +3,15 @@ and a Markdown twin (``analysis.report``). ``commscale run`` ends by writing it 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 from rich.console import Console
 
+from sweeps.cli.options import DEFAULT_REPORT, default_report, lake_option
 from sweeps.lake import Lake
 
-__all__ = ["report", "DEFAULT_REPORT", "write_and_announce"]
-
-DEFAULT_REPORT = os.environ.get("COMMSCALE_REPORT", "report")
+__all__ = ["report", "write_and_announce"]
 
 
 def write_and_announce(console: Console, lake: Lake, out_dir: str, *, verbose: bool = False) -> Path:
@@ -33,11 +31,10 @@ def write_and_announce(console: Console, lake: Lake, out_dir: str, *, verbose: b
 
 
 @click.command()
-@click.option("--lake", "lake_root", default=os.environ.get("COMMSCALE_LAKE", "lake"), show_default=True,
-              help="Lake root: a path or a pyarrow filesystem URI (env COMMSCALE_LAKE).")
-@click.option("--out", "out_dir", default=DEFAULT_REPORT, show_default=True,
+@lake_option
+@click.option("--out", "out_dir", default=default_report, show_default=DEFAULT_REPORT,
               help="Directory of report.html, report.md and figures/ (env COMMSCALE_REPORT).")
-def report(lake_root: str, out_dir: str) -> None:
+def report(*, lake_root: str, out_dir: str) -> None:
     """Write the study's figures, summary tables and provenance from the lake: one
     self-contained HTML page and a Markdown twin. A figure whose rows are missing is
     skipped with the command that produces them."""

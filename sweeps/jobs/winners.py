@@ -1,11 +1,12 @@
-"""Verify a search's winners: measure each top layout's layer GEMMs and collectives with
-the ROI microbenchmarks on the cluster's workers, and set them beside the projection.
+"""Measure a search's winners (``commscale search --measure N``): each top layout's layer
+GEMMs and collectives, with the ROI microbenchmarks on the cluster's workers, set beside
+the projection.
 
 For each layout, per layer and micro-batch:
 
 - **GEMMs**: the forward, input-gradient and weight-gradient GEMMs of one device's layer
   share (the layout's H, heads, SL, micro-batch B and TP), measured one by one and summed.
-- **TP and DP communication**: the layer's collectives (``step_model.layer_collectives``) at
+- **TP and DP communication**: the layer's collectives (``step_parts.layer_collectives``) at
   their exact message sizes, measured among ``world`` ranks (what the cluster can form: 2 on
   a laptop), fitted α-β per op (``tasks.fit.alpha_beta.collective_fits``) and scaled to the layout's
   group size with the ring formula of the fit (``AlphaBetaFit.predict``).
@@ -25,45 +26,48 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from sweeps.config import RoiSpec, SearchSetup
 from sweeps.errors import ConfigError
-from sweeps.run import SweepJob
-from tasks.device import DTYPE_BYTES as DTYPES
-from tasks.identity import content_hash
+from sweeps.jobs.job import SweepJob
+from sweeps.jobs.roi import roi_workload
+from sweeps.jobs.work import fingerprint_of
+from tasks.device import DTYPE_BYTES, check_device
+from tasks.fit.alpha_beta import collective_fits
 from tasks.measure.roi import config_gemms, roi_point, roi_points
 from tasks.model.layout import Layout
 from tasks.model.step_parts import layer_collectives, layer_parts
 
-__all__ = ["VERIFY_PASSES", "LADDER_BYTES", "check_verify", "verify_points", "verify_job", "compare"]
+__all__ = ["MEASURED_PASSES", "LADDER_BYTES", "check_measure_options", "winner_points", "winner_job", "compare"]
 
 #: The GEMM passes measured per layer: forward, input gradient, weight gradient.
-VERIFY_PASSES = ("fwd", "ig", "wg")
+MEASURED_PASSES = ("fwd", "ig", "wg")
 #: Message sizes measured beside the exact ones, so that every op has an α-β fit.
 LADDER_BYTES = (1 << 16, 1 << 20, 1 << 22)
 
 
-def check_verify(n: int, device: str, dtype: str, world: int) -> None:
-    """Refuse bad verify options before any work (``ConfigError``: exit status 2)."""
+def check_measure_options(n: int, device: str, dtype: str, world: int) -> None:
+    """Refuse bad ``--measure`` options before any work (``ConfigError``: exit status 2)."""
     if n < 1:
-        raise ConfigError("--verify", n, "the number of layouts to measure must be at least 1")
-    if device != "cpu" and not (device == "cuda" or device.startswith("cuda:")):
-        raise ConfigError("--verify-device", device, "use cpu or cuda")
-    if dtype not in DTYPES:
-        raise ConfigError("--verify-dtype", dtype, f"choose one of {', '.join(DTYPES)}")
+        raise ConfigError("--measure", n, "the number of layouts to measure must be at least 1")
+    if not check_device(device):
+        raise ConfigError("--measure-device", device, "use cpu or cuda")
+    if dtype not in DTYPE_BYTES:
+        raise ConfigError("--measure-dtype", dtype, f"choose one of {', '.join(DTYPE_BYTES)}")
     if world < 2:
-        raise ConfigError("--verify-world", world, "a collective needs at least 2 ranks")
+        raise ConfigError("--measure-world", world, "a collective needs at least 2 ranks")
 
 
-def _config(setup, layout: Layout) -> Dict[str, int]:
+def _config(setup: SearchSetup, layout: Layout) -> Dict[str, int]:
     model = setup.model
     return dict(h=model.hidden, heads=model.heads, sl=model.seq_len, b=layout.micro_batch, tp=layout.tp)
 
 
-def verify_points(setup, layouts: Sequence[Layout], *, device: str, dtype: str, world: int,
+def winner_points(setup: SearchSetup, layouts: Sequence[Layout], *, device: str, dtype: str, world: int,
                   torch_version: str) -> pa.Table:
     """ROI points of ``layouts``: their layer GEMMs in ``dtype``, and each collective op they
     use at its exact message size (bytes as the search counts them) and at ``LADDER_BYTES``,
     among ``world`` ranks; deduplicated by key."""
-    kernels = roi_points([_config(setup, layout) for layout in layouts], passes=VERIFY_PASSES, elementwise=False,
+    kernels = roi_points([_config(setup, layout) for layout in layouts], passes=MEASURED_PASSES, elementwise=False,
                          dtype=dtype, device=device, device_model_spec="auto", collective_ops=(), world=world,
                          placement="pack", ladder_bytes=(), torch_version=torch_version)
     sizes: Dict[str, set] = {}
@@ -74,36 +78,29 @@ def verify_points(setup, layouts: Sequence[Layout], *, device: str, dtype: str, 
     for op, op_sizes in sorted(sizes.items()):
         for size in sorted(op_sizes):
             point = roi_point(dtype=dtype, device=device, device_model_spec="auto", torch_version=torch_version,
-                              op=op, name=f"{op}.verify", world=world, message_bytes=size, placement="pack")
+                              op=op, name=f"{op}.measure", world=world, message_bytes=size, placement="pack")
             points.setdefault(point["key"], point)
     return pa.Table.from_pylist(list(points.values()), schema=kernels.schema)
 
 
-def verify_job(setup, points: pa.Table, *, device: str, dtype: str, world: int) -> SweepJob:
+def winner_job(setup: SearchSetup, points: pa.Table, *, device: str, dtype: str, world: int) -> SweepJob:
     """The ROI job measuring ``points`` on the cluster's workers (kind ``roi``, shared keys)."""
     import torch
 
-    from sweeps.config import RoiSpec
-    from sweeps.dispatch import execute_roi
-    from sweeps.jobs import roi_workload
-
     ops = sorted({op for op in points.column("op").to_pylist() if op != "gemm"})
-    roi = RoiSpec(device=device, dtype=dtype, passes=list(VERIFY_PASSES), collective_ops=ops or ["all_reduce"],
+    roi = RoiSpec(device=device, dtype=dtype, passes=list(MEASURED_PASSES), collective_ops=ops or ["all_reduce"],
                   world=world, ladder_bytes=list(LADDER_BYTES), max_repeats=20, time_cap_s=2.0)
-    settings = {"verify.device": device, "verify.dtype": dtype, "verify.world": world,
-                "verify.timing": [roi.warmup, roi.min_repeats, roi.max_repeats, roi.time_cap_s, roi.collective_repeats]}
-    return SweepJob(name=f"verify-{setup.study_name}", hardware=device.replace(":", "_"), points=points,
+    settings = {"measure.device": device, "measure.dtype": dtype, "measure.world": world,
+                "measure.timing": [roi.warmup, roi.min_repeats, roi.max_repeats, roi.time_cap_s, roi.collective_repeats]}
+    return SweepJob(name=f"measure-{setup.study_name}", hardware=device.replace(":", "_"), points=points,
                     workload=roi_workload(roi, setup.hardware), config=settings,
-                    sweep_fingerprint=content_hash(settings),
-                    hardware_fingerprint=content_hash([device, "auto", torch.__version__]),
-                    share_results=True, executor=execute_roi)
+                    sweep_fingerprint=fingerprint_of(settings),
+                    hardware_fingerprint=fingerprint_of([device, "auto", torch.__version__]), share_results=True)
 
 
-def compare(setup, layouts: Sequence[Layout], rows: pd.DataFrame) -> pd.DataFrame:
+def compare(setup: SearchSetup, layouts: Sequence[Layout], rows: pd.DataFrame) -> pd.DataFrame:
     """Per layout and layer (one micro-batch): projected and measured GEMM, TP and DP
     communication time in seconds, from the measured ``roi`` rows (status ok)."""
-    from tasks.fit.alpha_beta import collective_fits
-
     ok = rows[rows["status"] == "ok"]
     gemm = {(r.m, r.n, r.k, r.batch): r.median_s for r in ok[ok["op"] == "gemm"].itertuples()}
     fits = {f.op: f for f in collective_fits(ok)}
@@ -112,7 +109,7 @@ def compare(setup, layouts: Sequence[Layout], rows: pd.DataFrame) -> pd.DataFram
     for layout in layouts:
         c = _config(setup, layout)
         shapes = [(int(g.m), int(g.n), int(g.k), int(g.batch))
-                  for g in config_gemms(c["h"], c["heads"], c["sl"], c["b"], c["tp"], VERIFY_PASSES)]
+                  for g in config_gemms(c["h"], c["heads"], c["sl"], c["b"], c["tp"], MEASURED_PASSES)]
         measured = {"gemm_s": sum(gemm[s] for s in shapes) if all(s in gemm for s in shapes) else np.nan,
                     "tp_comm_s": 0.0, "dp_comm_s": 0.0}
         for coll in layer_collectives(layout, ctx):

@@ -1,0 +1,30 @@
+"""The ``commscale`` command line: parsing and rendering only, one module per command group.
+
+    commscale run [GROUP=NAME | GROUP.FIELD=VALUE ...] [--lake PATH] [--address ADDR] [--restart]
+    commscale probe --points 1000 --sleep-ms 50 [--fail die_once:3] [--resource standin_gpu=1]
+    commscale submit [OVERRIDES ...] --address http://HEAD:8265   # as a Ray job
+    commscale status [SWEEP]              # done, failed, pending per sweep, from the lake
+    commscale lake verify|vacuum|upgrade  # maintenance
+    commscale query "SELECT ... FROM projection" [--format table|csv|json|parquet]
+    commscale report [--lake PATH] [--out DIR]   # figures, tables, provenance: HTML + Markdown
+    commscale search [PRESET] [FIELD=VALUE ...]  # the layout with least exposed communication (Optuna)
+    commscale calibrate calibration=NAME  # measure a layer, fit operator models, judge them
+    commscale config [OVERRIDES ...]      # the composed config, as YAML
+    commscale presets                     # the presets of each config group
+
+Bad input ends with exit status 2 and one message naming the field, the value or the
+statement; nothing in the lake changes. Shared options are spelled once (``options``), and
+what every command prints alike is in ``render``.
+"""
+
+from sweeps.cli.calibrate import calibrate
+from sweeps.cli.group import main
+from sweeps.cli.lake import lake, query, status
+from sweeps.cli.report import report
+from sweeps.cli.run import config, presets, probe, run, submit
+from sweeps.cli.search import search
+
+for _command in (run, probe, submit, status, lake, query, report, search, calibrate, config, presets):
+    main.add_command(_command)
+
+__all__ = ["main"]

@@ -1,0 +1,5 @@
+"""``python -m sweeps.cli``: the ``commscale`` command line."""
+
+from sweeps.cli import main
+
+main()

@@ -1,0 +1,43 @@
+"""What every command prints the same way: a run's one-line account and its failures."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+from rich.console import Console
+
+from sweeps.run import RunReport
+
+__all__ = ["run_line", "report_failures"]
+
+
+def run_line(out: Console, report: RunReport, what: str, *, unit: str = "points", new: str = "new",
+             timing: Optional[str] = None) -> None:
+    """``WHAT: N points, K new, C already in the lake[, statuses][, F failed]; where; time``
+    (``unit``, ``new`` and the ``timing`` part as a command words them)."""
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(report.by_status.items()) if status != "ok")
+    failed = f", {len(report.failures)} failed" if report.failures else ""
+    timing = timing or f"{report.elapsed_s:.1f} s"
+    out.print(f"{what}: {report.planned} {unit}, {report.committed} {new}, {report.cached} already in the lake"
+              f"{', ' + counts if counts else ''}{failed}; {report.where}; {timing}"
+              + ("; restarted" if report.restarted else ""), soft_wrap=True)
+
+
+def report_failures(report: RunReport, lake_root: str) -> None:
+    """Name the failures and where their tracebacks are; exit 1 (a bug fails loudly)."""
+    if not report.failures:
+        return
+    by_type: dict = {}
+    for failure in report.failures:
+        by_type.setdefault((failure["status"], failure["error_type"], failure["message"]), []).append(failure)
+    err = Console(stderr=True)
+    err.print(f"[bold red]{len(report.failures)} points failed[/] (run {report.run_id}):", soft_wrap=True)
+    for (status, error_type, message), group in sorted(by_type.items(), key=lambda kv: -len(kv[1])):
+        err.print(f"  {len(group)} x {status}: {error_type}: {message}", soft_wrap=True)
+    first = report.failures[0]["traceback"].strip().splitlines()
+    err.print("  first traceback (all are in the lake):\n    " + "\n    ".join(first[-8:]), soft_wrap=True)
+    err.print(f"  commscale query \"SELECT point_key, status, error_type, message, traceback FROM failure "
+              f"WHERE run_id = '{report.run_id}'\" --lake {lake_root}", soft_wrap=True)
+    err.print("  Running the same command again retries them.", soft_wrap=True)
+    sys.exit(1)

@@ -1,0 +1,171 @@
+"""``commscale run``, ``probe``, ``submit``, ``config`` and ``presets``: parse, call the
+driver, render."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+import click
+from rich.console import Console
+
+from sweeps.cli.options import address_option, default_lake, default_report, lake_option, num_cpus_option, \
+    restart_option
+from sweeps.cli.render import report_failures, run_line
+from sweeps.cli.report import write_and_announce
+from sweeps.config import GROUPS, RunConfig, SweepMode, list_presets, load_run_config
+from sweeps.lake import Lake
+from sweeps.lake.kinds import COLLECTIVE_FIT, PROJECTION, ROI
+
+__all__ = ["run", "probe", "submit", "config", "presets"]
+
+chunk_option = click.option("--chunk-size", type=click.IntRange(min=1), default=None, help="Points per Ray task.")
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("overrides", nargs=-1)
+@lake_option
+@address_option
+@num_cpus_option
+@chunk_option
+@restart_option
+def run(*, overrides: Sequence[str], lake_root: str, address: Optional[str], num_cpus: Optional[int],
+        chunk_size: Optional[int], restart: bool) -> None:
+    """Run a sweep on Ray and land it in the lake: a projection (e.g. `run hardware=h100 sweep.tp=[8,16]`)
+    or, for `sweep=roi`, measurements on the workers.
+
+    Run it again to resume: finished points stay, the rest run."""
+    config = load_run_config(overrides)
+    lake = Lake(lake_root)
+    options = dict(address=address, num_cpus=num_cpus, chunk_size=chunk_size, restart=restart,
+                   console=Console(stderr=True))
+    if config.sweep.mode == SweepMode.roi:
+        _run_roi(config, lake, lake_root, options)
+    else:
+        _run_projection(config, lake, lake_root, options)
+
+
+def _run_projection(config: RunConfig, lake: Lake, lake_root: str, options: dict) -> None:
+    from analysis.summary import render_summary
+    from sweeps.sweep import project
+
+    done = project(config, lake, **options)
+    out = Console()
+    sweep, hw = config.sweep, config.hardware
+    model = f", model {config.model.name}" if config.model else ""
+    costs = f", compute from {done.calibration.name}" if done.calibration else ""
+    run_line(out, done.report, f"[bold]sweep {sweep.name}[/] on [bold]{hw.name}[/] ({hw.accelerator}{model}{costs})")
+    for x in done.plan.highlights:
+        out.print(f"  highlight {x.model}: TP {x.tp} (Eq. 10 gives {x.tp_eq10:.1f} on {hw.hbm_gb:g} GB devices)",
+                  soft_wrap=True)
+    if len(done.rows):
+        render_summary(out, done.rows, title=f"{hw.name}, sweep {sweep.name}", overlap_tp=sweep.overlap_tp)
+    where = "/".join(f"{k}={v}" for k, v in done.job.partition.items())
+    lake_flag = "" if lake_root == default_lake() else f" --lake {lake_root}"
+    out.print(f"\nLake: {lake} ({len(done.rows)} rows of this sweep under kind={PROJECTION}/{where})", soft_wrap=True)
+    out.print(f"Query it:  commscale query \"SELECT h, sl, tp, flop_vs_bw, serialized_fraction FROM {PROJECTION} "
+              f"WHERE sweep = '{sweep.name}' ORDER BY serialized_fraction DESC LIMIT 10\"{lake_flag}", soft_wrap=True)
+    write_and_announce(out, lake, default_report())
+    report_failures(done.report, lake_root)
+
+
+def _run_roi(config: RunConfig, lake: Lake, lake_root: str, options: dict) -> None:
+    """`commscale run` of a ``mode: roi`` sweep: measure, fit, and show the overlap."""
+    from sweeps.cli.roi import render_roi
+    from sweeps.sweep import measure_roi
+
+    done = measure_roi(config, lake, **options)
+    out = Console()
+    roi = config.sweep.roi
+    run_line(out, done.report, f"[bold]ROI sweep {config.sweep.name}[/] ({roi.device}, {roi.dtype})")
+    render_roi(out, done.rows, done.fits, done.overlap)
+    devices = "; ".join(sorted(set(done.rows["device_model"].dropna()))) or "nothing"
+    out.print(f"\nLake: {lake} (kind={ROI}, kind={COLLECTIVE_FIT}); measured on: {devices}", soft_wrap=True)
+    write_and_announce(out, lake, default_report())
+    report_failures(done.report, lake_root)
+
+
+def _parse_pairs(values: Sequence[str], option: str, separator: str, cast) -> dict:
+    """``NAME<separator>NUMBER`` items into a dict (a bare NAME counts 1)."""
+    pairs = {}
+    for value in values:
+        name, sep, amount = value.partition(separator)
+        try:
+            pairs[name] = cast(amount) if sep else cast(1)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not NAME{separator}NUMBER", param_hint=option) from None
+    return pairs
+
+
+@click.command()
+@click.option("--name", default="probe", show_default=True, help="Sweep name in the lake.")
+@click.option("--points", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--sleep-ms", type=click.FloatRange(min=0), default=50.0, show_default=True,
+              help="Each point sleeps this long, standing in for a device measurement.")
+@click.option("--fail", multiple=True, metavar="MODE:COUNT",
+              help="Make COUNT points fail: die_once, transient_once, infeasible, oom, bug (repeatable).")
+@click.option("--resource", multiple=True, metavar="NAME=AMOUNT",
+              help="Custom Ray resource each point needs, e.g. standin_gpu=1 (repeatable).")
+@click.option("--cpus-per-point", type=click.FloatRange(min=0), default=1.0, show_default=True)
+@click.option("--timeout-s", type=click.FloatRange(min=0.01), default=60.0, show_default=True,
+              help="Time cap of one point.")
+@chunk_option
+@lake_option
+@address_option
+@num_cpus_option
+@restart_option
+def probe(*, name: str, points: int, sleep_ms: float, fail: Sequence[str], resource: Sequence[str],
+          cpus_per_point: float, timeout_s: float, chunk_size: Optional[int], lake_root: str, address: Optional[str],
+          num_cpus: Optional[int], restart: bool) -> None:
+    """Check a cluster end to end with synthetic points: dispatch, retries, faults, lake."""
+    from sweeps.jobs.probe import probe_job
+    from sweeps.run import run_job
+
+    job = probe_job(name=name, points=points, sleep_s=sleep_ms / 1000.0, fail=_parse_pairs(fail, "--fail", ":", int),
+                    resources=_parse_pairs(resource, "--resource", "=", float), cpus_per_point=cpus_per_point,
+                    point_timeout_s=timeout_s)
+    report = run_job(job, Lake(lake_root), address=address, num_cpus=num_cpus, chunk_size=chunk_size,
+                     restart=restart, console=Console(stderr=True))
+    run_line(Console(), report, f"[bold]probe {name}[/]")
+    report_failures(report, lake_root)
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("overrides", nargs=-1)
+@click.option("--address", envvar="RAY_API_SERVER_ADDRESS", default="http://127.0.0.1:8265", show_default=True,
+              help="The cluster's Jobs API (dashboard) address.")
+@lake_option
+@click.option("--python", "python_bin", default="python", show_default=True,
+              help="Python that runs the job on the head node.")
+@click.option("--follow/--no-follow", default=True, show_default=True, help="Stream the job's logs until it ends.")
+def submit(*, overrides: Sequence[str], address: str, lake_root: str, python_bin: str, follow: bool) -> None:
+    """Submit `commscale run OVERRIDES` to a Ray cluster as a job, and follow it.
+
+    The config is checked here first; the repository travels as the job's working
+    directory; the lake path must be one the cluster can write (shared storage, or this
+    machine for a cluster on loopback)."""
+    from sweeps.cluster.submit import submit_run
+
+    load_run_config(overrides)  # bad input fails here, before anything is submitted
+    lake_path = lake_root if "://" in lake_root else str(Path(lake_root).expanduser().resolve())
+    ok = submit_run(address, [*overrides, "--lake", lake_path], python_bin=python_bin, follow=follow,
+                    echo=lambda text: click.echo(text, nl=False))
+    if not ok:
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("overrides", nargs=-1)
+def config(overrides: Sequence[str]) -> None:
+    """Print the composed config (presets plus overrides) as YAML."""
+    from omegaconf import OmegaConf
+
+    click.echo(OmegaConf.to_yaml(OmegaConf.structured(load_run_config(overrides))), nl=False)
+
+
+@click.command()
+def presets() -> None:
+    """List the presets of each config group."""
+    for group in GROUPS:
+        click.echo(f"{group}: {', '.join(list_presets(group))}")

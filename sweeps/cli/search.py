@@ -1,0 +1,238 @@
+"""``commscale search``: find the parallel layout that exposes least communication.
+
+    commscale search [PRESET] [FIELD=VALUE ...] [--lake PATH] [--storage FILE] [--address ADDR]
+    commscale search small --exhaustive          # enumerate the whole space instead (small spaces)
+    commscale search scaling --scaling           # best layout per model and device count
+    commscale search small --measure 3           # measure the top 3 layouts' kernels and collectives
+
+Bad input (an unknown preset or field, a space in which no layout is feasible, bad
+--measure options) ends with exit status 2 before any work and without touching the lake.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional, Sequence
+
+import click
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from sweeps.cli.options import address_option, lake_option, num_cpus_option
+from sweeps.cli.render import run_line
+from sweeps.config import SearchSetup
+from sweeps.errors import ConfigError
+from sweeps.lake import Lake
+from sweeps.lake.kinds import ROI, SCALING, SEARCH
+
+__all__ = ["search"]
+
+
+def _layout_table(title: str, rows: pd.DataFrame, extra: Sequence[str] = ()) -> Table:
+    from sweeps.search.results import layout_of
+
+    table = Table(title=title, title_justify="left")
+    for name in ("layout", "family", "step s", "exposed comm", "memory GB", "tokens/s/device", *extra):
+        table.add_column(name, justify="left" if name in ("layout", "family") else "right", no_wrap=True)
+    for _, row in rows.iterrows():
+        table.add_row(layout_of(row).describe(), row["family"], f"{row['step_time_s']:.3f}",
+                      f"{row['exposed_comm_share']:.1%}", f"{row['memory_per_device_bytes'] / 1e9:.1f}",
+                      f"{row['tokens_per_s_per_device']:,.0f}", *(str(row[e]) for e in extra))
+    return table
+
+
+def _deprecated(option: str, instead: str):
+    def warn(ctx: click.Context, param: click.Parameter, value):
+        if value is not None:
+            click.echo(f"warning: {option} is deprecated and will go in the next release; use {instead}", err=True)
+        return value
+    return warn
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("overrides", nargs=-1)
+@lake_option
+@click.option("--storage", default=None, help="The study's journal file (default: LAKE/_studies/STUDY.journal).")
+@address_option
+@num_cpus_option
+@click.option("--exhaustive", is_flag=True, help="Enumerate the whole space instead of searching (nothing is written).")
+@click.option("--scaling", is_flag=True, help="The scaling view: best layout per model and device count.")
+@click.option("--restart", is_flag=True, help="With --scaling: start the scaling sweep anew if its config changed.")
+@click.option("--measure", "measure_top", type=int, default=None,
+              help="Measure the top N layouts' layer GEMMs and collectives on the cluster's workers (ROI microbenchmarks).")
+@click.option("--measure-device", default="cpu", show_default=True, help="Device of the --measure runs: cpu or cuda.")
+@click.option("--measure-dtype", default="fp32", show_default=True, help="Element type of the measured GEMMs and collectives.")
+@click.option("--measure-world", type=int, default=2, show_default=True,
+              help="Ranks of the measured collectives (what the cluster can form); scaled to each layout's group size.")
+@click.option("--verify", "verify_top", type=int, default=None, hidden=True,
+              callback=_deprecated("--verify", "--measure"))
+@click.option("--verify-device", default=None, hidden=True, callback=_deprecated("--verify-device", "--measure-device"))
+@click.option("--verify-dtype", default=None, hidden=True, callback=_deprecated("--verify-dtype", "--measure-dtype"))
+@click.option("--verify-world", type=int, default=None, hidden=True,
+              callback=_deprecated("--verify-world", "--measure-world"))
+def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], address: Optional[str],
+           num_cpus: Optional[int], exhaustive: bool, scaling: bool, restart: bool, measure_top: Optional[int],
+           measure_device: str, measure_dtype: str, measure_world: int, verify_top: Optional[int],
+           verify_device: Optional[str], verify_dtype: Optional[str], verify_world: Optional[int]) -> None:
+    """Search the parallel layout with least exposed communication (Optuna: TPE, or NSGA-II
+    for objective=pareto), e.g. `search default devices=512 space.tp=[2,4,8]`.
+
+    Run it again to resume the study at its trial count; raise `trials=` to extend it."""
+    import optuna
+
+    from sweeps.config import check_space, load_search
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    measure_top = measure_top if verify_top is None else verify_top
+    device, dtype = verify_device or measure_device, verify_dtype or measure_dtype
+    world = measure_world if verify_world is None else verify_world
+    if measure_top is not None:
+        from sweeps.jobs.winners import check_measure_options
+
+        check_measure_options(measure_top, device, dtype, world)
+        if exhaustive or scaling:
+            raise ConfigError("--measure", measure_top, "measures a search's winners; not with --exhaustive or --scaling")
+    setup = load_search(overrides)
+    lake = Lake(lake_root)
+    out = Console(width=max(Console().width, 140))
+    if scaling:
+        _run_scaling(out, setup, lake, address=address, num_cpus=num_cpus, restart=restart)
+        return
+    total, feasible = check_space(setup)  # bad input ends here, before any work
+    spec = setup.spec
+    out.print(f"[bold]search {setup.study_name}[/]: {setup.model.name} on {spec.devices} x {setup.hardware.name}, "
+              f"global batch {spec.global_batch}; {total:,} layouts ({feasible:,} feasible); objective {spec.objective}, "
+              f"sampler {setup.sampler}", soft_wrap=True)
+    if exhaustive:
+        from sweeps.search.results import exhaustive_frame
+        from tasks.model.search_rows import OBJECTIVES
+
+        frame = exhaustive_frame(setup)
+        column = OBJECTIVES[spec.objective][0][0]
+        out.print(_layout_table(f"Exhaustive: best {spec.top} of {total:,} layouts ({len(frame):,} feasible) by "
+                                f"{column}", frame.head(spec.top)))
+        return
+    top = _run_study(out, setup, lake, storage=storage, address=address, num_cpus=num_cpus)
+    if measure_top is not None:
+        _measure(out, setup, lake, top.head(measure_top), device=device, dtype=dtype, world=world,
+                 address=address, num_cpus=num_cpus)
+
+
+def _run_scaling(out: Console, setup: SearchSetup, lake: Lake, **options) -> None:
+    from sweeps.jobs.scaling import scaling_job
+    from sweeps.lake.views import read_rows
+    from sweeps.run import run_job
+    from sweeps.search.results import fsdp_wins, layout_of
+
+    job = scaling_job(setup)
+    report = run_job(job, lake, chunk_size=1, console=Console(stderr=True), **options)
+    run_line(out, report, f"[bold]scaling {setup.spec.name}[/] on {setup.hardware.name}")
+    rows = read_rows(lake, SCALING, job.points, status=None).sort_values(["model", "devices"])
+    table = Table(title=f"Best layout per device count, global batch {setup.spec.scaling.global_batch} sequences "
+                        f"({setup.hardware.name}, {setup.spec.space.size:,} layouts each)", title_justify="left")
+    for name in ("model", "devices", "layout", "family", "tokens/s/device", "vs first", "exposed comm", "memory GB",
+                 "latency s"):
+        table.add_column(name, justify="left" if name in ("model", "layout", "family") else "right", no_wrap=True)
+    for model, group in rows.groupby("model", sort=False):
+        first = group[group["status"] == "ok"]["tokens_per_s_per_device"].head(1)
+        for _, row in group.iterrows():
+            if row["status"] != "ok":
+                table.add_row(model, str(row["devices"]), "no layout fits", "", "", "", "", "", "")
+                continue
+            table.add_row(model, str(row["devices"]), layout_of(row).describe(), row["winner_family"],
+                          f"{row['tokens_per_s_per_device']:,.0f}",
+                          f"{row['tokens_per_s_per_device'] / first.iloc[0]:.0%}", f"{row['exposed_comm_share']:.1%}",
+                          f"{row['memory_per_device_bytes'] / 1e9:.1f}", f"{row['latency_s']:.3f}")
+    out.print(table)
+    for line in fsdp_wins(rows):
+        out.print(f"  {line}", soft_wrap=True)
+    out.print(f"\nLake: {lake} (kind={SCALING}/sweep={setup.spec.name}/hardware={setup.hardware.name})", soft_wrap=True)
+
+
+def _run_study(out: Console, setup: SearchSetup, lake: Lake, **options) -> pd.DataFrame:
+    """Run or resume the study, print its top layouts (or Pareto front) and return them, best first."""
+    from sweeps.search import run_search
+    from sweeps.search.results import optimum_gap, pareto, study_rows, top_layouts
+    from tasks.model.search_rows import OBJECTIVES
+
+    spec = setup.spec
+    err = Console(stderr=True)
+    report = run_search(setup, lake, **options,
+                        on_batch=lambda study, done: bool(err.print(f"  {done}/{spec.trials} trials", end="\r")))
+    out.print(f"{report.trials} trials: {report.completed_now} new, {report.completed_before} from before"
+              + (f", {report.told_from_lake} settled from the lake" if report.told_from_lake else "")
+              + (f", {report.reasked} left running by a dead driver asked again" if report.reasked else "")
+              + f"; {report.where}; {report.elapsed_s:.1f} s\nStudy: {report.storage}", soft_wrap=True)
+    rows = study_rows(lake, setup.study_name)
+    ok = rows[rows["status"] == "ok"]
+    out.print(f"{len(rows)} trials in the lake: {len(ok)} feasible, {len(rows) - len(ok)} infeasible")
+    if len(OBJECTIVES[spec.objective]) > 1:
+        top = pareto(rows)
+        out.print(_layout_table("Pareto front: exposed-communication share vs tokens/s per device", top,
+                                extra=("trial",)))
+    else:
+        top = top_layouts(rows, spec.objective)
+        out.print(_layout_table(f"Top {spec.top} layouts by {OBJECTIVES[spec.objective][0][0]}", top.head(spec.top),
+                                extra=("trial",)))
+        gap = optimum_gap(setup, top)
+        if gap is not None:
+            out.print(f"Exhaustive optimum of the space: {gap.column} = {gap.optimum:.6g}; the search's best is within "
+                      f"{gap.gap:.2%}", soft_wrap=True)
+    out.print(f"\nLake: {lake} (kind={SEARCH}/sweep={setup.study_name}/hardware={setup.hardware.name})", soft_wrap=True)
+    if report.failures:
+        Console(stderr=True).print(f"[bold red]{len(report.failures)} trials failed[/]: "
+                                   f"{report.failures[0]['error_type']}: {report.failures[0]['message']}", soft_wrap=True)
+        sys.exit(1)
+    return top
+
+
+def _measure(out: Console, setup: SearchSetup, lake: Lake, top: pd.DataFrame, *, device: str, dtype: str, world: int,
+             **options) -> None:
+    """Measure the ``top`` layouts' layer GEMMs and collectives and print them beside the projection."""
+    import torch
+
+    from sweeps.jobs.winners import compare, winner_job, winner_points
+    from sweeps.lake.views import read_rows
+    from sweeps.run import run_job
+    from sweeps.search.results import layout_of
+
+    layouts = [layout_of(row) for _, row in top.iterrows()]
+    if not layouts:
+        out.print("Measure: no feasible layout to measure")
+        return
+    points = winner_points(setup, layouts, device=device, dtype=dtype, world=world, torch_version=torch.__version__)
+    job = winner_job(setup, points, device=device, dtype=dtype, world=world)
+    report = run_job(job, lake, console=Console(stderr=True), **options)
+    out.print()
+    run_line(out, report, f"[bold]measure[/] {len(layouts)} layouts", unit="ROI points", new="measured now")
+    rows = read_rows(lake, ROI, points, status=None)
+    bad = rows[rows["status"] != "ok"]
+    if len(bad):
+        out.print(f"[yellow]{len(bad)} points not measured[/]: {bad['reason'].iloc[0]}", soft_wrap=True)
+    measured_on = ", ".join(sorted(set(rows["device_model"].dropna()))) or device
+    out.print(_comparison_table(compare(setup, layouts, rows), setup, measured_on=measured_on, device=device,
+                                dtype=dtype, world=world))
+
+
+def _comparison_table(frame: pd.DataFrame, setup: SearchSetup, *, measured_on: str, device: str, dtype: str,
+                      world: int) -> Table:
+    table = Table(title=f"Projected vs measured, per layer and micro-batch (ms): projected = spec step model on "
+                        f"{setup.hardware.name}, {setup.spec.dtype_bytes}-byte elements; measured = {measured_on} "
+                        f"({device}, {dtype}) on this cluster's workers", title_justify="left")
+    for name in ("layout", "GEMMs proj", "GEMMs meas", "x", "TP comm proj", "TP comm meas", "x ", "DP comm proj",
+                 "DP comm meas", "x  "):
+        table.add_column(name, justify="left" if name == "layout" else "right", no_wrap=True)
+
+    def cells(row, part: str):
+        projected, measured = row[f"projected_{part}"], row[f"measured_{part}"]
+        ratio = f"{measured / projected:,.1f}" if projected > 0 and measured == measured else "-"
+        return f"{1e3 * projected:.3f}", f"{1e3 * measured:.3f}" if measured == measured else "-", ratio
+
+    for _, row in frame.iterrows():
+        table.add_row(row["layout"], *cells(row, "gemm_s"), *cells(row, "tp_comm_s"), *cells(row, "dp_comm_s"))
+    table.caption = (f"GEMMs: fwd, ig and wg of one device's layer share, each measured and summed. Collectives: the "
+                     f"layer's TP ops and its DP/ZeRO ops at one micro-batch, at the exact message sizes, measured among "
+                     f"{world} ranks (--measure-world), α-β fitted and scaled to the layout's group size by "
+                     f"the ring formula. x = measured / projected.")
+    return table

@@ -1,0 +1,108 @@
+"""Start or join a Ray cluster for one run, on loopback and with token authentication.
+
+The embedded cluster binds to 127.0.0.1, runs no dashboard, and runs with Ray's token
+authentication, which Ray 2.60 turns on for a new local cluster unless ``RAY_AUTH_MODE``
+says otherwise (it generates ``~/.ray/auth_token`` if missing). When joining a cluster,
+the ``tasks`` package travels with the job, so workers need only Ray and the scientific
+stack.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import ray
+from ray._private import ray_constants
+from ray._raylet import AuthenticationMode, get_authentication_mode
+from ray.exceptions import AuthenticationError
+
+import tasks
+from sweeps.errors import UserError
+from sweeps.jobs.work import Resources
+
+__all__ = ["RaySession", "ray_session", "slots", "ray_options"]
+
+
+@dataclass(frozen=True)
+class RaySession:
+    """Where the work runs: a description for people, and the cluster's CPU count."""
+
+    where: str
+    cpus: int
+    auth: str
+
+
+@contextlib.contextmanager
+def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -> Iterator[RaySession]:
+    """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), or start an embedded one;
+    ``auth`` in the session says which authentication mode is in force. Shuts the
+    embedded cluster down (or disconnects) on exit."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if not address:
+        _keep_to_loopback()
+    # Ray logs a warning that token authentication is on; the session reports it instead.
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+    quiet = dict(logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
+    if address:
+        # A driver beside a cluster on loopback must not advertise another interface.
+        local = {"_node_ip_address": "127.0.0.1"} if _is_loopback(address) else {}
+        try:
+            ray.init(address=address, runtime_env={"py_modules": [os.path.dirname(tasks.__file__)]}, **local, **quiet)
+        except (ConnectionError, AuthenticationError, RuntimeError) as exc:
+            raise UserError(
+                f"cannot join the Ray cluster at {address!r}: {str(exc).splitlines()[0]} "
+                "(check the address, and RAY_AUTH_TOKEN or ~/.ray/auth_token for its token)"
+            ) from None
+        where = f"Ray cluster at {address}"
+    else:
+        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+                 num_cpus=num_cpus, **quiet)
+        where = "embedded Ray on 127.0.0.1"
+    try:
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        auth = "token" if get_authentication_mode() == AuthenticationMode.TOKEN else "none"
+        yield RaySession(f"{where} ({cpus} CPUs, auth: {auth})", cpus, auth)
+    finally:
+        ray.shutdown()
+
+
+def ray_options(resources: Resources) -> dict:
+    """Ray task options for ``resources``."""
+    options: dict = {"num_cpus": resources.cpus}
+    if resources.gpus:
+        options["num_gpus"] = resources.gpus
+    if resources.custom:
+        options["resources"] = dict(resources.custom)
+    return options
+
+
+def slots(resources: Resources) -> int:
+    """How many tasks needing ``resources`` the cluster can run at once (at least 1)."""
+    total = ray.cluster_resources()
+    needs = {"CPU": resources.cpus, "GPU": resources.gpus, **resources.custom}
+    fits = [total.get(name, 0) / amount for name, amount in needs.items() if amount]
+    return max(1, int(min(fits))) if fits else max(1, int(total.get("CPU", 1)))
+
+
+def _keep_to_loopback() -> None:
+    """Make the embedded cluster use 127.0.0.1 as its node IP, so it listens on loopback.
+
+    Ray 2.60 replaces a node IP of 127.0.0.1 (``_node_ip_address``) by the host's
+    outward address unless it treats the host as single-node, which
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` selects; its servers then listen on loopback
+    only. The variable reaches the processes Ray starts; the already imported constant
+    covers this one. Not for joining a cluster: a driver must share the node IP its
+    cluster's nodes advertise.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.split("://")[-1].rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")

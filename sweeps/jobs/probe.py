@@ -1,0 +1,54 @@
+"""The probe job: synthetic points (``tasks.measure.probe``) that check a cluster end to end
+(dispatch, retries, fault sorting, the lake) without a device (``commscale probe``)."""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Dict, Mapping, Optional
+
+import pyarrow as pa
+
+from sweeps.errors import ConfigError
+from sweeps.jobs.job import SweepJob
+from sweeps.jobs.work import Resources, Workload, fingerprint_of, key_of
+from sweeps.lake.kinds import PROBE
+from tasks.measure import probe
+
+__all__ = ["probe_job"]
+
+
+def _check(points: int, sleep_s: float, fail: Mapping[str, int]) -> None:
+    if points <= 0:
+        raise ConfigError("points", points, "must be positive")
+    if sleep_s < 0:
+        raise ConfigError("sleep_ms", sleep_s * 1000, "must not be negative")
+    for mode, count in fail.items():
+        if mode not in probe.FAIL_MODES or not mode:
+            raise ConfigError("fail", mode, f"unknown mode; choose from {', '.join(m for m in probe.FAIL_MODES if m)}")
+        if count < 0:
+            raise ConfigError("fail", f"{mode}:{count}", "count must not be negative")
+    if sum(fail.values()) > points:
+        raise ConfigError("fail", dict(fail), f"asks for more failing points than the {points} points")
+
+
+def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int], resources: Dict[str, float],
+              cpus_per_point: float = 1.0, point_timeout_s: float = 60.0, marker_dir: Optional[str] = None) -> SweepJob:
+    """``points`` synthetic points that sleep ``sleep_s``; the first ones fail on purpose,
+    ``fail[mode]`` points per mode. Each task asks for ``cpus_per_point`` CPUs and
+    ``resources`` (custom Ray resources standing in for GPUs)."""
+    _check(points, sleep_s, fail)
+    modes = [mode for mode, count in sorted(fail.items()) for _ in range(count)]
+    modes += [""] * (points - len(modes))
+    config = {"points": points, "sleep_s": sleep_s, "fail": dict(sorted(fail.items()))}
+    fp = fingerprint_of(config)
+    rows = [{"key": key_of(["probe", name, fp, i]), "index": i, "sleep_s": sleep_s, "fail": mode}
+            for i, mode in enumerate(modes)]
+    context = probe.ProbeContext(marker_dir or tempfile.mkdtemp(prefix="commscale-probe-"))
+    workload = Workload(kind=PROBE, body=probe.probe_table, context=context, schema=probe.PROBE_SCHEMA,
+                        schema_version=probe.SCHEMA_VERSION,
+                        resources=Resources(cpus=cpus_per_point, custom=dict(resources)),
+                        point_timeout_s=point_timeout_s)
+    label = "+".join(sorted(resources)) or "cpu"
+    return SweepJob(name=name, hardware=label, points=pa.Table.from_pylist(rows, schema=probe.PROBE_POINT_SCHEMA),
+                    workload=workload, config=config, sweep_fingerprint=fp,
+                    hardware_fingerprint=fingerprint_of(dict(resources)))

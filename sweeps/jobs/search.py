@@ -1,0 +1,36 @@
+"""The trials of a layout search as work: one ``search`` row per trial, evaluated by the
+whole-step model on any worker (``tasks.model.search_rows.evaluate_trials``)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Sequence, Tuple
+
+import pyarrow as pa
+
+from sweeps.config import SearchSetup
+from sweeps.jobs.work import Resources, Workload, key_of
+from sweeps.lake.kinds import SEARCH
+from tasks.model.search_rows import SEARCH_SCHEMA, SEARCH_SCHEMA_VERSION, TRIAL_FIELDS, SearchContext, evaluate_trials
+
+__all__ = ["trial_key", "trial_points", "trial_workload"]
+
+
+def trial_key(study: str, number: int) -> str:
+    """The lake key of a trial's row."""
+    return key_of(["search", study, number])
+
+
+def trial_points(setup: SearchSetup, study: str, trials: Sequence[Tuple[int, Dict[str, Any]]]) -> pa.Table:
+    """The points of ``trials`` ((trial number, layout) pairs; DP is derived by the model)."""
+    spec = setup.spec
+    rows = [{"key": trial_key(study, number), "study": study, "model": setup.model.name,
+             "hardware": setup.hardware.name, "devices": spec.devices, "global_batch": spec.global_batch,
+             "trial": number, "dp": 0, **layout} for number, layout in trials]
+    return pa.Table.from_pylist(rows, schema=TRIAL_FIELDS)
+
+
+def trial_workload(setup: SearchSetup) -> Workload:
+    """The work of a study's trials: one CPU each, a minute at most per trial."""
+    return Workload(kind=SEARCH, body=evaluate_trials, context=SearchContext(setup.step_context, setup.spec.objective),
+                    schema=SEARCH_SCHEMA, schema_version=SEARCH_SCHEMA_VERSION, resources=Resources(),
+                    point_timeout_s=60.0)

@@ -1,0 +1,7 @@
+"""The layout search: the Optuna driver (ask -> dispatch -> commit -> tell, with resume)
+in ``driver``, and what it found, as frames, in ``results`` (top layouts, Pareto front,
+the exhaustive optimum and the search's gap to it, the scaling view's winners)."""
+
+from sweeps.search.driver import SearchReport, local_evaluator, open_study, run_search, study_path, suggest_layout
+
+__all__ = ["SearchReport", "run_search", "open_study", "study_path", "suggest_layout", "local_evaluator"]
