@@ -60,7 +60,7 @@ def collective_fit(runs: int) -> None:
     import pyarrow as pa
 
     from sweeps.cluster.groups import run_collective_group
-from sweeps.cluster.session import ray_session
+    from sweeps.cluster.session import ray_session
     from tasks.fit.alpha_beta import fit_alpha_beta
     from tasks.measure.collectives import CollectiveContext
     from tasks.measure.kernels import ROI_POINT_SCHEMA, ROI_SCHEMA

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from rich.console import Console
 
-from sweeps.run import RunReport
+if TYPE_CHECKING:  # the run engine imports Ray; a command that runs nothing need not
+    from sweeps.run import RunReport
 
 __all__ = ["run_line", "report_failures"]
 
 
-def run_line(out: Console, report: RunReport, what: str, *, unit: str = "points", new: str = "new",
+def run_line(out: Console, report: "RunReport", what: str, *, unit: str = "points", new: str = "new",
              timing: Optional[str] = None) -> None:
     """``WHAT: N points, K new, C already in the lake[, statuses][, F failed]; where; time``
     (``unit``, ``new`` and the ``timing`` part as a command words them)."""
@@ -24,7 +25,7 @@ def run_line(out: Console, report: RunReport, what: str, *, unit: str = "points"
               + ("; restarted" if report.restarted else ""), soft_wrap=True)
 
 
-def report_failures(report: RunReport, lake_root: str) -> None:
+def report_failures(report: "RunReport", lake_root: str) -> None:
     """Name the failures and where their tracebacks are; exit 1 (a bug fails loudly)."""
     if not report.failures:
         return

@@ -41,7 +41,7 @@ def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int]
     modes += [""] * (points - len(modes))
     config = {"points": points, "sleep_s": sleep_s, "fail": dict(sorted(fail.items()))}
     fp = fingerprint_of(config)
-    rows = [{"key": key_of(["probe", name, fp, i]), "index": i, "sleep_s": sleep_s, "fail": mode}
+    rows = [{"key": key_of([PROBE, name, fp, i]), "index": i, "sleep_s": sleep_s, "fail": mode}
             for i, mode in enumerate(modes)]
     context = probe.ProbeContext(marker_dir or tempfile.mkdtemp(prefix="commscale-probe-"))
     workload = Workload(kind=PROBE, body=probe.probe_table, context=context, schema=probe.PROBE_SCHEMA,

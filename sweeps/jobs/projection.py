@@ -93,9 +93,10 @@ def plan_points(config: RunConfig, calibration: Optional[str] = None) -> Plan:
     scenarios = [(s.links.value, float(s.dp_slowdown)) for s in sweep.scenarios] or [
         (sweep.links.value, float(sweep.dp_slowdown))]
     rows: List[Dict[str, object]] = []
-    for (label, h, heads, sl, b, tp), m, (links, slowdown) in itertools.product(configs, sweep.flop_vs_bw, scenarios):
+    for (label, h, heads, sl, b, tp), multiplier, (links, slowdown) in itertools.product(configs, sweep.flop_vs_bw,
+                                                                                      scenarios):
         row = dict(label=label, h=h, heads=heads, sl=sl, b=b, tp=tp, dp=sweep.dp,
-                   dtype_bytes=sweep.dtype_bytes, flop_vs_bw=float(m),
+                   dtype_bytes=sweep.dtype_bytes, flop_vs_bw=float(multiplier),
                    dp_slowdown=slowdown, links=links)
         row["key"] = point_key(row, sweep.name, hw_print, calibration)
         rows.append(row)

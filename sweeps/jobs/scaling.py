@@ -33,7 +33,7 @@ def scaling_job(setup: SearchSetup) -> SweepJob:
               "scaling": dataclasses.asdict(spec.scaling), "models": {n: fingerprint(m) for n, m in models.items()},
               "cost_model": f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"}
     fp = fingerprint_of(config)
-    rows = [{"key": key_of(["scaling", spec.name, fp, fingerprint(hw), name, devices]),
+    rows = [{"key": key_of([SCALING, spec.name, fp, fingerprint(hw), name, devices]),
              "model": name, "hardware": hw.name, "devices": devices, "global_batch": spec.scaling.global_batch}
             for name in spec.scaling.models for devices in spec.scaling.devices]
     points = pa.Table.from_pylist(rows, schema=pa.schema(list(SCALING_SCHEMA)[:5]))

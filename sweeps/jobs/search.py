@@ -17,7 +17,7 @@ __all__ = ["trial_key", "trial_points", "trial_workload"]
 
 def trial_key(study: str, number: int) -> str:
     """The lake key of a trial's row."""
-    return key_of(["search", study, number])
+    return key_of([SEARCH, study, number])
 
 
 def trial_points(setup: SearchSetup, study: str, trials: Sequence[Tuple[int, Dict[str, Any]]]) -> pa.Table:

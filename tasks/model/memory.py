@@ -67,12 +67,12 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute):
 def in_flight_microbatches(microbatches, pp, virtual_stages, interleaved):
     """Micro-batches whose activations the first pipeline stage holds at its peak.
 
-    1F1B: min(m, PP) (Narayanan et al. 2021). Interleaved: Korthikanti et al. §4.2.3, the
+    1F1B: min(M, PP) for M micro-batches (Narayanan et al. 2021). Interleaved: Korthikanti et al. §4.2.3, the
     first stage holds L*(1 + (PP-1)/(PP*v)) layers' worth, i.e. PP*(1 + (PP-1)/(PP*v))
     micro-batches of its L/PP layers.
     """
-    m, pp, v = (np.asarray(x, dtype=np.float64) for x in (microbatches, pp, virtual_stages))
-    base = np.minimum(m, pp)
+    microbatches, pp, v = (np.asarray(x, dtype=np.float64) for x in (microbatches, pp, virtual_stages))
+    base = np.minimum(microbatches, pp)
     return np.where(interleaved, base * (1.0 + (pp - 1.0) / (pp * v)), base)
 
 

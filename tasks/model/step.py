@@ -12,8 +12,9 @@ per-layer model of ``tasks.model.projection`` (method.md §3) to a whole step:
   reduce-scatter and an all-gather (Korthikanti et al.): the same ring time, less memory.
 - **PP**: a point-to-point send of each micro-batch's activations forward and of its
   gradient backward per stage boundary (v times for the interleaved schedule); the
-  bubble, (p-1)/v ticks of the m + (p-1)/v a step takes (Narayanan et al. 2021: bubble
-  over ideal time (p-1)/(v*m); for 1F1B the bubble is (p-1)/(m+p-1) of the step).
+  bubble, (p-1)/v ticks of the M + (p-1)/v a step takes, M micro-batches (Narayanan et
+  al. 2021: bubble over ideal time (p-1)/(v*M); for 1F1B the bubble is (p-1)/(M+p-1) of
+  the step).
 - **DP** (Rajbhandari et al., ZeRO, 2020): plain DP all-reduces the gradients once per
   step, hidden behind the last micro-batch's backward GEMMs as far as they last
   (method.md §6); ZeRO-1 reduce-scatters them the same way and all-gathers the updated
@@ -170,7 +171,7 @@ def _step(lay: _Layouts, ctx: StepContext) -> Dict[str, np.ndarray]:
     tp_mb = _tp_comm(lay, ctx)
     pp_mb = _pp_comm(lay, ctx)
     dp = _dp_comm(lay, ctx, compute)
-    # The pipeline: m micro-batches plus (p-1)/v ticks of bubble (Narayanan et al. 2021).
+    # The pipeline: M micro-batches plus (p-1)/v ticks of bubble (Narayanan et al. 2021).
     ticks = lay.microbatches + (lay.pp - 1.0) / lay.stages
     comm_mb = tp_mb + pp_mb + dp["per_microbatch"]
     step = ticks * (compute["per_microbatch"] + comm_mb) + dp["per_step"]
@@ -293,13 +294,14 @@ def _dp_comm(lay: _Layouts, ctx: StepContext, compute: Dict[str, np.ndarray]) ->
         return metrics.exposed_communication(0.0, t, hide, ctx.dp_slowdown)
 
     allreduce, gather, scatter = over_stage("all_reduce"), over_stage("all_gather"), over_stage("reduce_scatter")
-    is_zero3, is_fsdp, m = lay.zero_is("zero3"), lay.zero_is("fsdp"), lay.microbatches
+    is_zero3, is_fsdp, microbatches = lay.zero_is("zero3"), lay.zero_is("fsdp"), lay.microbatches
     per_mb = np.where(lay.sharded, exposed(gather, compute["forward_hide"])
                       + exposed(gather + np.where(is_zero3, scatter, 0.0)), 0.0)
     per_step = np.select([lay.zero_is("none"), lay.zero_is("zero1"), is_fsdp],
                          [exposed(allreduce), exposed(scatter) + gather, exposed(scatter)], 0.0)
     total = np.select([lay.zero_is("none"), lay.zero_is("zero1"), is_zero3],
-                      [allreduce, scatter + gather, m * (2.0 * gather + scatter)], 2.0 * m * gather + scatter)
+                      [allreduce, scatter + gather, microbatches * (2.0 * gather + scatter)],
+                      2.0 * microbatches * gather + scatter)
     return {"per_microbatch": per_mb, "per_step": per_step, "total": total,
             "traffic": _dp_traffic(lay, ctx, embed_bytes)}
 
@@ -310,9 +312,9 @@ def _dp_traffic(lay: _Layouts, ctx: StepContext, embed_bytes: np.ndarray) -> np.
                                                                  float(ctx.dtype_bytes)) + embed_bytes
     allreduce = bus_factor("all_reduce", lay.dp) * stage_bytes
     gather = bus_factor("all_gather", lay.dp) * stage_bytes
-    m = lay.microbatches
+    microbatches = lay.microbatches
     return np.select([lay.zero <= code("zero", "zero1"), lay.zero_is("zero3")],
-                     [allreduce, 3.0 * m * gather], (2.0 * m + 1.0) * gather)
+                     [allreduce, 3.0 * microbatches * gather], (2.0 * microbatches + 1.0) * gather)
 
 
 def _latency(lay: _Layouts, ctx: StepContext, ticks: np.ndarray, kernels_per_mb: np.ndarray) -> np.ndarray:
