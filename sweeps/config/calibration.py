@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import Dict, List
 
 from sweeps.config.checks import check_choices, check_non_negative, check_positive
+from sweeps.config.limits import CALIBRATION, LAYER_POINT, check_fields, check_range
 from sweeps.config.schemas import CalibrationSpec
 from sweeps.errors import ConfigError
 from tasks.device import DTYPE_BYTES, check_device
@@ -38,6 +39,7 @@ def _shape_errors(where: str, point: Dict[str, object]) -> None:
     for name in ("h", "heads", "sl", "b", "tp"):
         if not isinstance(point[name], int) or point[name] <= 0:
             raise ConfigError(f"{where}.{name}", point[name], "must be a positive integer")
+        check_range(f"{where}.{name}", point[name], LAYER_POINT[name])
     if point["h"] % point["heads"]:
         raise ConfigError(f"{where}.heads", point["heads"], f"does not divide h={point['h']}")
     if point["heads"] % point["tp"]:
@@ -55,6 +57,7 @@ def validate_calibration(spec: CalibrationSpec) -> None:
         check_positive(f"calibration.{name}", getattr(spec, name))
     if not 0.0 <= spec.dropout < 1.0:
         raise ConfigError("calibration.dropout", spec.dropout, "is a probability below 1")
+    check_fields("calibration", spec, CALIBRATION)
     fits = fit_configs(spec)
     for config in fits:
         where = "calibration.baseline" if config["role"] == "baseline" else f"calibration.vary.{config['varied']}"

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from sweeps.config.calibration import validate_calibration
 from sweeps.config.checks import check_at_least, check_choices, check_name, check_positive
 from sweeps.config.compose import CONF_DIR, compose, load_preset, preset_path
+from sweeps.config.limits import ROI, SWEEP, check_fields, check_range
 from sweeps.config.schemas import GROUPS, OPTIONAL_GROUPS, RoiSpec, RunConfig, SweepMode
 from sweeps.config.specs import validate_hardware, validate_model
 from sweeps.errors import ConfigError
@@ -74,6 +75,9 @@ def validate_run(config: RunConfig) -> None:
     for i, scenario in enumerate(sweep.scenarios):
         check_at_least(f"sweep.scenarios[{i}].dp_slowdown", scenario.dp_slowdown, 1.0,
                        "an interference slowdown is at least 1")
+        check_range(f"sweep.scenarios[{i}].dp_slowdown", scenario.dp_slowdown, SWEEP["dp_slowdown"])
+    check_fields("sweep", sweep, SWEEP)
+    check_fields("sweep.roi", sweep.roi, ROI)
     validate_hardware(config.hardware)
     if config.calibration is not None:
         validate_calibration(config.calibration)

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from sweeps.config.checks import check_choices, check_fraction, check_name, check_positive
 from sweeps.config.compose import compose, load_preset, preset_node, preset_path
+from sweeps.config.limits import SCALING, SEARCH, SPACE, check_fields
 from sweeps.config.schemas import SearchSpec
 from sweeps.config.specs import validate_hardware, validate_model
 from sweeps.errors import ConfigError, UserError
@@ -113,6 +114,9 @@ def validate_search(spec: SearchSpec) -> None:
                           "the interleaved schedule needs a value above 1")
     check_positive("search.scaling.devices", spec.scaling.devices)
     check_positive("search.scaling.global_batch", spec.scaling.global_batch)
+    check_fields("search", spec, SEARCH)
+    check_fields("search.space", space, SPACE)
+    check_fields("search.scaling", spec.scaling, SCALING)
     for name in spec.scaling.models:
         preset_path("model", name)
 

@@ -4,6 +4,7 @@ types."""
 from __future__ import annotations
 
 from sweeps.config.checks import check_fraction, check_name, check_non_negative, check_positive
+from sweeps.config.limits import HARDWARE, LINK_TIER, MODEL, check_fields
 from sweeps.errors import ConfigError
 from tasks.model.specs import HardwareProfile, TransformerModel
 
@@ -23,11 +24,14 @@ def validate_hardware(hw: HardwareProfile) -> None:
         check_positive(f"hardware.{tier_name}.bandwidth_GBps", tier.bandwidth_GBps)
         check_non_negative(f"hardware.{tier_name}.latency_us", tier.latency_us)
         check_fraction(f"hardware.{tier_name}.efficiency", tier.efficiency)
+        check_fields(f"hardware.{tier_name}", tier, LINK_TIER)
+    check_fields("hardware", hw, HARDWARE)
 
 
 def validate_model(model: TransformerModel) -> None:
     """Raise ``ConfigError`` naming the first field of ``model`` that cannot be used."""
     for name in ("layers", "hidden", "heads", "ffn_hidden", "params_b", "seq_len"):
         check_positive(f"model.{name}", getattr(model, name))
+    check_fields("model", model, MODEL)
     if model.hidden % model.heads:
         raise ConfigError("model.heads", model.heads, f"does not divide model.hidden={model.hidden}")

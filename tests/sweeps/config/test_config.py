@@ -385,3 +385,46 @@ def test_bad_calibrations_name_the_field(override, field):
 def test_a_calibration_field_without_a_calibration_is_refused():
     with pytest.raises(ConfigError, match="no calibration is selected"):
         load_run_config(["calibration.steps=3"])
+
+
+# -- numbers that are not numbers, and numbers out of any sane range -----------------------
+
+
+@pytest.mark.parametrize("override, field, value", [
+    ("sweep.dp_slowdown=nan", "sweep.dp_slowdown", "nan"),
+    ("sweep.flop_vs_bw=[nan]", "sweep.flop_vs_bw", "nan"),
+    ("sweep.flop_vs_bw=[1,inf]", "sweep.flop_vs_bw", "inf"),
+    ("sweep.reference_hbm_gb=nan", "sweep.reference_hbm_gb", "nan"),
+    ("sweep.h=[1000000000000]", "sweep.h", "1000000000000"),
+    ("sweep.sl=[9223372036854775807]", "sweep.sl", "9223372036854775807"),
+    ("sweep.dp=1000000000000000000", "sweep.dp", "1000000000000000000"),
+    ("sweep.flop_vs_bw=[1e9]", "sweep.flop_vs_bw", "1000000000.0"),
+    ("hardware.peak_tflops=nan", "hardware.peak_tflops", "nan"),
+    ("hardware.intra_node.latency_us=nan", "hardware.intra_node.latency_us", "nan"),
+    ("hardware.kernel_launch_us=inf", "hardware.kernel_launch_us", "inf"),
+])
+def test_nan_inf_and_absurd_numbers_are_refused_naming_the_field(override, field, value):
+    error = _raises([override])
+    assert error.field == field and f"{field}={value}" in str(error)
+
+
+def test_a_hardware_yaml_with_nan_is_refused(tmp_path):
+    raw = _yaml(CONF / "hardware" / "h100.yaml")
+    raw["peak_tflops"] = float("nan")
+    path = tmp_path / "nan.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    error = _raises([f"hardware={path}"])
+    assert error.field == "hardware.peak_tflops" and "finite" in error.reason
+
+
+@pytest.mark.parametrize("override, field", [
+    ("memory_fraction=nan", "search.memory_fraction"),
+    ("devices=1000000000000", "search.devices"),
+    ("space.micro_batch=[10000000000]", "search.space.micro_batch"),
+])
+def test_search_numbers_are_finite_and_sane(override, field):
+    from sweeps.config import load_search
+
+    with pytest.raises(ConfigError) as info:
+        load_search(["small", override])
+    assert info.value.field == field
