@@ -49,20 +49,33 @@ def lake() -> None:
 @lake_option
 @click.option("--keys-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the keys to measure again, one per line.")
-def verify(*, lake_root: str, keys_out: Optional[Path]) -> None:
-    """Check every committed file (size, sha256, readable); set bad ones aside."""
-    store = Lake(lake_root)
-    store.ensure_readable()
-    report = store.verify()
+@click.option("--repair", is_flag=True,
+              help="Also mend what can be mended: roll back a damaged newest log entry, record missing ones as "
+                   "lost, restore _lake.json, rebuild key sidecars, adopt orphan data files. Deletes nothing.")
+def verify(*, lake_root: str, keys_out: Optional[Path], repair: bool) -> None:
+    """Check the commit log, every committed file (size, sha256, readable) and its key
+    sidecar; set bad data files aside. Exit status 1 when something is wrong."""
+    report = Lake(lake_root).verify(repair=repair)
+    for line in report.log:
+        click.echo(f"log: {line}")
+    if report.meta_missing:
+        click.echo("_lake.json is missing (the commit log is there)")
     for path, reason, keys in report.bad:
         click.echo(f"set aside {path}: {reason} ({keys} keys)")
+    for path, reason in report.sidecars:
+        click.echo(f"key sidecar {path}: {reason}")
+    for line in report.repaired:
+        click.echo(f"repaired: {line}")
     redo = sum(len(keys) for keys in report.keys_to_redo.values())
+    orphans = f", {len(report.orphans)} orphan data files" if report.orphans and not repair else ""
     click.echo(f"{report.checked} files checked, {len(report.bad)} set aside in _quarantine/, "
-               f"{redo} keys to measure again" + (" (the next run of their sweeps does it)" if redo else ""))
+               f"{redo} keys to measure again" + (" (the next run of their sweeps does it)" if redo else "") + orphans)
     if keys_out:
         keys_out.write_text("".join(f"{kind}\t{key}\n" for kind, keys in sorted(report.keys_to_redo.items())
                                     for key in sorted(keys)))
-    if report.bad:
+    if not report.clean and not repair:
+        click.echo(f"run `commscale lake verify --repair --lake {lake_root}` to mend the rest; no committed row is lost")
+    if report.bad or (not report.clean and not repair):
         sys.exit(1)
 
 
@@ -83,9 +96,20 @@ def vacuum(*, lake_root: str, grace_s: float) -> None:
 @lake.command()
 @lake_option
 def upgrade(*, lake_root: str) -> None:
-    """Adopt the files of a lake written without a commit log."""
-    rows = Lake(lake_root).upgrade()
-    click.echo(f"{rows} rows adopted into the commit log of {Lake(lake_root)}")
+    """Bring a lake written without a commit log, or one that lost _lake.json, under the
+    commit log of this version. Deletes nothing."""
+    store = Lake(lake_root)
+    store.ensure_exists()
+    report = store.upgrade()
+    for line in report.adopted:
+        click.echo(line)
+    if report.restored:
+        click.echo(f"restored _lake.json of {store}: its commit log holds {report.committed_rows:,} rows")
+    elif report.adopted:
+        click.echo(f"{len(report.adopted)} data files adopted into the commit log of {store}: "
+                   f"{report.committed_rows:,} rows")
+    else:
+        click.echo(f"{store} is a lake of this format already: nothing to upgrade")
 
 
 @click.command()
@@ -95,7 +119,11 @@ def upgrade(*, lake_root: str) -> None:
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to this file instead of stdout (required for parquet).")
 def query(*, statement: str, lake_root: str, fmt: str, output: Optional[Path]) -> None:
-    """Run SQL over the lake: one view per result kind (projection, ...)."""
+    """Run one read-only SQL statement over the lake: one view per result kind
+    (projection, search, ...). SELECT, EXPLAIN, DESCRIBE, SHOW and SUMMARIZE run; COPY,
+    ATTACH, INSTALL, DROP and every other write are refused, and no file outside the lake's
+    committed files is read."""
+    import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
@@ -108,9 +136,9 @@ def query(*, statement: str, lake_root: str, fmt: str, output: Optional[Path]) -
         pq.write_table(result, output)
         return
     if fmt == "csv":
-        buffer = io.BytesIO()
-        pacsv.write_csv(result, buffer)
-        text = buffer.getvalue().decode()
+        sink = pa.BufferOutputStream()  # Arrow's own buffer, not a Python file object
+        pacsv.write_csv(result, sink)
+        text = sink.getvalue().to_pybytes().decode()
     elif fmt == "json":
         text = json.dumps(result.to_pylist(), default=str, indent=1) + "\n"
     else:

@@ -1,11 +1,14 @@
 """Writing files so that no reader ever sees half of one: a hidden temporary name beside
 the target, fsynced, then renamed (local filesystems); hashing what is written on the way.
+
+Parquet goes through Arrow's own buffers, never a Python file object: Arrow calls a Python
+file object from its IO threads, and a process that exits while such a call waits for the
+interpreter aborts (``terminate called without an active exception``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 from typing import Set, Tuple
 
@@ -16,8 +19,8 @@ import pyarrow.parquet as pq
 __all__ = ["write_bytes", "write_parquet", "publish", "fsync_dir", "first_of_each_key"]
 
 
-def write_bytes(fs: pafs.FileSystem, local: bool, path: str, data: bytes) -> None:
-    """Write ``data`` to ``path``, flushed to disk when local."""
+def write_bytes(fs: pafs.FileSystem, local: bool, path: str, data) -> None:
+    """Write ``data`` (bytes or a buffer) to ``path``, flushed to disk when local."""
     if local:
         with open(path, "wb") as handle:
             handle.write(data)
@@ -29,18 +32,12 @@ def write_bytes(fs: pafs.FileSystem, local: bool, path: str, data: bytes) -> Non
 
 
 def write_parquet(fs: pafs.FileSystem, local: bool, path: str, table: pa.Table) -> Tuple[int, str]:
-    """Stream ``table`` as Parquet into ``path``, flushed to disk; returns (bytes, sha256)."""
-    if local:
-        with open(path, "wb") as raw:
-            sink = _HashingWriter(raw)
-            pq.write_table(table, sink, compression="zstd")
-            raw.flush()
-            os.fsync(raw.fileno())
-    else:
-        with fs.open_output_stream(path) as raw:
-            sink = _HashingWriter(raw)
-            pq.write_table(table, sink, compression="zstd")
-    return sink.size, sink.digest.hexdigest()
+    """Write ``table`` as Parquet into ``path``, flushed to disk; returns (bytes, sha256)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    data = sink.getvalue()
+    write_bytes(fs, local, path, memoryview(data))
+    return data.size, hashlib.sha256(memoryview(data)).hexdigest()
 
 
 def publish(fs: pafs.FileSystem, local: bool, temporary: str, final: str) -> None:
@@ -59,24 +56,6 @@ def fsync_dir(directory: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-class _HashingWriter(io.RawIOBase):
-    """A write-only file object that hashes and counts what passes through it."""
-
-    def __init__(self, raw) -> None:
-        super().__init__()
-        self._raw, self.size, self.digest = raw, 0, hashlib.sha256()
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data) -> int:
-        view = memoryview(data).cast("B")
-        self._raw.write(view)
-        self.digest.update(view)
-        self.size += len(view)
-        return len(view)
 
 
 def first_of_each_key(table: pa.Table) -> pa.Table:

@@ -21,13 +21,25 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from sweeps.errors import LakeError
+from sweeps.lake.entries import LogProblem, parse, seal, sequence_problems
 from sweeps.lake.files import fsync_dir, publish, write_bytes, write_parquet
 
-__all__ = ["LakeLog", "LAKE_FORMAT"]
+__all__ = ["LakeLog", "LAKE_FORMAT", "LogScan", "REPAIR_HINT", "first_line"]
 
 #: Version of the lake's layout and log. 1 was the log-less lake of commscale 0.1.
 LAKE_FORMAT = 2
 _ENTRY = re.compile(r"^(\d{20})\.json$")
+#: What every message about a damaged lake tells the user to run.
+REPAIR_HINT = "run `commscale lake verify --repair` to repair it (no committed row is lost)"
+
+
+@dataclass
+class LogScan:
+    """The log's entries after some version: the sound ones in order, and its problems."""
+
+    entries: List[Tuple[int, dict]] = field(default_factory=list)
+    problems: List[LogProblem] = field(default_factory=list)
+    newest: int = 0  # the highest version present
 
 
 @dataclass
@@ -53,7 +65,7 @@ class LakeLog:
         self.root = self.root.rstrip("/") or "/"
         self._state = _State()
         self._format_ok = False
-        self._file_keys: Dict[str, Set[str]] = {}  # relative path -> keys, loaded on demand
+        self._loaded_keys: Set[str] = set()  # live files whose keys are in _kind_keys
         self._kind_keys: Dict[str, Set[str]] = {}  # kind -> keys of its loaded live files
 
     @property
@@ -82,6 +94,11 @@ class LakeLog:
 
     def ensure_readable(self) -> None:
         """The root must exist, be a directory, and hold a lake this version reads."""
+        self.ensure_exists()
+        self.check_format(create=False)
+
+    def ensure_exists(self) -> None:
+        """The root must exist and be a directory (``LakeError`` otherwise)."""
         try:
             info = self.fs.get_file_info(self.root)
         except (OSError, pa.ArrowException) as exc:
@@ -90,7 +107,6 @@ class LakeLog:
             raise LakeError(f"lake path {self.root_spec!r} does not exist; `commscale run` creates it")
         if info.type != pafs.FileType.Directory:
             raise LakeError(f"lake path {self.root_spec!r} is not a directory")
-        self.check_format(create=False)
 
     def check_format(self, *, create: bool) -> None:
         """Refuse a lake of another format with what to do; create ``_lake.json`` if asked."""
@@ -98,6 +114,11 @@ class LakeLog:
             return
         meta = self._read_json(self._path("_lake.json"))
         if meta is None:
+            if self._log_versions():
+                raise LakeError(
+                    f"lake {self} has a commit log but lost its _lake.json; run `commscale lake upgrade --lake "
+                    f"{self.root_spec}` to restore it (no data file is touched)"
+                )
             if self._raw_data_files():
                 raise LakeError(
                     f"lake {self} was written by commscale 0.1 (format 1, no commit log); "
@@ -126,21 +147,51 @@ class LakeLog:
 
     # -- the log ----------------------------------------------------------------------
     def refresh(self) -> None:
-        """Apply log entries committed since the last refresh to the cached state."""
-        log_dir = self._path("_log")
-        selector = pafs.FileSelector(log_dir, allow_not_found=True)
-        versions = sorted(
-            int(m.group(1)) for info in self.fs.get_file_info(selector)
-            if (m := _ENTRY.match(info.base_name))
-        )
-        for version in versions:
-            if version <= self._state.version:
-                continue
-            entry = self._read_json(f"{log_dir}/{version:020d}.json")
-            if entry is None:
-                raise LakeError(f"commit log entry {version} of lake {self} vanished while being read")
+        """Apply log entries committed since the last refresh to the cached state; a log
+        with a missing or damaged entry is refused (``LakeError`` naming the entry)."""
+        scan = self.scan_log(self._state.version)
+        if scan.problems:
+            raise LakeError(f"lake {self}: {scan.problems[0].describe()}; {REPAIR_HINT}")
+        for version, entry in scan.entries:
             self._apply(entry)
             self._state.version = version
+
+    def release_keys(self) -> None:
+        """Forget the committed keys loaded to deduplicate commits (reloaded when needed)."""
+        self._loaded_keys.clear()
+        self._kind_keys.clear()
+
+    def _reset_state(self) -> None:
+        """Forget what was read of the log (the next refresh reads it from its start)."""
+        self._state = _State()
+        self._loaded_keys.clear()
+        self._kind_keys.clear()
+
+    def _log_versions(self) -> List[int]:
+        """Versions of the entry files in ``_log`` (``LakeError`` if it cannot be listed)."""
+        log_dir = self._path("_log")
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(log_dir, allow_not_found=True))
+        except (OSError, pa.ArrowException) as exc:
+            raise LakeError(f"lake {self}: cannot list its commit log {log_dir}: {first_line(exc)}") from None
+        return sorted(int(m.group(1)) for info in infos if (m := _ENTRY.match(info.base_name)))
+
+    def scan_log(self, after: int = 0) -> LogScan:
+        """Read the entries after version ``after``: the sound ones, in order, and the log's
+        problems (a gap, a damaged entry, a damaged newest entry)."""
+        versions = self._log_versions()
+        scan, damaged = LogScan(newest=max(versions, default=0)), {}
+        for version in versions:
+            if version <= after:
+                continue
+            data = self._read_bytes(self._path(f"_log/{version:020d}.json"))
+            entry, why = parse(version, data) if data is not None else (None, "vanished while being read")
+            if entry is None:
+                damaged[version] = why
+            else:
+                scan.entries.append((version, entry))
+        scan.problems = sequence_problems(versions, after, damaged)
+        return scan
 
     def _apply(self, entry: dict) -> None:
         state = self._state
@@ -150,24 +201,34 @@ class LakeLog:
         elif action == "remove":
             for relative in entry["files"]:
                 gone = state.files.pop(relative, None)
-                if gone is not None and relative in self._file_keys:
-                    self._kind_keys.get(gone["kind"], set()).difference_update(self._file_keys.pop(relative))
+                if gone is not None and relative in self._loaded_keys:  # rare: reload the kind's keys lazily
+                    self._kind_keys.pop(gone["kind"], None)
+                    self._loaded_keys -= {f for f, e in state.files.items() if e["kind"] == gone["kind"]}
+                    self._loaded_keys.discard(relative)
         elif action == "sweep":
             state.sweeps[(entry["sweep"], entry["hardware"])] = entry
+        # "lost": a place held for an entry that repair could not read; nothing to apply
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        """Exclusive commit lock across processes (local filesystems), state refreshed."""
+    def _locked(self, *, refresh: bool = True) -> Iterator[None]:
+        """Exclusive commit lock across processes (local filesystems), state refreshed
+        (unless ``refresh`` is False: repair takes the lock over a damaged log)."""
         if self.local_root is None:
-            self.refresh()
+            if refresh:
+                self.refresh()
             yield
             return
         log_dir = Path(self.root) / "_log"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        with open(log_dir / ".lock", "a+") as handle:
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            handle = open(log_dir / ".lock", "a+")
+        except OSError as exc:
+            raise LakeError(f"lake {self}: cannot lock its commit log {log_dir}: {first_line(exc)}") from None
+        with handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             try:
-                self.refresh()
+                if refresh:
+                    self.refresh()
                 yield
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
@@ -175,9 +236,16 @@ class LakeLog:
     def _append(self, entry: dict) -> int:
         """Write the next log entry (call under the lock); returns its version."""
         version = self._state.version + 1
+        entry = self._write_entry(version, entry)
+        self._apply(entry)
+        self._state.version = version
+        return version
+
+    def _write_entry(self, version: int, entry: dict) -> dict:
+        """Write entry ``version`` (sealed, whole or not at all, never over an existing one)."""
         entry = {"version": version, "time": time.time(), "writer": f"{socket.gethostname()}:{os.getpid()}", **entry}
         final = self._path(f"_log/{version:020d}.json")
-        data = json.dumps(entry, separators=(",", ":")).encode()
+        data = seal(entry)
         if self.local_root is not None:
             temporary = f"{final}.{uuid.uuid4().hex}.tmp"
             self._write_bytes(temporary, data)
@@ -188,9 +256,7 @@ class LakeLog:
             fsync_dir(os.path.dirname(final))
         else:
             self._write_bytes(final, data)
-        self._apply(entry)
-        self._state.version = version
-        return version
+        return entry
 
     # -- helpers ----------------------------------------------------------------------
     def _raw_files(self, include_keys: bool = False) -> List[pafs.FileInfo]:
@@ -203,6 +269,18 @@ class LakeLog:
 
     def _raw_data_files(self) -> bool:
         return any(i.base_name.endswith(".parquet") and not i.base_name.startswith(".") for i in self._raw_files())
+
+    def _read_bytes(self, path: str) -> Optional[bytes]:
+        """The bytes of a file, or None if it does not exist."""
+        try:
+            with self.fs.open_input_stream(path) as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return None
+        except (OSError, pa.ArrowException) as exc:
+            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
+                return None
+            raise LakeError(f"lake {self}: cannot read {path}: {first_line(exc)}") from None
 
     def _read_json(self, path: str) -> Optional[dict]:
         try:
@@ -235,3 +313,9 @@ class LakeLog:
 
     def _publish(self, temporary: str, final: str) -> None:
         publish(self.fs, self.local_root is not None, temporary, final)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name if it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

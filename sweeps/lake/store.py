@@ -32,16 +32,23 @@ Contract (after Delta Lake's commit protocol, simplified to one lock):
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from sweeps.errors import LakeError
 from sweeps.lake.files import first_of_each_key
-from sweeps.lake.log import LakeLog
+from sweeps.lake.integrity import file_fault
+from sweeps.lake.log import LakeLog, first_line
+
+#: What a message about a damaged data file tells the user to run.
+VERIFY_HINT = "run `commscale lake verify` to set it aside (the next run of its sweep measures its keys again)"
 
 __all__ = ["LakeStore", "CommitResult"]
 
@@ -73,17 +80,18 @@ class LakeStore(LakeLog):
         name = f"part-{uuid.uuid4().hex}.parquet"
         relative = f"{directory}/{name}"
         temporary = self._path(f"{directory}/.{name}.tmp")
-        self.fs.create_dir(self._path(directory), recursive=True)
         keys_file = f"_keys/{name[:-len('.parquet')]}.keys"  # not *.parquet: raw globs skip it
-        self.fs.create_dir(self._path("_keys"), recursive=True)
-        size, digest = self._write_parquet(temporary, table)
-        self._write_parquet(self._path(keys_file), table.select(["key"]))
-        with self._locked():
+        with self._writing(f"{directory}", temporary, self._path(keys_file)):
+            self.fs.create_dir(self._path(directory), recursive=True)
+            self.fs.create_dir(self._path("_keys"), recursive=True)
+            size, digest = self._write_parquet(temporary, table)
+            self._write_parquet(self._path(keys_file), table.select(["key"]))
+        with self._locked(), self._writing(f"{directory}", temporary, self._path(keys_file)):
             committed = self._committed_keys(kind)
-            fresh = [key not in committed for key in table.column("key").to_pylist()]
-            skipped = fresh.count(False)
+            fresh = pa.array([key not in committed for key in table.column("key").to_pylist()], pa.bool_())
+            skipped = table.num_rows - int(pc.sum(fresh).as_py() or 0)
             if skipped:
-                table = table.filter(pa.array(fresh))
+                table = table.filter(fresh)
                 if table.num_rows == 0:
                     self.fs.delete_file(temporary)
                     self.fs.delete_file(self._path(keys_file))
@@ -98,6 +106,18 @@ class LakeStore(LakeLog):
             })
         return CommitResult(self._path(relative), table.num_rows, skipped, version)
 
+    @contextlib.contextmanager
+    def _writing(self, what: str, *temporaries: str) -> Iterator[None]:
+        """Turn a failed write (disk full, a path that is a file, no permission) into one
+        ``LakeError`` line; the temporary files are removed and the log is untouched."""
+        try:
+            yield
+        except (OSError, pa.ArrowException) as exc:
+            for path in temporaries:
+                with contextlib.suppress(OSError, pa.ArrowException):
+                    self.fs.delete_file(path)
+            raise LakeError(f"lake {self}: cannot write {what}: {first_line(exc)} (nothing was committed)") from None
+
     def record_sweep(self, manifest: dict) -> None:
         """Commit a sweep's manifest (name, hardware, fingerprints, planned count)."""
         with self._locked():
@@ -108,15 +128,22 @@ class LakeStore(LakeLog):
         self.refresh()
         return dict(self._state.sweeps)
 
-    def remove_partition(self, kind: str, sweep: str, reason: str) -> int:
-        """Take every file of a sweep (any hardware) out of ``kind``; returns file count.
-        The data stays on disk until ``vacuum``."""
-        prefix = f"kind={kind}/sweep={sweep}/"
+    def partition_rows(self, kind: str, partition: Dict[str, str]) -> int:
+        """Committed rows of one partition (``sweep`` and ``hardware``) of ``kind``."""
+        self.refresh()
+        prefix = self.partition_dir(kind, partition) + "/"
+        return sum(e["rows"] for f, e in self._state.files.items() if f.startswith(prefix))
+
+    def remove_partition(self, kind: str, partition: Dict[str, str], reason: str) -> int:
+        """Take the files of exactly one partition (``sweep`` and ``hardware``) out of
+        ``kind``; returns the rows removed. The data stays on disk until ``vacuum``."""
+        prefix = self.partition_dir(kind, partition) + "/"
         with self._locked():
             doomed = [f for f in self._state.files if f.startswith(prefix)]
+            rows = sum(self._state.files[f]["rows"] for f in doomed)
             if doomed:
                 self._append({"action": "remove", "files": doomed, "reason": reason})
-        return len(doomed)
+        return rows
 
     # -- reading ----------------------------------------------------------------------
     def kinds(self) -> List[str]:
@@ -130,6 +157,22 @@ class LakeStore(LakeLog):
         prefix = self.partition_dir(kind, partition or {}) + "/"
         return sorted(self._path(f) for f in self._state.files if f.startswith(prefix))
 
+    def checked_files(self, kind: str) -> List[str]:
+        """``files``, each checked against its commit (present, size, sha256; digests
+        cached per process): a reader never gets rows from a file whose bytes differ from
+        what its commit recorded. ``LakeError`` naming the file otherwise."""
+        self.refresh()
+        prefix = self.partition_dir(kind, {}) + "/"
+        for relative, entry in sorted(self._state.files.items()):
+            if relative.startswith(prefix):
+                self._check_file(relative, entry)
+        return self.files(kind)
+
+    def _check_file(self, relative: str, entry: dict) -> None:
+        fault = file_fault(self.fs, self._path(relative), entry)
+        if fault is not None:
+            raise LakeError(f"lake {self}: data file {self._path(relative)} {fault}; {VERIFY_HINT}")
+
     def schema_versions(self, kind: str) -> Set[int]:
         self.refresh()
         return {e.get("schema_version", 1) for e in self._state.files.values() if e["kind"] == kind}
@@ -137,38 +180,66 @@ class LakeStore(LakeLog):
     def dataset(self, kind: str) -> ds.Dataset:
         """A pyarrow dataset over the committed files of a kind, partitions as columns."""
         return ds.dataset(
-            self.files(kind), filesystem=self.fs, format="parquet",
+            self.checked_files(kind), filesystem=self.fs, format="parquet",
             partitioning=ds.HivePartitioning.discover(), partition_base_dir=self._path(f"kind={kind}"),
         )
 
     def keys(self, kind: str, partition: Optional[Dict[str, str]] = None) -> Set[str]:
         """Keys committed in a kind, or in one partition of it."""
-        self.refresh()
         if partition is None:
+            self.refresh()
             return set(self._committed_keys(kind))
-        prefix = self.partition_dir(kind, partition) + "/"
-        found: Set[str] = set()
-        for relative in list(self._state.files):
-            if relative.startswith(prefix):
-                found.update(self._keys_of(relative))
-        return found
+        return set(self.key_array(kind, partition).to_pylist())
 
-    def _keys_of(self, relative: str) -> Set[str]:
-        """The keys of one committed file, from its sidecar (cached)."""
-        if relative not in self._file_keys:
+    def key_array(self, kind: str, partition: Dict[str, str]) -> pa.ChunkedArray:
+        """The keys of one partition of ``kind`` as an Arrow array (from the sidecars, or
+        from the data files where a sidecar is missing or wrong): no Python object per key."""
+        self.refresh()
+        prefix = self.partition_dir(kind, partition) + "/"
+        chunks = [self._file_key_array(relative, entry) for relative, entry in sorted(self._state.files.items())
+                  if relative.startswith(prefix)]
+        return pa.chunked_array(chunks, pa.string())
+
+    def _file_key_array(self, relative: str, entry: dict) -> pa.Array:
+        if "keys" in entry:  # an entry that carries its keys inline (older lakes)
+            return pa.array(entry["keys"], pa.string())
+        try:
+            with self.fs.open_input_file(self._path(entry["keys_file"])) as handle:
+                keys = pq.read_table(handle).column("key").combine_chunks().cast(pa.string())
+            if len(keys) == entry["rows"]:
+                return keys
+        except (OSError, pa.ArrowException, KeyError):
+            pass
+        self._check_file(relative, entry)
+        with self.fs.open_input_file(self._path(relative)) as handle:
+            return pq.read_table(handle, columns=["key"]).column("key").combine_chunks().cast(pa.string())
+
+    def _load_keys(self, relative: str) -> None:
+        """Add the keys of one committed file to its kind's cached set."""
+        if relative not in self._loaded_keys:
             entry = self._state.files[relative]
-            if "keys" in entry:  # an entry that carries its keys inline
-                keys = set(entry["keys"])
-            else:
-                with self.fs.open_input_file(self._path(entry["keys_file"])) as handle:
-                    keys = set(pq.read_table(handle).column("key").to_pylist())
-            self._file_keys[relative] = keys
-            self._kind_keys.setdefault(entry["kind"], set()).update(keys)
-        return self._file_keys[relative]
+            self._kind_keys.setdefault(entry["kind"], set()).update(self._file_key_array(relative, entry).to_pylist())
+            self._loaded_keys.add(relative)
+
+    def sidecar_keys(self, entry: dict) -> Optional[Set[str]]:
+        """The keys in a file's sidecar, or None if it is missing or unreadable."""
+        if "keys_file" not in entry:
+            return None
+        try:
+            with self.fs.open_input_file(self._path(entry["keys_file"])) as handle:
+                return set(pq.read_table(handle).column("key").to_pylist())
+        except (OSError, pa.ArrowException, KeyError):
+            return None
+
+    def data_keys(self, relative: str) -> Set[str]:
+        """The keys of a committed data file, read from the file after checking it."""
+        self._check_file(relative, self._state.files[relative])
+        with self.fs.open_input_file(self._path(relative)) as handle:
+            return set(pq.read_table(handle, columns=["key"]).column("key").to_pylist())
 
     def _committed_keys(self, kind: str) -> Set[str]:
         """Keys of every live file of ``kind`` (loads the sidecars not yet loaded)."""
         for relative, entry in list(self._state.files.items()):
             if entry["kind"] == kind:
-                self._keys_of(relative)
+                self._load_keys(relative)
         return self._kind_keys.setdefault(kind, set())

@@ -19,7 +19,7 @@ from sweeps.errors import LakeError, QueryError
 from sweeps.lake.kinds import SCHEMAS
 from sweeps.lake.store import LakeStore
 
-__all__ = ["connect", "query", "view_frame", "read_rows", "PARTITION_COLUMNS"]
+__all__ = ["connect", "query", "view_frame", "read_rows", "PARTITION_COLUMNS", "READ_STATEMENTS"]
 
 #: The hive partition columns every view carries.
 PARTITION_COLUMNS = ("kind", "sweep", "hardware")
@@ -29,12 +29,14 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def connect(lake: LakeStore) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with a view per result kind of ``lake``."""
+def connect(lake: LakeStore, *, check: bool = True) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with a view per result kind of ``lake``; every data
+    file is checked against its commit first (``LakeStore.checked_files``; ``check=False``
+    only to measure what the check costs)."""
     con = duckdb.connect(database=":memory:")
     for kind in lake.kinds():
         _check_schema(lake, kind)
-        files = lake.files(kind)
+        files = lake.checked_files(kind) if check else lake.files(kind)
         if not files:
             continue
         if lake.local_root is not None:
@@ -76,14 +78,32 @@ def _check_schema(lake: LakeStore, kind: str) -> None:
         )
 
 
-def query(lake: LakeStore, statement: str) -> pa.Table:
-    """Run one SQL statement over the lake; returns an Arrow table.
+#: The statements ``query`` runs: reads only.
+READ_STATEMENTS = ("SELECT", "EXPLAIN")
 
-    Raises ``QueryError`` (naming the statement) when DuckDB rejects it.
+
+def _read_only(con: duckdb.DuckDBPyConnection, files: List[str]) -> None:
+    """From here on the connection reads the lake's committed files and nothing else: no
+    other file, no extension, no setting changed back."""
+    if files:
+        con.execute("SET allowed_paths = [" + ", ".join(_sql_string(f) for f in files) + "]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def query(lake: LakeStore, statement: str, *, check: bool = True) -> pa.Table:
+    """Run one read statement (``SELECT`` or ``EXPLAIN``, including DESCRIBE, SHOW and
+    SUMMARIZE) over the lake; returns an Arrow table. The connection may read the lake's
+    committed files only: no COPY, ATTACH, INSTALL, DROP or other write, and no other file.
+
+    Raises ``QueryError`` (naming the statement) when it is not one read statement or
+    DuckDB rejects it.
     """
     lake.ensure_readable()
-    con = connect(lake)
+    con = connect(lake, check=check)
     try:
+        _check_read_statement(con, statement)
+        _read_only(con, [f for kind in lake.kinds() for f in lake.files(kind)] if lake.local_root else [])
         result = con.sql(statement)
         if result is None:
             raise QueryError(statement, "the statement returns no rows (only queries are allowed)")
@@ -92,6 +112,19 @@ def query(lake: LakeStore, statement: str) -> pa.Table:
         raise QueryError(statement, str(exc).splitlines()[0]) from None
     finally:
         con.close()
+
+
+def _check_read_statement(con: duckdb.DuckDBPyConnection, statement: str) -> None:
+    try:
+        statements = con.extract_statements(statement)
+    except duckdb.Error as exc:
+        raise QueryError(statement, str(exc).splitlines()[0]) from None
+    if len(statements) != 1:
+        raise QueryError(statement, f"give exactly one statement, not {len(statements)}")
+    kind = statements[0].type.name
+    if kind not in READ_STATEMENTS:
+        raise QueryError(statement, f"only queries are allowed (SELECT, EXPLAIN, DESCRIBE, SHOW, SUMMARIZE), "
+                                    f"not {kind}")
 
 
 def view_frame(con: duckdb.DuckDBPyConnection, kind: str, columns: Optional[List[str]] = None

@@ -155,7 +155,9 @@ def test_a_lake_without_a_log_is_refused_with_what_to_do_then_upgraded(tmp_path)
     pq.write_table(_table(["a", "b"]), directory / "part-old.parquet")
     with pytest.raises(LakeError, match="lake upgrade"):
         query(Lake(str(tmp_path)), "SELECT * FROM toy")
-    assert Lake(str(tmp_path)).upgrade() == 2
+    report = Lake(str(tmp_path)).upgrade()
+    assert report.committed_rows == 2 and len(report.adopted) == 1 and "in place" in report.adopted[0]
+    assert (directory / "part-old.parquet").exists()  # adopted where it lies, not rewritten
     assert sorted(_committed_keys(Lake(str(tmp_path)))) == ["a", "b"]
     assert query(Lake(str(tmp_path)), "SELECT DISTINCT sweep FROM toy").to_pylist() == [{"sweep": "s"}]
 
@@ -170,7 +172,7 @@ def test_removing_a_sweep_hides_its_files_until_vacuum_deletes_them(tmp_path):
     lake = Lake(str(tmp_path))
     path = Path(lake.commit("toy", PARTITION, _table(["a"])).path)
     lake.commit("toy", {"sweep": "keep", "hardware": "h"}, _table(["k"]))
-    assert lake.remove_partition("toy", "s", reason="restart") == 1
+    assert lake.remove_partition("toy", PARTITION, reason="restart") == 1
     assert _committed_keys(Lake(str(tmp_path))) == ["k"]
     assert path.exists()
     Lake(str(tmp_path)).vacuum(grace_s=0)
