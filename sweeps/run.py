@@ -36,7 +36,7 @@ __all__ = ["RunReport", "run_job"]
 class RunReport:
     """What a run did. ``failures`` are this run's failed points (bugs, timeouts, lost)."""
 
-    job: SweepJob
+    job: Optional[SweepJob]  # None once the caller no longer needs its points
     lake: Lake
     planned: int
     cached: int
@@ -55,8 +55,11 @@ class _RateColumn(ProgressColumn):
         return Text(f"{task.speed:,.0f} pts/s" if task.speed else "- pts/s", style="progress.data.speed")
 
 
-def _check_manifest(lake: Lake, job: SweepJob, restart: bool) -> bool:
-    """Refuse a changed sweep under a known name, unless restarting; returns restarted."""
+def _check_manifest(lake: Lake, job: SweepJob, restart: bool, console: Console) -> bool:
+    """Refuse a changed sweep under a known name, unless restarting; returns restarted.
+
+    A restart removes exactly this sweep's rows on this hardware (its kind and its
+    failures), after saying how many; other hardware and other sweeps keep theirs."""
     changed = []
     for (name, hardware), manifest in lake.sweeps().items():
         if name != job.name:
@@ -71,10 +74,15 @@ def _check_manifest(lake: Lake, job: SweepJob, restart: bool) -> bool:
     if not restart:
         raise UserError(
             f"sweep {job.name!r} in lake {lake} was run with another config (changed: {', '.join(sorted(set(changed)))}); "
-            "run with --restart to start it anew (its rows leave the lake), or choose another sweep name"
+            f"run with --restart to start it anew on {job.hardware} (its rows there leave the lake), or choose another "
+            "sweep name"
         )
-    for kind in (job.workload.kind, FAILURE):
-        lake.remove_partition(kind, job.name, reason=f"restart of sweep {job.name}")
+    rows = {kind: lake.partition_rows(kind, job.partition) for kind in (job.workload.kind, FAILURE)}
+    console.print(f"--restart: removing {rows[job.workload.kind]:,} {job.workload.kind} rows (and {rows[FAILURE]:,} "
+                  f"failure rows) of sweep {job.name} on {job.hardware} from lake {lake}; other hardware and sweeps "
+                  "keep theirs", soft_wrap=True)
+    for kind in rows:
+        lake.remove_partition(kind, job.partition, reason=f"restart of sweep {job.name} on {job.hardware}")
     return True
 
 
@@ -89,7 +97,8 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
     console = console or Console(stderr=True)
     started = time.perf_counter()
     lake.ensure_writable()
-    restarted = _check_manifest(lake, job, restart)
+    lake.checked_files(job.workload.kind)  # a damaged file is refused now, not after the work
+    restarted = _check_manifest(lake, job, restart, console)
     kind = job.workload.kind
     manifest = {"sweep": job.name, "hardware": job.hardware, "kind": kind, "planned": job.points.num_rows,
                 "sweep_fingerprint": job.sweep_fingerprint, "hardware_fingerprint": job.hardware_fingerprint,
@@ -97,8 +106,11 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
     recorded = lake.sweeps().get((job.name, job.hardware), {})
     if any(recorded.get(field) != value for field, value in manifest.items()):  # new, changed or restarted
         lake.record_sweep(manifest)
-    done_keys = lake.keys(kind) if job.share_results else lake.keys(kind, job.partition)
-    pending = job.points.filter(pc.invert(pc.is_in(job.points.column("key"), pa.array(list(done_keys), pa.string()))))
+    done = pa.array(list(lake.keys(kind)), pa.string()) if job.share_results else lake.key_array(kind, job.partition)
+    # A fresh sweep runs its points as planned (no copy of them is made).
+    pending = job.points.filter(pc.invert(pc.is_in(job.points.column("key"), value_set=done))) if len(done) \
+        else job.points
+    del done
     run_id = uuid.uuid4().hex[:12]
     by_status: Dict[str, int] = {}
     failures: List[Dict[str, Any]] = []
@@ -109,7 +121,7 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
                 session = stack.enter_context(ray_session(address, num_cpus))
             where = session.where
             width = slots(job.workload.resources)
-            size = chunk_size or max(1, min(512, -(-pending.num_rows // (4 * width))))
+            size = chunk_size or max(1, min(job.workload.max_chunk, -(-pending.num_rows // (4 * width))))
             columns = (TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("failed {task.fields[failed]} · cached {task.fields[cached]}"),
                        _RateColumn(), TimeRemainingColumn())
@@ -129,6 +141,7 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
                     progress.update(bar, advance=piece.num_rows, failed=len(failures))
 
                 execute(pending, job.workload, chunk_size=size, max_in_flight=2 * width, on_outcome=commit)
+    lake.release_keys()  # the kind's committed keys were for deduplicating this run's commits
     return RunReport(job, lake, job.points.num_rows, job.points.num_rows - pending.num_rows, committed, by_status,
                      failures, run_id, where, time.perf_counter() - started, restarted)
 
