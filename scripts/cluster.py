@@ -2,7 +2,7 @@ r"""Start, inspect and stop a multi-node Ray cluster on this host (`sweeps.clust
 
     python scripts/cluster.py start --workers 2 --cpus 1 --resources '{"standin_gpu": 2}' \
         --state /tmp/commscale-cluster [--dashboard]
-    python scripts/cluster.py status --state /tmp/commscale-cluster
+    python scripts/cluster.py status --state /tmp/commscale-cluster [--ports]
     python scripts/cluster.py stop --state /tmp/commscale-cluster
 
 `start` runs a head and the worker nodes as separate `ray start` processes, each in a
@@ -22,6 +22,7 @@ import json
 import sys
 
 from sweeps.cluster.local import LocalCluster
+from sweeps.cluster.sockets import answers_without_token, listeners
 
 DEFAULT_STATE = "/tmp/commscale-cluster"
 
@@ -63,7 +64,8 @@ def _start(args: argparse.Namespace) -> int:
     print(f"dashboard: {cluster.dashboard_url or 'off (start with --dashboard)'}")
     print(f"state:     {cluster.state_dir} (logs there; "
           f"stop: python scripts/cluster.py stop --state {cluster.state_dir})")
-    print(f"export RAY_ADDRESS={cluster.address} RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={cluster.token_path}")
+    print(f"export RAY_ADDRESS={cluster.address} RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={cluster.token_path} "
+          "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0")
     return 0
 
 
@@ -102,6 +104,12 @@ def _status(args: argparse.Namespace) -> int:
           f"{', '.join(cluster.workers) or 'none'}; {len(pids)} processes")
     if cluster.dashboard_url:
         print(f"dashboard: {cluster.dashboard_url}")
+    if args.ports:
+        print("listening sockets (address:port, process, what an HTTP GET without the token gets):")
+        for listener in listeners(pids):
+            path = answers_without_token(listener)
+            print(f"  {listener.address}:{listener.port}  {listener.process}  "
+                  + (f"200 on {path}" if path else "no answer without the token"))
     return 0
 
 
@@ -116,8 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("--resources", default=None,
                        help='custom resources of each worker, JSON: \'{"standin_gpu": 2}\'')
     start.add_argument("--dashboard", action="store_true", help="run Ray's dashboard on 127.0.0.1")
-    for command in (start, sub.add_parser("stop", help="stop the cluster saved in --state"),
-                    sub.add_parser("status", help="how many nodes of the cluster in --state are alive")):
+    status = sub.add_parser("status", help="how many nodes of the cluster in --state are alive")
+    status.add_argument("--ports", action="store_true", help="also list the sockets its processes listen on")
+    for command in (start, sub.add_parser("stop", help="stop the cluster saved in --state"), status):
         command.add_argument("--state", default=DEFAULT_STATE, help=f"state directory (default {DEFAULT_STATE})")
     args = parser.parse_args(argv)
     return {"start": _start, "stop": _stop, "status": _status}[args.command](args)

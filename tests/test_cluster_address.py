@@ -30,7 +30,8 @@ def _free_port() -> int:
 
 @pytest.fixture
 def ray_head():
-    """A Ray head (`ray start --block`) on 127.0.0.1 with token auth; killed as a group.
+    """A Ray head (`ray start --block`) on 127.0.0.1 with token auth; stopped by SIGTERM to
+    `ray start`, its process group killed if that takes over 30 s.
 
     Its temp dir is short: Ray's unix sockets live there, and AF_UNIX paths stop at 107 bytes.
     """
@@ -54,7 +55,7 @@ def ray_head():
         os.killpg(head.pid, signal.SIGKILL)
         pytest.fail("the Ray head did not open its port within 60 s")
     yield f"127.0.0.1:{port}", env
-    os.killpg(head.pid, signal.SIGTERM)
+    os.kill(head.pid, signal.SIGTERM)  # `ray start --block` shuts its node down in order
     try:
         head.wait(timeout=30)
     except subprocess.TimeoutExpired:

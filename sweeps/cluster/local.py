@@ -25,7 +25,7 @@ from typing import Any
 
 from sweeps.cluster.host import (LOOPBACK, check_int, check_resources, check_settings, find_ray_bin, free_port,
                                  read_json_record, write_json_atomic, write_private)
-from sweeps.cluster.launcher import STOP_GRACE_S, NodeLauncher
+from sweeps.cluster.launcher import LOOPBACK_ENV, STOP_GRACE_S, NodeLauncher
 from sweeps.cluster.processes import Node, members, owns, process_table
 
 __all__ = ["LocalCluster", "LOOPBACK", "STOP_GRACE_S"]
@@ -153,8 +153,11 @@ class LocalCluster:
 
     @property
     def env(self) -> dict[str, str]:
-        """What a client needs in its environment: RAY_AUTH_MODE, RAY_AUTH_TOKEN, RAY_ADDRESS."""
-        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self._launcher.token, "RAY_ADDRESS": self.address}
+        """What a client needs in its environment: RAY_AUTH_MODE, RAY_AUTH_TOKEN, RAY_ADDRESS,
+        and RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which keeps a plain Ray client on 127.0.0.1
+        (the nodes listen there only; ``ray_session`` does it by itself)."""
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self._launcher.token, "RAY_ADDRESS": self.address,
+                **LOOPBACK_ENV}
 
     @property
     def node_ip(self) -> str | None:
@@ -341,8 +344,6 @@ class LocalCluster:
         return sorted(pid for node in nodes if owns(node, table)
                       for pid in members(node.pid, table))
 
-    # ---------------------------------------------------------------------- state
-
     def save_state(self) -> Path:
         """Write the state (pids, ports, address, token path) to ``<state_dir>/cluster.json``.
 
@@ -382,10 +383,8 @@ class LocalCluster:
         cluster._state_dir = path.parent
         cluster._head_cpus = state["head_cpus"]
         cluster._dashboard = state["dashboard"]
-        try:
-            token = Path(state["token_path"]).read_text().strip()
-        except OSError:
-            token = ""
+        token_file = Path(state["token_path"])
+        token = token_file.read_text().strip() if token_file.is_file() else ""
         cluster._launcher = NodeLauncher(ray_bin=state["ray_bin"], state_dir=path.parent, token=token,
                                          object_store_bytes=state["object_store_bytes"],
                                          extra_env=dict(state.get("extra_env") or {}),

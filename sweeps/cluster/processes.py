@@ -1,5 +1,7 @@
 """The processes of a local cluster's nodes: each node is a ``ray start --block`` process
-leading its own process group, and a node is stopped by signalling exactly its group.
+leading its own session, and a node is stopped by signalling exactly its session's
+processes. (Ray puts each worker in a process group of its own, but the workers stay in
+the node's session, so the session is what holds the whole node.)
 
 Pids are reused, so a group is ours only while its leader has the start time recorded
 when it was spawned (``owns``). Read from /proc on Linux; elsewhere from ``ps``.
@@ -22,7 +24,7 @@ class Node:
 
     name: str
     role: str  # "head" or "worker"
-    pid: int  # also the process group id (started with start_new_session=True)
+    pid: int  # also the session and process group id (started with start_new_session=True)
     start_ticks: int | None  # start time from /proc, to tell the pid from a reused one
     temp_dir: str
     log: str
@@ -37,12 +39,13 @@ class Proc:
     """One process of the host's process table."""
 
     pgid: int
+    sid: int
     state: str
     start_ticks: int | None
 
 
 def process_table() -> dict[int, Proc]:
-    """Every process on the host: pid -> (process group, state, start time).
+    """Every process on the host: pid -> (process group, session, state, start time).
 
     From /proc on Linux; elsewhere from ``ps`` (without start times).
     """
@@ -58,19 +61,36 @@ def process_table() -> dict[int, Proc]:
                 continue
             fields = stat.rsplit(")", 1)[-1].split()
             # After the command name: state ppid pgrp session ... starttime (the 20th).
-            table[int(entry)] = Proc(pgid=int(fields[2]), state=fields[0], start_ticks=int(fields[19]))
+            table[int(entry)] = Proc(pgid=int(fields[2]), sid=int(fields[3]), state=fields[0],
+                                     start_ticks=int(fields[19]))
         return table
-    out = subprocess.run(["ps", "-A", "-o", "pid=,pgid=,stat="], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-A", "-o", "pid=,pgid=,sess=,stat="], capture_output=True, text=True).stdout
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) >= 3 and parts[0].isdigit() and parts[1].isdigit():
-            table[int(parts[0])] = Proc(pgid=int(parts[1]), state=parts[2][0], start_ticks=None)
+        if len(parts) >= 4 and all(p.isdigit() for p in parts[:3]):
+            table[int(parts[0])] = Proc(pgid=int(parts[1]), sid=int(parts[2]), state=parts[3][0], start_ticks=None)
     return table
 
 
-def members(pgid: int, table: dict[int, Proc]) -> list[int]:
-    """Live (not zombie, not dead) processes of process group ``pgid``."""
-    return [pid for pid, proc in table.items() if proc.pgid == pgid and proc.state not in ("Z", "X")]
+def members(leader: int, table: dict[int, Proc]) -> list[int]:
+    """Live (not zombie, not dead) processes of the session (or process group) that
+    ``leader`` started: the node's own processes and the workers Ray put in groups of
+    their own."""
+    return [pid for pid, proc in table.items()
+            if (proc.sid == leader or proc.pgid == leader) and proc.state not in ("Z", "X")]
+
+
+def _kill_all(leader: int, table: dict[int, Proc], sig: int) -> None:
+    """``sig`` to the leader's process group and to every other member of its session."""
+    try:
+        os.killpg(leader, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in members(leader, table):
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def start_ticks(pid: int) -> int | None:
@@ -107,28 +127,26 @@ def owns(node: Node, table: dict[int, Proc]) -> bool:
 
 
 def kill_nodes(nodes: list[Node], children: dict[int, subprocess.Popen], *, hard: bool, grace_s: float) -> None:
-    """Stop the nodes' process groups and wait until no live member is left; ``children``
+    """Stop the nodes' sessions and wait until no live member is left; ``children``
     maps the pids of nodes this process spawned to their ``Popen`` (reaped and removed).
 
-    Hard: SIGKILL to each whole group. Soft: SIGTERM to each group's leader, the
+    Hard: SIGKILL to every member. Soft: SIGTERM to each session's leader, the
     ``ray start --block`` process, which shuts its node down in order (a node is gone
-    in 1-3 s that way, where SIGTERM to every process of the group at once takes
-    ~10 s); SIGKILL to the group for whatever is left after ``grace_s``.
+    in 1-3 s that way, where SIGTERM to every process at once takes ~10 s); SIGKILL to
+    every member left after ``grace_s``.
     """
     table = process_table()
     owned = [n for n in nodes if owns(n, table)]
     steps = [("group", signal.SIGKILL)] if hard else [("leader", signal.SIGTERM), ("group", signal.SIGKILL)]
     for target, sig in steps:
         for node in owned:
-            try:
-                if target == "group":
-                    os.killpg(node.pid, sig)
-                elif node.pid in members(node.pid, table):
+            if target == "leader" and node.pid in members(node.pid, table):
+                try:
                     os.kill(node.pid, sig)
-                else:  # the leader is gone: nothing left to shut the group down in order
-                    os.killpg(node.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+                except (ProcessLookupError, PermissionError):
+                    pass
+            else:  # the whole node, or the leader is gone: nothing left to shut it down in order
+                _kill_all(node.pid, table, signal.SIGKILL)
         deadline = time.monotonic() + grace_s
         while True:
             for node in owned:

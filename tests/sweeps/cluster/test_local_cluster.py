@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import shutil
 import signal
@@ -24,12 +23,15 @@ from pathlib import Path
 
 import pytest
 
+from sweeps.cluster.launcher import RAY_START_ON_LOOPBACK
 from sweeps.cluster.local import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "cluster.py"
 #: Client-side variables that would point a subprocess at another cluster or token.
-_CLIENT_VARS = ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+_CLIENT_VARS = ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+#: The pid of a detached actor's worker, started by one test and stopped by the next.
+_LINGERER: dict[str, int] = {}
 
 
 def _gone(pid: int) -> bool:
@@ -138,9 +140,11 @@ def test_a_client_needs_the_token(cluster):
     join = (f"import ray; ray.init(address={cluster.address!r}, logging_level='ERROR'); "
             "print(sum(n['Alive'] for n in ray.nodes())); ray.shutdown()")
 
-    # With the token file (RAY_AUTH_TOKEN_PATH), a client joins and sees the three nodes.
+    # With the token file (RAY_AUTH_TOKEN_PATH), a client joins and sees the three nodes. The
+    # nodes listen on 127.0.0.1 only, so a plain Ray client keeps to it (cluster.env says how).
+    loopback = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": cluster.env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"]}
     joined = subprocess.run([sys.executable, "-c", join], capture_output=True, text=True, timeout=120,
-                            env=_clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token)))
+                            env=_clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token), **loopback))
     assert joined.returncode == 0, joined.stderr[-2000:]
     assert joined.stdout.split()[-1] == "3"
 
@@ -149,15 +153,16 @@ def test_a_client_needs_the_token(cluster):
     start = time.monotonic()
     refused = subprocess.run([sys.executable, "-c", join], capture_output=True, text=True, timeout=120,
                              env=_clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="wrong",
-                                            RAY_NUM_REDIS_GET_RETRIES="2"))
+                                            RAY_NUM_REDIS_GET_RETRIES="2", **loopback))
     assert refused.returncode != 0
     assert "InvalidAuthToken" in refused.stderr or "AuthenticationError" in refused.stderr, refused.stderr[-2000:]
     assert time.monotonic() - start < 60
 
     # Nor can a node join with a wrong token; it fails before it spawns anything.
     temp_dir = tempfile.mkdtemp(prefix="csr-", dir="/tmp")
-    node = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", f"--address={cluster.address}",
-                             f"--temp-dir={temp_dir}", "--num-cpus=1", "--disable-usage-stats"],
+    node = subprocess.Popen([sys.executable, "-c", RAY_START_ON_LOOPBACK, "start", f"--address={cluster.address}",
+                             "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}", "--num-cpus=1",
+                             "--disable-usage-stats"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             env=_clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="wrong",
                                            RAY_NUM_REDIS_GET_RETRIES="2"))
@@ -178,10 +183,10 @@ def test_a_client_needs_the_token(cluster):
 def test_tasks_land_on_the_workers_and_a_lost_node_leaves(cluster):
     import ray
 
-    with _client_env(cluster):
+    from sweeps.cluster.session import ray_session
+
+    with _client_env(cluster), ray_session(cluster.address):
         try:
-            ray.init(address=cluster.address, _node_ip_address="127.0.0.1",
-                     logging_level=logging.WARNING, log_to_driver=False)
             assert sum(1 for n in ray.nodes() if n["Alive"]) == 3
             assert ray.cluster_resources().get("standin_gpu") == 4
 
@@ -190,12 +195,22 @@ def test_tasks_land_on_the_workers_and_a_lost_node_leaves(cluster):
                 return ray.util.get_node_ip_address(), ray.get_runtime_context().get_node_id()
 
             ip, node_id = ray.get(where.remote(), timeout=120)
+
+            @ray.remote(num_cpus=0)
+            class Lingerer:
+                def pid(self) -> int:
+                    return os.getpid()
+
+            # A detached actor outlives this driver: a worker process that Ray puts in a
+            # process group of its own, which only the node's session still holds.
+            lingerer = Lingerer.options(name="lingerer", lifetime="detached").remote()
+            _LINGERER["pid"] = ray.get(lingerer.pid.remote(), timeout=120)
         finally:
             ray.shutdown()
 
-    # Ray 2.60 on Linux registers a node started with --node-ip-address=127.0.0.1 under
-    # the host's own routable IP (cluster.node_ip); where the host has none, 127.0.0.1.
-    assert ip == cluster.node_ip
+    # The nodes keep 127.0.0.1 (Ray 2.60 on its own registers them under the host's
+    # routable IP, and its servers then listen on every interface).
+    assert ip == cluster.node_ip == "127.0.0.1"
     with socket.socket() as s:
         s.bind((ip, 0))  # an address of this host
     workers = {n["node_id"] for n in cluster.nodes() if n["alive"] and not n["head"]}
@@ -212,11 +227,12 @@ def test_tasks_land_on_the_workers_and_a_lost_node_leaves(cluster):
     assert all(_gone(p) for p in a_pids if p not in left)
 
 
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_the_saved_state_lets_another_instance_stop_it(cluster):
     pids = cluster.pids()
-    assert pids
+    assert pids and _LINGERER.get("pid") in pids  # a worker in a process group of its own
     temp_dirs = [n["temp_dir"] for n in cluster.nodes() if n["alive"]]
     cluster.save_state()
     state = json.loads(cluster.state_file.read_text())
