@@ -28,7 +28,7 @@ import pandas as pd
 from analysis import figures
 from analysis.figures.common import CASE_STUDY, MissingRows
 from analysis.report_render import FigureEntry, Section, render_html, render_markdown
-from analysis.summary import overlap_rows, overlapped_summary, serialized_summary
+from analysis.summary import overlap_rows, overlapped_summary, serialized_rows, serialized_summary
 from sweeps.lake import Lake
 from sweeps.lake.kinds import ACCURACY, PROJECTION, ROI, SCALING, SEARCH
 from sweeps.lake.views import connect, view_frame
@@ -38,11 +38,6 @@ __all__ = ["ReportResult", "write_report", "HTML_NAME", "MARKDOWN_NAME"]
 HTML_NAME = "report.html"
 MARKDOWN_NAME = "report.md"
 
-_PROJECTION_COLUMNS = [
-    "sweep", "hardware", "label", "h", "heads", "sl", "b", "tp", "dp", "flop_vs_bw", "dp_slowdown", "links", "status",
-    "calibration", "cost_model_version", "hardware_fingerprint", "tp_tier", "dp_tier", "t_compute_s", "t_tp_comm_s",
-    "t_dp_comm_s", "exposed_comm_s", "step_time_s", "serialized_fraction", "overlap_percent", "comm_share",
-]
 _ROI_PROVENANCE = ["device_model", "device_count", "driver_version", "torch_version", "cuda_version", "nccl_version",
                    "host"]
 _SOFTWARE = ["commscale", "numpy", "pandas", "pyarrow", "duckdb", "matplotlib", "ray", "torch"]
@@ -92,8 +87,8 @@ def _percent_table(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.map(lambda v: f"{100 * v:.1f}%").reset_index(names="configuration")
 
 
-def _overlap_table(rows: pd.DataFrame, overlap_tp: int) -> pd.DataFrame:
-    summary = overlapped_summary(rows, overlap_tp)
+def _overlap_table(con, sweep: str, hardware: str, overlap_tp: int) -> pd.DataFrame:
+    summary = overlapped_summary(con, sweep, hardware, overlap_tp)
     summary["cell"] = [f"{r.min_percent:.0f}-{r.max_percent:.0f}% ({int(r.exposed)}/{int(r.hidden_sizes)})"
                        for r in summary.itertuples()]
     table = summary.pivot(index="slb", columns="flop_vs_bw", values="cell")
@@ -101,18 +96,18 @@ def _overlap_table(rows: pd.DataFrame, overlap_tp: int) -> pd.DataFrame:
     return table.reset_index(names="SL·B")
 
 
-def _grid_section(make: _Figures, sweep: str, hardware: str, rows: pd.DataFrame, overlap_tp: int) -> Section:
+def _grid_section(make: _Figures, con, sweep: str, hardware: str, overlap_tp: int) -> Section:
     section = Section(f"Sweep {sweep} on {hardware}: the study's grid (Figs. 10 and 11)",
                       "Serialized (TP) communication against TP and overlapped (DP) communication against SL·B, "
                       "for each flop-vs-bw multiplier m (compute m times faster relative to network bandwidth).")
-    ok = rows[rows["status"] == "ok"]
-    for m in sorted(ok["flop_vs_bw"].unique()):
-        at_m = ok[ok["flop_vs_bw"] == m]
+    serial, overlap = serialized_rows(con, sweep, hardware), overlap_rows(con, sweep, hardware, overlap_tp)
+    for m in sorted(serial["flop_vs_bw"].unique()):
+        at_m, over_m = serial[serial["flop_vs_bw"] == m], overlap[overlap["flop_vs_bw"] == m]
         tag = f"{sweep}-{hardware}-m{m:g}"
         fig_s = figures.study.figure_number(m, "a")
         section.figures.append(make.make(
             f"serialized-{tag}", f"{fig_s}: serialized fraction vs TP, {sweep} on {hardware}, m = {m:g}",
-            lambda m=m: figures.draw_serialized(rows, m=m),
+            lambda m=m: figures.draw_serialized(serial, m=m),
             lambda at_m=at_m: ("Each line is one (H, SL) of the grid at its smallest B: the share of a layer's forward "
                                "and backward time spent in TP all-reduces, which nothing hides. Over the grid it spans "
                                f"{100 * at_m['serialized_fraction'].min():.1f}-"
@@ -121,16 +116,16 @@ def _grid_section(make: _Figures, sweep: str, hardware: str, rows: pd.DataFrame,
         fig_o = figures.study.figure_number(m, "b")
         section.figures.append(make.make(
             f"overlapped-{tag}", f"{fig_o}: overlapped communication vs SL·B, {sweep} on {hardware}, m = {m:g}",
-            lambda m=m: figures.draw_overlapped(rows, m=m, overlap_tp=overlap_tp),
-            lambda m=m: _overlap_about(rows, m, overlap_tp)))
-    section.tables.append((f"Serialized share of layer time, {sweep} on {hardware}", _percent_table(serialized_summary(ok))))
+            lambda m=m: figures.draw_overlapped(overlap, m=m), lambda over_m=over_m: _overlap_about(over_m)))
+    section.tables.append((f"Serialized share of layer time, {sweep} on {hardware}",
+                           _percent_table(serialized_summary(con, sweep, hardware))))
     section.tables.append((f"Overlapped DP all-reduce as % of backward GEMM time, range over H "
-                           f"(k/n: k of n hidden sizes exposed), {sweep} on {hardware}", _overlap_table(ok, overlap_tp)))
+                           f"(k/n: k of n hidden sizes exposed), {sweep} on {hardware}",
+                           _overlap_table(con, sweep, hardware, overlap_tp)))
     return section
 
 
-def _overlap_about(rows: pd.DataFrame, m: float, overlap_tp: int) -> str:
-    at = overlap_rows(rows[(rows["flop_vs_bw"] == m) & (rows["status"] == "ok")], overlap_tp)
+def _overlap_about(at: pd.DataFrame) -> str:
     exposed = int((at["overlap_percent"] > 100).sum())
     return (f"Each line is one H at TP = {int(at['tp'].iloc[0])}: the DP weight-gradient all-reduce as a percent of "
             f"the backward GEMMs it overlaps. Above the dashed 100% line the excess is exposed: {exposed} of "
@@ -161,19 +156,22 @@ def _case_section(make: _Figures, groups: Dict[tuple, pd.DataFrame]) -> Section:
     return section
 
 
-def _study_sections(make: _Figures, projection: Optional[pd.DataFrame], manifests: dict) -> List[Section]:
-    if projection is None or projection.empty:
+def _study_sections(make: _Figures, con, manifests: dict) -> List[Section]:
+    partitions = con.execute(f"""SELECT sweep, hardware, bool_or(links = 'placed') AS placed FROM "{PROJECTION}"
+                                 GROUP BY sweep, hardware ORDER BY sweep, hardware""").fetchall()
+    if not partitions:
         return [Section("The study's grid (Figs. 10 and 11)", figures=[
             _Figures.skip("serialized", "Fig. 10a: serialized fraction vs TP", PROJECTION, "projection rows"),
             _Figures.skip("overlapped", "Fig. 10b: overlapped communication vs SL·B", PROJECTION, "projection rows"),
         ]), _case_section(make, {})]
     sections, cases = [], {}
-    for (sweep, hardware), rows in projection.groupby(["sweep", "hardware"], sort=True):
-        if figures.is_case_study(rows):
-            cases[(sweep, hardware)] = rows
+    for sweep, hardware, placed in partitions:
+        if placed:
+            cases[(sweep, hardware)] = con.execute(f'SELECT * FROM "{PROJECTION}" WHERE sweep = ? AND hardware = ?',
+                                                   [sweep, hardware]).df()
             continue
         overlap_tp = int(manifests.get((sweep, hardware), {}).get("config", {}).get("sweep.overlap_tp", 16))
-        sections.append(_grid_section(make, sweep, hardware, rows, overlap_tp))
+        sections.append(_grid_section(make, con, sweep, hardware, overlap_tp))
     return sections + [_case_section(make, cases)]
 
 
@@ -234,17 +232,17 @@ def _search_section(make: _Figures, search: Optional[pd.DataFrame], scaling: Opt
     return section
 
 
-def _provenance(lake: Lake, con, projection: Optional[pd.DataFrame], accuracy: Optional[pd.DataFrame],
-                manifests: dict) -> Section:
+def _provenance(lake: Lake, con, accuracy: Optional[pd.DataFrame], manifests: dict) -> Section:
     section = Section("Provenance", f"Lake {lake}; every figure and table above is read from its committed rows.")
     sweeps = pd.DataFrame([{"sweep": s, "hardware": h, "kind": m.get("kind"), "planned": m.get("planned"),
                             "recorded (UTC)": _date(m.get("time"))} for (s, h), m in sorted(manifests.items())])
     if not sweeps.empty:
         section.tables.append(("Sweeps", sweeps))
     calibrations = []
-    if projection is not None and not projection.empty:
-        calibrations.append(projection.groupby(["calibration", "cost_model_version", "hardware", "hardware_fingerprint"])
-                            .size().rename("projection rows").reset_index())
+    projected = con.execute(f"""SELECT calibration, cost_model_version, hardware, hardware_fingerprint,
+                                count(*) AS "projection rows" FROM "{PROJECTION}" GROUP BY ALL ORDER BY ALL""").df()
+    if not projected.empty:
+        calibrations.append(projected)
     if accuracy is not None and not accuracy.empty and {"calibration", "device_model"} <= set(accuracy.columns):
         calibrations.append(accuracy.groupby(["calibration", "device_model"]).size().rename("accuracy rows").reset_index())
     for table in calibrations:
@@ -285,12 +283,11 @@ def write_report(lake: Lake, out_dir: Path) -> ReportResult:
     manifests = lake.sweeps()
     con = connect(lake)
     try:
-        projection = view_frame(con, PROJECTION, _PROJECTION_COLUMNS)
         accuracy, search, scaling = (view_frame(con, kind) for kind in (ACCURACY, SEARCH, SCALING))
         make = _Figures(figure_dir)
-        sections = _study_sections(make, projection, manifests)
+        sections = _study_sections(make, con, manifests)
         sections += [_accuracy_section(make, accuracy), _search_section(make, search, scaling)]
-        sections.append(_provenance(lake, con, projection, accuracy, manifests))
+        sections.append(_provenance(lake, con, accuracy, manifests))
     finally:
         con.close()
     drawn = {p.name for s in sections for f in s.figures for p in f.files}

@@ -1,78 +1,106 @@
-"""The summary a person reads after a run: per hardware scenario (flop-vs-bw m), the
-serialized fraction over the study's highlighted configurations and the overlap percent
-per SL*B (method.md §6). Computed from projection rows; rendered with rich."""
+"""The summary a person reads after a run, computed by DuckDB over one (sweep, hardware)
+partition of the ``projection`` rows (no row is loaded into the driver): per hardware
+scenario (flop-vs-bw m), the serialized fraction over the grid and the highlighted models,
+and the overlap percent per SL·B at the overlap TP (method.md §6); rendered with rich."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import duckdb
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from sweeps.lake.kinds import PROJECTION
 from tasks.model.projection import HIGHLIGHT_PREFIX
 
-__all__ = ["serialized_summary", "overlap_rows", "overlapped_summary", "render_summary"]
+__all__ = ["serialized_rows", "serialized_summary", "overlap_rows", "overlapped_summary", "render_summary",
+           "partition_count", "FIGURE_COLUMNS"]
 
 
 
-def _grid(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[~rows["label"].str.startswith(HIGHLIGHT_PREFIX)]
+#: What the figures of a partition read of its rows (and name in their captions).
+FIGURE_COLUMNS = ("sweep", "hardware", "label", "h", "sl", "b", "tp", "dp", "flop_vs_bw", "status", "calibration",
+                  "cost_model_version", "serialized_fraction", "overlap_percent")
+
+#: The ok rows of one partition, the grid (not the highlighted models), and its rows at the
+#: overlap TP (or the grid's nearest), an SL·B reached by several (SL, B) taken at its
+#: longest sequence (smallest B).
+_PARTITION = f"""
+WITH part AS (SELECT {', '.join(FIGURE_COLUMNS)} FROM "{PROJECTION}"
+              WHERE sweep = $sweep AND hardware = $hardware AND status = 'ok'),
+grid AS (SELECT * FROM part WHERE NOT starts_with(label, '{HIGHLIGHT_PREFIX}')),
+near AS (SELECT tp FROM (SELECT DISTINCT tp FROM grid) ORDER BY abs(tp - $overlap_tp), tp LIMIT 1),
+at_tp AS (SELECT *, sl * b AS slb FROM grid WHERE tp = (SELECT tp FROM near)),
+overlap AS (SELECT * FROM at_tp WHERE b = (SELECT min(b) FROM at_tp AS o WHERE o.slb = at_tp.slb))
+"""
 
 
-def serialized_summary(rows: pd.DataFrame) -> pd.DataFrame:
-    """Serialized fraction per m (columns): min, median and max over the grid at its
-    smallest B (the study factors B out), then each highlighted model at its TP."""
-    grid = _grid(rows)
-    grid = grid[grid["b"] == grid["b"].min()]
-    stats = grid.groupby("flop_vs_bw")["serialized_fraction"].agg(["min", "median", "max"]).T
-    stats.index = [f"grid {s} ({grid.groupby('flop_vs_bw').size().iloc[0]} configs)" for s in stats.index]
-    marked = rows[rows["label"].str.startswith(HIGHLIGHT_PREFIX)]
+def _sql(con: duckdb.DuckDBPyConnection, select: str, sweep: str, hardware: str, overlap_tp: int = 16) -> pd.DataFrame:
+    return con.execute(_PARTITION + select, dict(sweep=sweep, hardware=hardware, overlap_tp=overlap_tp)).df()
+
+
+def partition_count(con: duckdb.DuckDBPyConnection, sweep: str, hardware: str) -> int:
+    """Rows of the partition, any status."""
+    return int(con.execute(f'SELECT count(*) FROM "{PROJECTION}" WHERE sweep = ? AND hardware = ?',
+                           [sweep, hardware]).fetchone()[0])
+
+
+def serialized_rows(con: duckdb.DuckDBPyConnection, sweep: str, hardware: str) -> pd.DataFrame:
+    """The serialized analysis' rows: the grid at its smallest B (the study factors B out)
+    and the highlighted models, every m."""
+    return _sql(con, f"""SELECT {', '.join(FIGURE_COLUMNS)} FROM part
+                         WHERE starts_with(label, '{HIGHLIGHT_PREFIX}') OR b = (SELECT min(b) FROM grid)
+                         ORDER BY label, h, sl, tp, flop_vs_bw""", sweep, hardware)
+
+
+def serialized_summary(con: duckdb.DuckDBPyConnection, sweep: str, hardware: str) -> pd.DataFrame:
+    """Serialized fraction per m (columns ``m=...``): min, median and max over the grid at
+    its smallest B (the study factors B out), then each highlighted model at its TP."""
+    stats = _sql(con, """SELECT flop_vs_bw, min(serialized_fraction) AS "min", median(serialized_fraction) AS median,
+                         max(serialized_fraction) AS "max", count(*) AS configs
+                         FROM grid WHERE b = (SELECT min(b) FROM grid) GROUP BY flop_vs_bw ORDER BY flop_vs_bw""",
+                 sweep, hardware)
+    marked = _sql(con, f"""SELECT substr(label, {len(HIGHLIGHT_PREFIX) + 1}) || ' (H=' || h || ', SL=' || sl
+                           || ', TP=' || tp || ')' AS row, flop_vs_bw, serialized_fraction FROM part
+                           WHERE starts_with(label, '{HIGHLIGHT_PREFIX}') ORDER BY label, flop_vs_bw""",
+                  sweep, hardware)
+    configs = int(stats["configs"].iloc[0]) if len(stats) else 0
+    table = stats.set_index("flop_vs_bw")[["min", "median", "max"]].T
+    table.index = [f"grid {s} ({configs} configs)" for s in table.index]
     if len(marked):
-        marked = marked.assign(row=[
-            f"{label[len(HIGHLIGHT_PREFIX):]} (H={h}, SL={sl}, TP={tp})"
-            for label, h, sl, tp in zip(marked["label"], marked["h"], marked["sl"], marked["tp"], strict=True)
-        ])
+        marked["row"] = marked["row"].astype(str)
         per_model = marked.pivot_table(index="row", columns="flop_vs_bw", values="serialized_fraction", sort=False)
-        stats = pd.concat([stats, per_model])
-    stats.columns = [f"m={m:g}" for m in stats.columns]
-    return stats
+        table = pd.concat([table, per_model])
+    table.columns = [f"m={m:g}" for m in table.columns]
+    return table
 
 
-def overlap_rows(rows: pd.DataFrame, overlap_tp: int) -> pd.DataFrame:
-    """The overlapped analysis' subset of the grid: rows at TP = ``overlap_tp`` (or the
-    grid's nearest TP), with an ``slb`` column (SL*B); for an SL*B reached by several
-    (SL, B), only the longest sequence (smallest B)."""
-    grid = _grid(rows)
-    tps = sorted(grid["tp"].unique())
-    tp = min(tps, key=lambda t: (abs(t - overlap_tp), t))
-    at_tp = grid[grid["tp"] == tp].assign(slb=lambda d: d["sl"] * d["b"])
-    return at_tp[at_tp["b"] == at_tp.groupby("slb")["b"].transform("min")]
+def overlap_rows(con: duckdb.DuckDBPyConnection, sweep: str, hardware: str, overlap_tp: int) -> pd.DataFrame:
+    """The overlapped analysis' rows: the grid at TP = ``overlap_tp`` (or its nearest TP),
+    one row per (H, SL·B, m) at the longest sequence of that SL·B."""
+    return _sql(con, f"SELECT {', '.join(FIGURE_COLUMNS)}, slb FROM overlap ORDER BY h, slb, flop_vs_bw", sweep,
+                hardware, overlap_tp)
 
 
-def overlapped_summary(rows: pd.DataFrame, overlap_tp: int) -> pd.DataFrame:
-    """Overlap percent at TP = ``overlap_tp`` (or the grid's nearest TP) per distinct
-    SL*B: the lowest and highest over H, and how many H expose communication (> 100%).
-    One row per (SL*B, m)."""
-    at_tp = overlap_rows(rows, overlap_tp)
-    tp = int(at_tp["tp"].iloc[0]) if len(at_tp) else overlap_tp
-    summary = at_tp.groupby(["slb", "flop_vs_bw"]).agg(
-        min_percent=("overlap_percent", "min"),
-        max_percent=("overlap_percent", "max"),
-        exposed=("overlap_percent", lambda s: int((s > 100).sum())),
-        hidden_sizes=("h", "nunique"),
-    ).reset_index()
-    summary.insert(0, "tp", tp)
-    return summary
+def overlapped_summary(con: duckdb.DuckDBPyConnection, sweep: str, hardware: str, overlap_tp: int) -> pd.DataFrame:
+    """Overlap percent per distinct SL·B and m: the lowest and highest over H, and how many
+    H expose communication (> 100%)."""
+    return _sql(con, """SELECT tp, slb, flop_vs_bw, min(overlap_percent) AS min_percent,
+                        max(overlap_percent) AS max_percent, count(*) FILTER (WHERE overlap_percent > 100) AS exposed,
+                        count(DISTINCT h) AS hidden_sizes FROM overlap GROUP BY tp, slb, flop_vs_bw
+                        ORDER BY slb, flop_vs_bw""", sweep, hardware, overlap_tp)
 
 
 def _percent(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def render_summary(console: Console, rows: pd.DataFrame, *, title: str, overlap_tp: int) -> None:
-    """Print both summary tables for the rows of one run."""
-    serialized = serialized_summary(rows)
+def render_summary(console: Console, con: duckdb.DuckDBPyConnection, *, sweep: str, hardware: str, title: str,
+                   overlap_tp: int) -> None:
+    """Print both summary tables of one (sweep, hardware) partition."""
+    serialized = serialized_summary(con, sweep, hardware)
     table = Table(title=f"Serialized (TP) communication, share of layer time: {title}", title_justify="left")
     table.add_column("configuration")
     for column in serialized.columns:
@@ -81,7 +109,7 @@ def render_summary(console: Console, rows: pd.DataFrame, *, title: str, overlap_
         table.add_row(str(name), *(_percent(v) for v in values))
     console.print(table)
 
-    overlapped = overlapped_summary(rows, overlap_tp)
+    overlapped = overlapped_summary(con, sweep, hardware, overlap_tp)
     scenarios: Sequence[float] = sorted(overlapped["flop_vs_bw"].unique())
     tp = int(overlapped["tp"].iloc[0]) if len(overlapped) else overlap_tp
     table = Table(

@@ -8,17 +8,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pandas as pd
 
 from sweeps.calibrate import load_calibration
 from sweeps.config import RunConfig
 from sweeps.jobs.job import SweepJob
-from sweeps.jobs.projection import Plan, projection_job
+from sweeps.jobs.projection import Highlight, projection_job
 from sweeps.jobs.roi import measured_overlap, record_fits, roi_configs, roi_job
 from sweeps.lake import Lake
-from sweeps.lake.kinds import PROJECTION, ROI
+from sweeps.lake.kinds import ROI
 from sweeps.lake.views import read_rows
 from sweeps.run import RunReport, run_job
 from tasks.fit.alpha_beta import AlphaBetaFit, collective_fits
@@ -29,14 +29,15 @@ __all__ = ["ProjectionSweep", "RoiSweep", "project", "measure_roi"]
 
 @dataclass(frozen=True)
 class ProjectionSweep:
-    """A projection sweep run: its job and plan, what the run did, the calibration it
-    projected with (None: the spec roofline) and its ok rows read back from the lake."""
+    """A projection sweep run: its partition of the lake, the highlighted models, what the
+    run did, and the calibration it projected with (None: the spec roofline). Its points
+    and rows are not kept: summaries read the rows in the lake (``analysis.summary``), so
+    a run holds no grid in memory once it is done."""
 
-    job: SweepJob
-    plan: Plan
+    partition: Dict[str, str]
+    highlights: Tuple[Highlight, ...]
     report: RunReport
     calibration: Optional[Calibration]
-    rows: pd.DataFrame
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,8 @@ def project(config: RunConfig, lake: Lake, **run_options: Any) -> ProjectionSwee
     calibration = load_calibration(lake, config.calibration.name) if config.calibration is not None else None
     job, plan = projection_job(config, calibration=calibration)
     report = run_job(job, lake, **run_options)
-    return ProjectionSweep(job, plan, report, calibration, read_rows(lake, PROJECTION, plan.points))
+    report.job = None  # the points go; the report keeps its counts
+    return ProjectionSweep(job.partition, plan.highlights, report, calibration)
 
 
 def measure_roi(config: RunConfig, lake: Lake, **run_options: Any) -> RoiSweep:

@@ -2,8 +2,10 @@
 serialized fraction against TP (Fig. 10a) and overlapped communication as a percent of
 compute against SL·B (Fig. 10b), each for one flop-vs-bw multiplier m (Fig. 11 for m > 1).
 
-Both take the projection rows of one (sweep, hardware) and plot the metrics the rows
-carry (``serialized_fraction``, ``overlap_percent``); nothing is recomputed here.
+Each takes the rows of its analysis, selected by ``analysis.summary`` (``serialized_rows``:
+the grid at its smallest B and the highlighted models; ``overlap_rows``: the grid at the
+overlap TP), and plots the metrics the rows carry (``serialized_fraction``,
+``overlap_percent``); nothing is recomputed here.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.figures.common import MARK, SERIES, caption, finish, log2_ticks, new_figure, require
-from analysis.summary import overlap_rows
 from sweeps.lake.kinds import PROJECTION
 from tasks.model.projection import HIGHLIGHT_PREFIX
 
@@ -51,11 +52,10 @@ def draw_serialized(rows: pd.DataFrame, *, m: float = 1.0):
     """Serialized (TP) share of a layer's time against TP, one line per (H, SL) of the
     grid at its smallest B (the study factors B out), the highlighted models marked.
 
-    ``rows``: projection rows of one sweep and hardware. Raises ``MissingRows`` when
-    none is at multiplier ``m``."""
+    ``rows``: ``analysis.summary.serialized_rows`` of one sweep and hardware. Raises
+    ``MissingRows`` when none is at multiplier ``m``."""
     rows = _at_m(rows, m, "projection rows")
     grid = rows[~rows["label"].str.startswith(HIGHLIGHT_PREFIX)]
-    grid = grid[grid["b"] == grid["b"].min()] if len(grid) else grid
     marked = rows[rows["label"].str.startswith(HIGHLIGHT_PREFIX)]
     fig, ax = new_figure(8.2, 5.2)
     colors = _colors(grid["h"].unique())
@@ -90,12 +90,12 @@ def draw_serialized(rows: pd.DataFrame, *, m: float = 1.0):
     return fig
 
 
-def draw_overlapped(rows: pd.DataFrame, *, m: float = 1.0, overlap_tp: int = 16):
+def draw_overlapped(rows: pd.DataFrame, *, m: float = 1.0):
     """The DP weight-gradient all-reduce as a percent of the backward GEMMs it hides
-    behind, against SL·B at TP = ``overlap_tp`` (or the grid's nearest), one line per H;
-    above the drawn 100% line the excess is exposed."""
-    rows = _at_m(rows, m, "projection rows")
-    at_tp = require(overlap_rows(rows, overlap_tp), PROJECTION, [], f"projection rows near TP {overlap_tp}")
+    behind, against SL·B at the overlap TP, one line per H; above the drawn 100% line the
+    excess is exposed. ``rows``: ``analysis.summary.overlap_rows`` of one sweep and hardware."""
+    at_tp = _at_m(rows, m, "projection rows at the overlap TP")
+    at_tp = require(at_tp, PROJECTION, ["slb"], "projection rows at the overlap TP")
     fig, ax = new_figure(8.2, 5.2)
     colors = _colors(at_tp["h"].unique())
     for h, group in at_tp.groupby("h"):
@@ -109,6 +109,6 @@ def draw_overlapped(rows: pd.DataFrame, *, m: float = 1.0, overlap_tp: int = 16)
     ax.set_ylabel("DP all-reduce time (% of backward GEMM time)")
     tp = int(at_tp["tp"].iloc[0])
     finish(fig, ax, f"{figure_number(m, 'b')} · overlapped (DP) communication vs SL·B, TP = {tp}, m = {m:g}",
-           caption(rows, ("sweep", "sweep"), ("DP", "dp"), ("cost model", "cost_model_version")),
+           caption(at_tp, ("sweep", "sweep"), ("DP", "dp"), ("cost model", "cost_model_version")),
            loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig

@@ -47,7 +47,8 @@ def run(*, overrides: Sequence[str], lake_root: str, address: Optional[str], num
 
 
 def _run_projection(config: RunConfig, lake: Lake, lake_root: str, options: dict) -> None:
-    from analysis.summary import render_summary
+    from analysis.summary import partition_count, render_summary
+    from sweeps.lake.views import connect
     from sweeps.sweep import project
 
     done = project(config, lake, **options)
@@ -56,14 +57,20 @@ def _run_projection(config: RunConfig, lake: Lake, lake_root: str, options: dict
     model = f", model {config.model.name}" if config.model else ""
     costs = f", compute from {done.calibration.name}" if done.calibration else ""
     run_line(out, done.report, f"[bold]sweep {sweep.name}[/] on [bold]{hw.name}[/] ({hw.accelerator}{model}{costs})")
-    for x in done.plan.highlights:
+    for x in done.highlights:
         out.print(f"  highlight {x.model}: TP {x.tp} (Eq. 10 gives {x.tp_eq10:.1f} on {hw.hbm_gb:g} GB devices)",
                   soft_wrap=True)
-    if len(done.rows):
-        render_summary(out, done.rows, title=f"{hw.name}, sweep {sweep.name}", overlap_tp=sweep.overlap_tp)
-    where = "/".join(f"{k}={v}" for k, v in done.job.partition.items())
+    con = connect(lake)
+    try:
+        rows = partition_count(con, done.partition["sweep"], done.partition["hardware"])
+        if rows:
+            render_summary(out, con, **done.partition, title=f"{hw.name}, sweep {sweep.name}",
+                           overlap_tp=sweep.overlap_tp)
+    finally:
+        con.close()
+    where = "/".join(f"{k}={v}" for k, v in done.partition.items())
     lake_flag = "" if lake_root == default_lake() else f" --lake {lake_root}"
-    out.print(f"\nLake: {lake} ({len(done.rows)} rows of this sweep under kind={PROJECTION}/{where})", soft_wrap=True)
+    out.print(f"\nLake: {lake} ({rows} rows of this sweep under kind={PROJECTION}/{where})", soft_wrap=True)
     out.print(f"Query it:  commscale query \"SELECT h, sl, tp, flop_vs_bw, serialized_fraction FROM {PROJECTION} "
               f"WHERE sweep = '{sweep.name}' ORDER BY serialized_fraction DESC LIMIT 10\"{lake_flag}", soft_wrap=True)
     write_and_announce(out, lake, default_report())

@@ -9,11 +9,14 @@ whose key is already in the lake never needs projecting again.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
+import json
 import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
 import pyarrow as pa
 
 from sweeps.config import RunConfig, load_preset
@@ -28,6 +31,9 @@ from tasks.model.specs import TransformerModel, fingerprint
 __all__ = ["Highlight", "Plan", "plan_points", "point_key", "projection_job"]
 
 _KEY_FIELDS = [f for f in POINT_SCHEMA.names if f != "key"]
+#: Points per projection task: the cost model projects about 10^6 a second, so a task of
+#: this many takes a few tens of ms, and a grid of 10^6 points lands in tens of files.
+PROJECTION_CHUNK = 16384
 
 
 @dataclass(frozen=True)
@@ -92,15 +98,48 @@ def plan_points(config: RunConfig, calibration: Optional[str] = None) -> Plan:
     hw_print, calibration = fingerprint(hw), calibration or f"spec:{hw.name}"
     scenarios = [(s.links.value, float(s.dp_slowdown)) for s in sweep.scenarios] or [
         (sweep.links.value, float(sweep.dp_slowdown))]
-    rows: List[Dict[str, object]] = []
-    for (label, h, heads, sl, b, tp), multiplier, (links, slowdown) in itertools.product(configs, sweep.flop_vs_bw,
-                                                                                      scenarios):
-        row = dict(label=label, h=h, heads=heads, sl=sl, b=b, tp=tp, dp=sweep.dp,
-                   dtype_bytes=sweep.dtype_bytes, flop_vs_bw=float(multiplier),
-                   dp_slowdown=slowdown, links=links)
-        row["key"] = point_key(row, sweep.name, hw_print, calibration)
-        rows.append(row)
-    return Plan(pa.Table.from_pylist(rows, schema=POINT_SCHEMA), highlights)
+    multipliers = [float(m) for m in sweep.flop_vs_bw]
+    return Plan(_point_table(configs, multipliers, scenarios, sweep.dp, sweep.dtype_bytes,
+                             dict(sweep=sweep.name, hardware=hw_print, calibration=calibration)), highlights)
+
+
+def _point_table(configs: List[tuple], multipliers: List[float], scenarios: List[Tuple[str, float]], dp: int,
+                 dtype_bytes: int, provenance: Dict[str, str]) -> pa.Table:
+    """The cross product configs x multipliers x scenarios as columns (no object per point),
+    each point keyed as ``point_key`` keys it."""
+    n_m, n_s = len(multipliers), len(scenarios)
+    n = len(configs) * n_m * n_s
+    index = np.arange(n)
+    pick = index // (n_m * n_s)
+    columns = {name: np.asarray([c[i] for c in configs], dtype=np.int64)[pick]
+               for i, name in enumerate(("h", "heads", "sl", "b", "tp"), start=1)}
+    columns.update(dp=np.full(n, dp, dtype=np.int64), dtype_bytes=np.full(n, dtype_bytes, dtype=np.int64),
+                   flop_vs_bw=np.asarray(multipliers, dtype=np.float64)[(index // n_s) % n_m],
+                   dp_slowdown=np.asarray([s for _, s in scenarios], dtype=np.float64)[index % n_s])
+    labels = pa.array([c[0] for c in configs], pa.string()).take(pa.array(pick))
+    links = pa.array([link for link, _ in scenarios], pa.string()).take(pa.array(index % n_s))
+    keys = pa.array(list(_keys(configs, multipliers, scenarios, dp, dtype_bytes, provenance)), pa.string())
+    table = {"key": keys, "label": labels, **{k: pa.array(v) for k, v in columns.items()}, "links": links}
+    return pa.table({name: table[name] for name in POINT_SCHEMA.names}, schema=POINT_SCHEMA)
+
+
+def _keys(configs, multipliers, scenarios, dp: int, dtype_bytes: int, provenance: Dict[str, str]):
+    """``point_key`` of every point, in the table's order, without building each point: the
+    canonical JSON ``point_key`` hashes, assembled from its parts (the same bytes)."""
+    text = json.dumps
+    fixed = (f'"calibration":{text(provenance["calibration"])},"cost_model":{text(COST_MODEL_VERSION)},'
+             f'"dp":{dp},"dp_slowdown":')
+    hardware, sweep = text(provenance["hardware"]), text(provenance["sweep"])
+    multiplier_parts = [f',"dtype_bytes":{dtype_bytes},"flop_vs_bw":{m!r}' for m in multipliers]
+    scenario_parts = [(f"{s!r}", text(link)) for link, s in scenarios]
+    for label, h, heads, sl, b, tp in configs:
+        head = f'{{"b":{b},' + fixed
+        middle = f',"h":{h},"hardware":{hardware},"heads":{heads},"label":{text(label)},"links":'
+        end = f',"sl":{sl},"sweep":{sweep},"tp":{tp}}}'
+        for m_part in multiplier_parts:
+            for slowdown, link in scenario_parts:
+                canonical = head + slowdown + m_part + middle + link + end
+                yield hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
 def _identity(config: RunConfig, calibration: Optional[projection.Calibration]) -> Dict[str, object]:
@@ -127,7 +166,7 @@ def projection_job(config: RunConfig, *, point_timeout_s: float = 300.0,
     workload = Workload(kind=PROJECTION, body=projection.project_with,
                         context=projection.ProjectionContext(config.hardware, calibration),
                         schema=projection.PROJECTION_SCHEMA, schema_version=projection.SCHEMA_VERSION,
-                        resources=Resources(), point_timeout_s=point_timeout_s)
+                        resources=Resources(), point_timeout_s=point_timeout_s, max_chunk=PROJECTION_CHUNK)
     hardware = config.hardware.name + (f".{config.calibration.name}" if calibration and config.calibration else "")
     job = SweepJob(name=config.sweep.name, hardware=hardware, points=plan.points, workload=workload,
                    config=identity, sweep_fingerprint=fingerprint_of(identity),

@@ -49,8 +49,10 @@ class Workload:
     """What to run on each chunk of points, and what a chunk needs from a worker.
 
     ``body(points, context)`` is a plain function of ``tasks`` returning rows of
-    ``schema``; ``point_timeout_s`` caps the time of one point; with ``collectives``, the
-    collective points of a chunk run among groups of ranks instead of ``body``.
+    ``schema``; ``point_timeout_s`` caps the time of one point; a task runs at most
+    ``max_chunk`` points (fewer when the cluster has more slots than points to fill); with
+    ``collectives``, the collective points of a chunk run among groups of ranks instead of
+    ``body``.
     """
 
     kind: str
@@ -61,6 +63,7 @@ class Workload:
     resources: Resources = field(default_factory=Resources)
     point_timeout_s: float = 300.0
     collectives: Optional[CollectiveGroups] = None
+    max_chunk: int = 512
 
 
 def fingerprint_of(config: object) -> str:

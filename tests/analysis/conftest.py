@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 
 from analysis.query import kind_frame
+from analysis.summary import overlap_rows, serialized_rows
 from sweeps.config import load_run_config
 from sweeps.jobs.projection import projection_job
 from sweeps.lake import Lake
+from sweeps.lake.views import connect
 from tasks.model.projection import SCHEMA_VERSION, project_table
 
 
@@ -46,6 +48,26 @@ def study_lake(tmp_path_factory) -> Lake:
 @pytest.fixture(scope="module")
 def projection_rows(study_lake) -> pd.DataFrame:
     return kind_frame(study_lake, "projection")
+
+
+@pytest.fixture(scope="module")
+def smoke_serialized(study_lake) -> pd.DataFrame:
+    """The smoke sweep's serialized-analysis rows, as the report selects them."""
+    con = connect(study_lake)
+    try:
+        return serialized_rows(con, "smoke", "mi210x4")
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def smoke_overlap(study_lake) -> pd.DataFrame:
+    """The smoke sweep's overlapped-analysis rows at TP 16, as the report selects them."""
+    con = connect(study_lake)
+    try:
+        return overlap_rows(con, "smoke", "mi210x4", 16)
+    finally:
+        con.close()
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ def _axes(fig):
     return ax
 
 
-def test_serialized_draws_one_line_per_h_and_sl_and_marks_the_highlight(projection_rows):
+def test_serialized_draws_one_line_per_h_and_sl_and_marks_the_highlight(projection_rows, smoke_serialized):
     smoke = projection_rows[projection_rows["sweep"] == "smoke"]
-    ax = _axes(figures.draw_serialized(smoke, m=1.0))
+    ax = _axes(figures.draw_serialized(smoke_serialized, m=1.0))
     lines = data_lines(ax)
     assert len(lines) == 2 * 2  # H in {1024, 8192} x SL in {1024, 4096}
     assert {line.get_label() for line in lines} == {f"H={h:,}, SL={sl:,}" for h in (1024, 8192) for sl in (1024, 4096)}
@@ -38,8 +38,8 @@ def test_serialized_draws_one_line_per_h_and_sl_and_marks_the_highlight(projecti
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_legend() is not None
 
 
-def test_each_multiplier_gets_its_figure_and_a_missing_one_is_skipped(projection_rows):
-    smoke = projection_rows[projection_rows["sweep"] == "smoke"]
+def test_each_multiplier_gets_its_figure_and_a_missing_one_is_skipped(smoke_serialized):
+    smoke = smoke_serialized
     at_1 = data_lines(_axes(figures.draw_serialized(smoke, m=1.0)))
     at_4 = data_lines(_axes(figures.draw_serialized(smoke, m=4.0)))
     assert len(at_4) == len(at_1) == 4
@@ -49,9 +49,9 @@ def test_each_multiplier_gets_its_figure_and_a_missing_one_is_skipped(projection
         figures.draw_serialized(smoke, m=2.0)
 
 
-def test_overlapped_draws_one_line_per_h_and_the_100_percent_line(projection_rows):
+def test_overlapped_draws_one_line_per_h_and_the_100_percent_line(projection_rows, smoke_overlap):
     smoke = projection_rows[projection_rows["sweep"] == "smoke"]
-    ax = _axes(figures.draw_overlapped(smoke, m=4.0, overlap_tp=16))
+    ax = _axes(figures.draw_overlapped(smoke_overlap, m=4.0))
     lines = data_lines(ax)
     assert [line.get_label() for line in lines] == ["H = 1,024", "H = 8,192"]
     for line in lines:  # SL·B in {1024, 4096 (two ways, counted once), 16384}
