@@ -1,16 +1,22 @@
-"""Lake speed: committing result rows, and a DuckDB aggregate over a million rows.
+"""Lake speed: committing result rows, a DuckDB aggregate over a million rows, and what
+checking the files against their commits costs a reader.
 
     python scripts/bench_lake.py
 
 Rows are real projection rows (the cost model over a grid), keyed uniquely. Prints the
-commit rate for 100,000 rows (one commit, and ten commits of 10,000), and the time of a
-grouped aggregate through `commscale query`'s views over a lake of 1,000,000 rows.
+commit rate for 100,000 rows (one commit, and ten commits of 10,000), the time of a
+grouped aggregate through `commscale query`'s views over a lake of 1,000,000 rows, and
+that aggregate's first run in a fresh process with every file checked (size and sha256
+against its commit) and without the check.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -65,6 +71,24 @@ def main() -> None:
         best, median = min(times), sorted(times)[len(times) // 2]
         print(f"DuckDB aggregate over 1,000,000 rows (views from the commit log included): "
               f"median {median:.3f} s, best {best:.3f} s ({1_000_000 / median:,.0f} rows/s)")
+        cold = {check: _cold_query(f"{tmp}/million", sql, check) for check in (True, False)}
+        print(f"the same aggregate in a fresh process: {cold[True]:.3f} s with every file checked against its "
+              f"commit, {cold[False]:.3f} s without: the check costs {cold[True] - cold[False]:.3f} s "
+              f"({_size_mb(f'{tmp}/million'):.0f} MB of data files hashed)")
+
+
+def _cold_query(root: str, sql: str, check: bool) -> float:
+    """Seconds of one query in a fresh process (median of three)."""
+    code = ("import sys, time; from sweeps.lake import Lake; from sweeps.lake.views import query; "
+            "t = time.perf_counter(); query(Lake(sys.argv[1]), sys.argv[2], check=sys.argv[3] == '1'); "
+            "print(time.perf_counter() - t)")
+    runs = [float(subprocess.run([sys.executable, "-c", code, root, sql, "1" if check else "0"], capture_output=True,
+                                 text=True, check=True).stdout.split()[-1]) for _ in range(3)]
+    return sorted(runs)[1]
+
+
+def _size_mb(root: str) -> float:
+    return sum(p.stat().st_size for p in Path(root).rglob("*.parquet")) / 1e6
 
 
 if __name__ == "__main__":
