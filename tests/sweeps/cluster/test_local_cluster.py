@@ -203,7 +203,12 @@ def test_tasks_land_on_the_workers_and_a_lost_node_leaves(cluster):
 
             # A detached actor outlives this driver: a worker process that Ray puts in a
             # process group of its own, which only the node's session still holds.
-            lingerer = Lingerer.options(name="lingerer", lifetime="detached").remote()
+            # On the head: worker node a is removed below, and its processes with it.
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            head = next(n["node_id"] for n in cluster.nodes() if n["alive"] and n["head"])
+            lingerer = Lingerer.options(name="lingerer", lifetime="detached", scheduling_strategy=
+                                        NodeAffinitySchedulingStrategy(head, soft=False)).remote()
             _LINGERER["pid"] = ray.get(lingerer.pid.remote(), timeout=120)
         finally:
             ray.shutdown()
