@@ -1,10 +1,11 @@
 """Run a sweep: check its manifest, skip what the lake holds, execute on Ray, commit.
 
-A sweep is known to the lake by a manifest per (sweep name, hardware): the fingerprint of
-its config and how many points it plans. Running a sweep again resumes it: committed
-points stay, the rest run, and the count at the end is exact. Running it with a changed
-config under the same name is refused unless ``restart`` asks to start anew (its rows
-are dropped from the lake).
+A sweep is known to the lake by a manifest per (sweep name, hardware, version): the
+fingerprints of its config, their short hash (the version, ``sweeps.lake.versions``) and
+how many points it plans. Running a sweep again resumes its version: committed points
+stay, the rest run, and the count at the end is exact. Running it with a changed config
+adds a version beside the earlier ones, whose rows stay; ``restart`` removes the rows of
+the version it runs and starts it anew.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from rich.text import Text
 
 from sweeps.cluster.dispatch import execute
 from sweeps.cluster.session import ray_session, slots
-from sweeps.errors import UserError
 from sweeps.jobs.job import SweepJob
 from sweeps.lake import Lake
 from sweeps.lake.kinds import FAILURE, FAILURE_SCHEMA_VERSION
+from sweeps.lake.views import ALL_VERSIONS
 from tasks.outcomes import FAILURE_SCHEMA, ChunkOutcome
 
 __all__ = ["RunReport", "run_job"]
@@ -56,33 +57,30 @@ class _RateColumn(ProgressColumn):
 
 
 def _check_manifest(lake: Lake, job: SweepJob, restart: bool, console: Console) -> bool:
-    """Refuse a changed sweep under a known name, unless restarting; returns restarted.
-
-    A restart removes exactly this sweep's rows on this hardware (its kind and its
-    failures), after saying how many; other hardware and other sweeps keep theirs."""
-    changed = []
-    for (name, hardware), manifest in lake.sweeps().items():
-        if name != job.name:
-            continue
-        if manifest["sweep_fingerprint"] != job.sweep_fingerprint:
-            old = manifest.get("config", {})
-            changed += [k for k in sorted(set(old) | set(job.config)) if old.get(k) != job.config.get(k)] or ["config"]
-        if hardware == job.hardware and manifest["hardware_fingerprint"] != job.hardware_fingerprint:
-            changed.append(f"hardware {hardware}'s figures")
-    if not changed:
-        return False
+    """Say when a changed config adds a version beside the sweep's earlier ones (their rows
+    stay); with ``restart``, remove exactly this version's rows on this hardware (its kind
+    and its failures), after saying how many. Returns whether it restarted."""
+    versions = lake.sweep_versions().get((job.name, job.hardware), [])
+    if versions and job.version not in {m["sweep_version"] for m in versions}:
+        newest = versions[-1]
+        old = newest.get("config", {})
+        changed = [k for k in sorted(set(old) | set(job.config)) if old.get(k) != job.config.get(k)]
+        if newest.get("hardware_fingerprint") != job.hardware_fingerprint:
+            changed.append(f"hardware {job.hardware}'s figures")
+        kept = lake.partition_rows(job.workload.kind, job.partition)
+        console.print(f"sweep {job.name} on {job.hardware}: the config changed since version "
+                      f"{newest['sweep_version']} ({', '.join(changed) or 'config'}); adding version {job.version} "
+                      f"beside it. The {kept:,} rows of earlier versions stay (view "
+                      f"{job.workload.kind}{ALL_VERSIONS}); {job.workload.kind} shows the newest.", soft_wrap=True)
     if not restart:
-        raise UserError(
-            f"sweep {job.name!r} in lake {lake} was run with another config (changed: {', '.join(sorted(set(changed)))}); "
-            f"run with --restart to start it anew on {job.hardware} (its rows there leave the lake), or choose another "
-            "sweep name"
-        )
-    rows = {kind: lake.partition_rows(kind, job.partition) for kind in (job.workload.kind, FAILURE)}
+        return False
+    rows = {kind: lake.partition_rows(kind, job.partition, job.version) for kind in (job.workload.kind, FAILURE)}
     console.print(f"--restart: removing {rows[job.workload.kind]:,} {job.workload.kind} rows (and {rows[FAILURE]:,} "
-                  f"failure rows) of sweep {job.name} on {job.hardware} from lake {lake}; other hardware and sweeps "
-                  "keep theirs", soft_wrap=True)
+                  f"failure rows) of sweep {job.name} version {job.version} on {job.hardware} from lake {lake}; "
+                  "other versions, hardware and sweeps keep theirs", soft_wrap=True)
     for kind in rows:
-        lake.remove_partition(kind, job.partition, reason=f"restart of sweep {job.name} on {job.hardware}")
+        lake.remove_partition(kind, job.partition, reason=f"restart of sweep {job.name} version {job.version} on "
+                              f"{job.hardware}", sweep_version=job.version)
     return True
 
 
@@ -101,12 +99,13 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
     restarted = _check_manifest(lake, job, restart, console)
     kind = job.workload.kind
     manifest = {"sweep": job.name, "hardware": job.hardware, "kind": kind, "planned": job.points.num_rows,
-                "sweep_fingerprint": job.sweep_fingerprint, "hardware_fingerprint": job.hardware_fingerprint,
-                "config": job.config}
+                "sweep_version": job.version, "sweep_fingerprint": job.sweep_fingerprint,
+                "hardware_fingerprint": job.hardware_fingerprint, "config": job.config}
     recorded = lake.sweeps().get((job.name, job.hardware), {})
-    if any(recorded.get(field) != value for field, value in manifest.items()):  # new, changed or restarted
+    if any(recorded.get(field) != value for field, value in manifest.items()):  # new, changed, or run again
         lake.record_sweep(manifest)
-    done = pa.array(list(lake.keys(kind)), pa.string()) if job.share_results else lake.key_array(kind, job.partition)
+    done = pa.array(list(lake.keys(kind)), pa.string()) if job.share_results \
+        else lake.key_array(kind, job.partition, sweep_version=job.version)
     # A fresh sweep runs its points as planned (no copy of them is made).
     pending = job.points.filter(pc.invert(pc.is_in(job.points.column("key"), value_set=done))) if len(done) \
         else job.points
@@ -131,7 +130,8 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
                 def commit(piece: pa.Table, outcome: ChunkOutcome) -> None:
                     nonlocal committed
                     if outcome.results is not None and outcome.results.num_rows:
-                        result = lake.commit(kind, job.partition, outcome.results, schema_version=job.workload.schema_version)
+                        result = lake.commit(kind, job.partition, outcome.results,
+                                             schema_version=job.workload.schema_version, sweep_version=job.version)
                         committed += result.rows_written
                         for entry in pc.value_counts(outcome.results.column("status")).to_pylist():
                             by_status[entry["values"]] = by_status.get(entry["values"], 0) + entry["counts"]
@@ -151,4 +151,4 @@ def _commit_failures(lake: Lake, job: SweepJob, kind: str, run_id: str, failures
     rows = [{**f, "key": f"{f['point_key']}@{run_id}", "result_kind": kind, "run_id": run_id, "time": now}
             for f in failures]
     lake.commit(FAILURE, job.partition, pa.Table.from_pylist(rows, schema=FAILURE_SCHEMA),
-                schema_version=FAILURE_SCHEMA_VERSION)
+                schema_version=FAILURE_SCHEMA_VERSION, sweep_version=job.version)

@@ -38,6 +38,7 @@ class ProjectionSweep:
     highlights: Tuple[Highlight, ...]
     report: RunReport
     calibration: Optional[Calibration]
+    version: str  # the sweep version its config is (``sweeps.lake.versions``)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def project(config: RunConfig, lake: Lake, **run_options: Any) -> ProjectionSwee
     job, plan = projection_job(config, calibration=calibration)
     report = run_job(job, lake, **run_options)
     report.job = None  # the points go; the report keeps its counts
-    return ProjectionSweep(job.partition, plan.highlights, report, calibration)
+    return ProjectionSweep(job.partition, plan.highlights, report, calibration, job.version)
 
 
 def measure_roi(config: RunConfig, lake: Lake, **run_options: Any) -> RoiSweep:

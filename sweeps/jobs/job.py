@@ -8,6 +8,7 @@ from typing import Any, Dict
 import pyarrow as pa
 
 from sweeps.jobs.work import Workload
+from sweeps.lake.versions import sweep_version
 
 __all__ = ["SweepJob"]
 
@@ -30,6 +31,11 @@ class SweepJob:
     hardware_fingerprint: str
     #: Keys identify a measurement whatever the sweep: a key committed by any sweep counts.
     share_results: bool = False
+
+    @property
+    def version(self) -> str:
+        """The version of this config of the sweep (``sweeps.lake.versions.sweep_version``)."""
+        return sweep_version(self.sweep_fingerprint, self.hardware_fingerprint)
 
     @property
     def partition(self) -> Dict[str, str]:

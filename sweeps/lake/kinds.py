@@ -16,7 +16,7 @@ from tasks.model import projection, search_rows
 from tasks.outcomes import FAILURE_SCHEMA
 
 __all__ = ["PROJECTION", "PROBE", "FAILURE", "ROI", "COLLECTIVE_FIT", "SEARCH", "SCALING", "BASELINE", "OPMODEL",
-           "ACCURACY", "SCHEMAS", "FAILURE_SCHEMA_VERSION"]
+           "ACCURACY", "SCHEMAS", "FAILURE_SCHEMA_VERSION", "SHARED_KINDS"]
 
 PROJECTION = "projection"      # one configuration x hardware scenario, projected
 PROBE = "probe"                # a synthetic point of `commscale probe`
@@ -30,6 +30,10 @@ OPMODEL = "opmodel"            # a fitted operator model
 ACCURACY = "accuracy"          # a held-out configuration, projected against measured
 
 FAILURE_SCHEMA_VERSION = 1
+
+#: Kinds whose key names a measurement whatever the sweep: a row measured under one version
+#: of a sweep serves every later one, so their views show every version's rows.
+SHARED_KINDS = frozenset({ROI})
 
 #: kind -> (schema, version) that this commscale writes and reads.
 SCHEMAS: Dict[str, Tuple[pa.Schema, int]] = {

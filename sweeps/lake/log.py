@@ -23,6 +23,7 @@ import pyarrow.fs as pafs
 from sweeps.errors import LakeError
 from sweeps.lake.entries import LogProblem, parse, seal, sequence_problems
 from sweeps.lake.files import fsync_dir, publish, write_bytes, write_parquet
+from sweeps.lake.versions import NO_VERSION, manifest_version
 
 __all__ = ["LakeLog", "LAKE_FORMAT", "LogScan", "REPAIR_HINT", "first_line"]
 
@@ -46,7 +47,10 @@ class LogScan:
 class _State:
     version: int = 0
     files: Dict[str, dict] = field(default_factory=dict)  # relative path -> add entry
-    sweeps: Dict[Tuple[str, str], dict] = field(default_factory=dict)  # (sweep, hardware) -> entry
+    sweeps: Dict[Tuple[str, str], dict] = field(default_factory=dict)  # (sweep, hardware) -> latest entry
+    #: (sweep, hardware) -> {version: its latest manifest}, oldest first: the last is the newest
+    versions: Dict[Tuple[str, str], Dict[str, dict]] = field(default_factory=dict)
+    file_versions: Dict[str, str] = field(default_factory=dict)  # relative path -> sweep version
 
 
 
@@ -65,8 +69,10 @@ class LakeLog:
         self.root = self.root.rstrip("/") or "/"
         self._state = _State()
         self._format_ok = False
-        self._loaded_keys: Set[str] = set()  # live files whose keys are in _kind_keys
-        self._kind_keys: Dict[str, Set[str]] = {}  # kind -> keys of its loaded live files
+        #: (kind, scope) -> keys of its loaded live files; scope None is the whole kind, else
+        #: (partition directory prefix, sweep version)
+        self._kind_keys: Dict[Tuple[str, Optional[Tuple[str, str]]], Set[str]] = {}
+        self._loaded_keys: Set[Tuple[tuple, str]] = set()  # (cache key, live file) loaded into _kind_keys
 
     @property
     def local_root(self) -> Optional[Path]:
@@ -198,16 +204,27 @@ class LakeLog:
         action = entry["action"]
         if action == "add":
             state.files[entry["file"]] = entry
+            state.file_versions[entry["file"]] = entry.get("sweep_version") or self._newest_version(entry["partition"])
         elif action == "remove":
             for relative in entry["files"]:
                 gone = state.files.pop(relative, None)
-                if gone is not None and relative in self._loaded_keys:  # rare: reload the kind's keys lazily
-                    self._kind_keys.pop(gone["kind"], None)
-                    self._loaded_keys -= {f for f, e in state.files.items() if e["kind"] == gone["kind"]}
-                    self._loaded_keys.discard(relative)
+                state.file_versions.pop(relative, None)
+                if gone is not None:  # rare: the kind's keys are loaded again when next needed
+                    for cached in [c for c in self._kind_keys if c[0] == gone["kind"]]:
+                        del self._kind_keys[cached]
+                    self._loaded_keys = {loaded for loaded in self._loaded_keys if loaded[0][0] != gone["kind"]}
         elif action == "sweep":
             state.sweeps[(entry["sweep"], entry["hardware"])] = entry
+            versions = state.versions.setdefault((entry["sweep"], entry["hardware"]), {})
+            version = manifest_version(entry)
+            versions.pop(version, None)  # recorded again: it is the newest now
+            versions[version] = {**entry, "sweep_version": version}
         # "lost": a place held for an entry that repair could not read; nothing to apply
+
+    def _newest_version(self, partition: Dict[str, str]) -> str:
+        """The version recorded last for a partition (``NO_VERSION`` without a manifest)."""
+        versions = self._state.versions.get((partition.get("sweep", ""), partition.get("hardware", "")))
+        return next(reversed(versions)) if versions else NO_VERSION
 
     @contextlib.contextmanager
     def _locked(self, *, refresh: bool = True) -> Iterator[None]:

@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 from sweeps.errors import LakeError
 from sweeps.lake.files import first_of_each_key
 from sweeps.lake.integrity import file_fault
+from sweeps.lake.kinds import SHARED_KINDS
 from sweeps.lake.log import LakeLog, first_line
 
 #: What a message about a damaged data file tells the user to run.
@@ -68,11 +69,14 @@ class LakeStore(LakeLog):
     (verify, vacuum, upgrade). Constructing it touches nothing."""
 
     # -- writing ----------------------------------------------------------------------
-    def commit(self, kind: str, partition: Dict[str, str], table: pa.Table, *, schema_version: int = 1) -> CommitResult:
+    def commit(self, kind: str, partition: Dict[str, str], table: pa.Table, *, schema_version: int = 1,
+               sweep_version: Optional[str] = None) -> CommitResult:
         """Add ``table``'s rows whose ``key`` is not yet in ``kind``, as one new file.
 
         Atomic and idempotent: the rows appear together or not at all; rows whose key is
-        committed already (or repeated within ``table``) are skipped, not duplicated.
+        committed already (or repeated within ``table``) are skipped, not duplicated. With
+        ``sweep_version``, the file belongs to that version of the partition's sweep, and
+        only that version's keys count as committed (each version holds its own rows).
         """
         directory = self.partition_dir(kind, partition)
         self.check_format(create=True)
@@ -87,7 +91,8 @@ class LakeStore(LakeLog):
             size, digest = self._write_parquet(temporary, table)
             self._write_parquet(self._path(keys_file), table.select(["key"]))
         with self._locked(), self._writing(f"{directory}", temporary, self._path(keys_file)):
-            committed = self._committed_keys(kind)
+            scope = None if sweep_version is None or kind in SHARED_KINDS else (f"{directory}/", sweep_version)
+            committed = self._committed_keys(kind, scope)
             fresh = pa.array([key not in committed for key in table.column("key").to_pylist()], pa.bool_())
             skipped = table.num_rows - int(pc.sum(fresh).as_py() or 0)
             if skipped:
@@ -103,6 +108,7 @@ class LakeStore(LakeLog):
                 "action": "add", "kind": kind, "partition": dict(partition), "file": relative,
                 "rows": table.num_rows, "bytes": size, "sha256": digest,
                 "schema_version": schema_version, "keys_file": keys_file,
+                **({} if sweep_version is None else {"sweep_version": sweep_version}),
             })
         return CommitResult(self._path(relative), table.num_rows, skipped, version)
 
@@ -128,22 +134,61 @@ class LakeStore(LakeLog):
         self.refresh()
         return dict(self._state.sweeps)
 
-    def partition_rows(self, kind: str, partition: Dict[str, str]) -> int:
-        """Committed rows of one partition (``sweep`` and ``hardware``) of ``kind``."""
+    def sweep_versions(self) -> Dict[Tuple[str, str], List[dict]]:
+        """Every version of every (sweep, hardware): its manifest (with ``sweep_version``),
+        oldest first; the last is the newest (the one run last)."""
         self.refresh()
-        prefix = self.partition_dir(kind, partition) + "/"
-        return sum(e["rows"] for f, e in self._state.files.items() if f.startswith(prefix))
+        return {name: list(versions.values()) for name, versions in self._state.versions.items()}
 
-    def remove_partition(self, kind: str, partition: Dict[str, str], reason: str) -> int:
-        """Take the files of exactly one partition (``sweep`` and ``hardware``) out of
-        ``kind``; returns the rows removed. The data stays on disk until ``vacuum``."""
+    def _partition_files(self, kind: str, partition: Dict[str, str], sweep_version: Optional[str]) -> List[str]:
+        """Live files (relative) of one partition of ``kind``, of one version if given."""
         prefix = self.partition_dir(kind, partition) + "/"
+        return sorted(f for f in self._state.files if f.startswith(prefix)
+                      and (sweep_version is None or self._state.file_versions.get(f) == sweep_version))
+
+    def partition_rows(self, kind: str, partition: Dict[str, str], sweep_version: Optional[str] = None) -> int:
+        """Committed rows of one partition (``sweep`` and ``hardware``) of ``kind`` (of one
+        version of its sweep, if given)."""
+        self.refresh()
+        return sum(self._state.files[f]["rows"] for f in self._partition_files(kind, partition, sweep_version))
+
+    def remove_partition(self, kind: str, partition: Dict[str, str], reason: str,
+                         sweep_version: Optional[str] = None) -> int:
+        """Take the files of exactly one partition (``sweep`` and ``hardware``) of ``kind``,
+        of one version if given, out of the lake; returns the rows removed. The data stays
+        on disk until ``vacuum``."""
         with self._locked():
-            doomed = [f for f in self._state.files if f.startswith(prefix)]
+            doomed = self._partition_files(kind, partition, sweep_version)
             rows = sum(self._state.files[f]["rows"] for f in doomed)
             if doomed:
                 self._append({"action": "remove", "files": doomed, "reason": reason})
         return rows
+
+    def file_versions(self, kind: str) -> Dict[str, str]:
+        """Absolute path -> sweep version of every committed file of ``kind``."""
+        self.refresh()
+        prefix = self.partition_dir(kind, {}) + "/"
+        return {self._path(f): v for f, v in self._state.file_versions.items() if f.startswith(prefix)}
+
+    def version_groups(self, kind: str, *, shared: bool = False) -> Dict[Tuple[str, bool], List[str]]:
+        """The committed files (absolute) of ``kind`` by (sweep version, current): a file is
+        current when it belongs to the newest version of its sweep on its hardware, when its
+        partition has no versions, or when the kind is ``shared`` (every version's rows serve)."""
+        newest = self.current_versions()
+        prefix = self.partition_dir(kind, {}) + "/"
+        groups: Dict[Tuple[str, bool], List[str]] = {}
+        for relative, entry in sorted(self._state.files.items()):
+            if not relative.startswith(prefix):
+                continue
+            version = self._state.file_versions.get(relative, "")
+            latest = newest.get((entry["partition"].get("sweep", ""), entry["partition"].get("hardware", "")))
+            groups.setdefault((version, shared or latest is None or version == latest), []).append(self._path(relative))
+        return groups
+
+    def current_versions(self) -> Dict[Tuple[str, str], str]:
+        """(sweep, hardware) -> the newest version of that sweep on that hardware."""
+        self.refresh()
+        return {name: next(reversed(versions)) for name, versions in self._state.versions.items() if versions}
 
     # -- reading ----------------------------------------------------------------------
     def kinds(self) -> List[str]:
@@ -177,10 +222,11 @@ class LakeStore(LakeLog):
         self.refresh()
         return {e.get("schema_version", 1) for e in self._state.files.values() if e["kind"] == kind}
 
-    def dataset(self, kind: str) -> ds.Dataset:
-        """A pyarrow dataset over the committed files of a kind, partitions as columns."""
+    def dataset(self, kind: str, files: Optional[List[str]] = None) -> ds.Dataset:
+        """A pyarrow dataset over the committed files of a kind (or the given ones of them,
+        absolute, already checked), partitions as columns."""
         return ds.dataset(
-            self.checked_files(kind), filesystem=self.fs, format="parquet",
+            self.checked_files(kind) if files is None else files, filesystem=self.fs, format="parquet",
             partitioning=ds.HivePartitioning.discover(), partition_base_dir=self._path(f"kind={kind}"),
         )
 
@@ -191,13 +237,13 @@ class LakeStore(LakeLog):
             return set(self._committed_keys(kind))
         return set(self.key_array(kind, partition).to_pylist())
 
-    def key_array(self, kind: str, partition: Dict[str, str]) -> pa.ChunkedArray:
-        """The keys of one partition of ``kind`` as an Arrow array (from the sidecars, or
-        from the data files where a sidecar is missing or wrong): no Python object per key."""
+    def key_array(self, kind: str, partition: Dict[str, str], sweep_version: Optional[str] = None) -> pa.ChunkedArray:
+        """The keys of one partition of ``kind`` (of one version of its sweep, if given) as an
+        Arrow array (from the sidecars, or from the data files where a sidecar is missing or
+        wrong): no Python object per key."""
         self.refresh()
-        prefix = self.partition_dir(kind, partition) + "/"
-        chunks = [self._file_key_array(relative, entry) for relative, entry in sorted(self._state.files.items())
-                  if relative.startswith(prefix)]
+        chunks = [self._file_key_array(relative, self._state.files[relative])
+                  for relative in self._partition_files(kind, partition, sweep_version)]
         return pa.chunked_array(chunks, pa.string())
 
     def _file_key_array(self, relative: str, entry: dict) -> pa.Array:
@@ -213,13 +259,6 @@ class LakeStore(LakeLog):
         self._check_file(relative, entry)
         with self.fs.open_input_file(self._path(relative)) as handle:
             return pq.read_table(handle, columns=["key"]).column("key").combine_chunks().cast(pa.string())
-
-    def _load_keys(self, relative: str) -> None:
-        """Add the keys of one committed file to its kind's cached set."""
-        if relative not in self._loaded_keys:
-            entry = self._state.files[relative]
-            self._kind_keys.setdefault(entry["kind"], set()).update(self._file_key_array(relative, entry).to_pylist())
-            self._loaded_keys.add(relative)
 
     def sidecar_keys(self, entry: dict) -> Optional[Set[str]]:
         """The keys in a file's sidecar, or None if it is missing or unreadable."""
@@ -237,9 +276,15 @@ class LakeStore(LakeLog):
         with self.fs.open_input_file(self._path(relative)) as handle:
             return set(pq.read_table(handle, columns=["key"]).column("key").to_pylist())
 
-    def _committed_keys(self, kind: str) -> Set[str]:
-        """Keys of every live file of ``kind`` (loads the sidecars not yet loaded)."""
+    def _committed_keys(self, kind: str, scope: Optional[Tuple[str, str]] = None) -> Set[str]:
+        """Keys of every live file of ``kind``, or (``scope`` = (partition directory prefix,
+        sweep version)) of those of one version of one partition; sidecars are loaded once."""
+        cache = (kind, scope)
+        keys = self._kind_keys.setdefault(cache, set())
         for relative, entry in list(self._state.files.items()):
-            if entry["kind"] == kind:
-                self._load_keys(relative)
-        return self._kind_keys.setdefault(kind, set())
+            if entry["kind"] != kind or (cache, relative) in self._loaded_keys:
+                continue
+            if scope is None or (relative.startswith(scope[0]) and self._state.file_versions.get(relative) == scope[1]):
+                keys.update(self._file_key_array(relative, entry).to_pylist())
+                self._loaded_keys.add((cache, relative))
+        return keys

@@ -1,8 +1,10 @@
 """SQL over the lake through DuckDB: one view per result kind.
 
 ``projection`` (and every other kind present) is a view over the kind's committed
-Parquet files with the hive partitions (kind, sweep, hardware) as columns, so a user
-writes ``SELECT ... FROM projection WHERE sweep = 'table2'`` without knowing the layout.
+Parquet files with the hive partitions (kind, sweep, hardware) and the sweep version as
+columns, so a user writes ``SELECT ... FROM projection WHERE sweep = 'table2'`` without
+knowing the layout. ``projection`` holds the newest version of each sweep on each
+hardware; ``projection_all_versions`` holds every version.
 Every kind this commscale knows (``kinds.SCHEMAS``) has a view even before its first row
 lands: an empty one with the kind's columns and the partition columns.
 """
@@ -16,13 +18,18 @@ import pandas as pd
 import pyarrow as pa
 
 from sweeps.errors import LakeError, QueryError
-from sweeps.lake.kinds import SCHEMAS
+from sweeps.lake.kinds import SCHEMAS, SHARED_KINDS
 from sweeps.lake.store import LakeStore
 
-__all__ = ["connect", "query", "view_frame", "read_rows", "PARTITION_COLUMNS", "READ_STATEMENTS"]
+__all__ = ["connect", "query", "view_frame", "read_rows", "PARTITION_COLUMNS", "VERSION_COLUMN", "ALL_VERSIONS",
+           "READ_STATEMENTS"]
 
 #: The hive partition columns every view carries.
 PARTITION_COLUMNS = ("kind", "sweep", "hardware")
+#: The column naming the sweep version of each row (``sweeps.lake.versions``).
+VERSION_COLUMN = "sweep_version"
+#: The suffix of the view of a kind that holds every version's rows.
+ALL_VERSIONS = "_all_versions"
 
 
 def _sql_string(text: str) -> str:
@@ -30,39 +37,56 @@ def _sql_string(text: str) -> str:
 
 
 def connect(lake: LakeStore, *, check: bool = True) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with a view per result kind of ``lake``; every data
-    file is checked against its commit first (``LakeStore.checked_files``; ``check=False``
-    only to measure what the check costs)."""
+    """An in-memory DuckDB connection with two views per result kind of ``lake``:
+    ``KIND_all_versions``, every committed row with its ``sweep_version``, and ``KIND``, the
+    rows of the newest version of each sweep on each hardware (every row, for kinds whose
+    rows serve every version: ``SHARED_KINDS``). Every data file is checked against its
+    commit first (``LakeStore.checked_files``; ``check=False`` only to measure what the
+    check costs)."""
     con = duckdb.connect(database=":memory:")
     for kind in lake.kinds():
         _check_schema(lake, kind)
-        files = lake.checked_files(kind) if check else lake.files(kind)
-        if not files:
+        if check:
+            lake.checked_files(kind)
+        groups = lake.version_groups(kind, shared=kind in SHARED_KINDS)
+        if not groups:
             continue
-        if lake.local_root is not None:
-            file_list = ", ".join(_sql_string(f) for f in files)
-            con.execute(
-                f'CREATE VIEW "{kind}" AS SELECT * FROM read_parquet([{file_list}], '
-                "hive_partitioning = true, union_by_name = true)"
-            )
-        else:
-            con.register(f"{kind}_dataset", lake.dataset(kind))
-            con.execute(f'CREATE VIEW "{kind}" AS SELECT * FROM "{kind}_dataset"')
+        selects = {group: _version_select(con, lake, kind, i, group[0], files)
+                   for i, (group, files) in enumerate(sorted(groups.items()))}
+        every = " UNION ALL BY NAME ".join(selects.values())
+        current = [sql for (_version, is_current), sql in selects.items() if is_current]
+        con.execute(f'CREATE VIEW "{kind}{ALL_VERSIONS}" AS {every}')
+        con.execute(f'CREATE VIEW "{kind}" AS ' + (" UNION ALL BY NAME ".join(current) if current
+                                                   else f'SELECT * FROM "{kind}{ALL_VERSIONS}" WHERE false'))
     _empty_views(con, exclude=set(lake.kinds()))
     return con
 
 
+def _version_select(con: duckdb.DuckDBPyConnection, lake: LakeStore, kind: str, index: int, version: str,
+                    files: List[str]) -> str:
+    """``SELECT`` of the rows of ``files`` (one version of ``kind``) with their version."""
+    if lake.local_root is not None:
+        source = (f"read_parquet([{', '.join(_sql_string(f) for f in files)}], hive_partitioning = true, "
+                  "union_by_name = true)")
+    else:
+        con.register(f"{kind}_dataset_{index}", lake.dataset(kind, files))
+        source = f'"{kind}_dataset_{index}"'
+    return f"(SELECT *, {_sql_string(version)} AS {VERSION_COLUMN} FROM {source})"
+
+
 def _empty_views(con: duckdb.DuckDBPyConnection, exclude: set) -> None:
-    """An empty view for every known kind without committed files, so a query over a kind
-    that has no rows yet returns no rows rather than failing."""
+    """Empty views (``KIND`` and ``KIND_all_versions``) for every known kind without
+    committed files, so a query over a kind that has no rows yet returns no rows rather
+    than failing."""
     for kind, (schema, _version) in SCHEMAS.items():
         if kind in exclude:
             continue
-        for column in PARTITION_COLUMNS:
+        for column in (*PARTITION_COLUMNS, VERSION_COLUMN):
             if column not in schema.names:
                 schema = schema.append(pa.field(column, pa.string()))
         con.register(f"{kind}_empty", schema.empty_table())
         con.execute(f'CREATE VIEW "{kind}" AS SELECT * FROM "{kind}_empty"')
+        con.execute(f'CREATE VIEW "{kind}{ALL_VERSIONS}" AS SELECT * FROM "{kind}_empty"')
 
 
 def _check_schema(lake: LakeStore, kind: str) -> None:

@@ -105,14 +105,21 @@ def test_a_driver_killed_mid_sweep_resumes_with_nothing_lost_or_doubled(tmp_path
     assert len(keys) == len(set(keys)) and set(keys) == _expected_keys("resume", 60, 250, {})
 
 
-def test_a_changed_sweep_is_refused_unless_restarted(tmp_path):
+def test_a_changed_sweep_adds_a_version_and_restart_replaces_only_it(tmp_path):
     lake = tmp_path / "lake"
     assert _probe(lake, "--name", "same", "--points", "4", "--sleep-ms", "1").returncode == 0
-    refused = _probe(lake, "--name", "same", "--points", "5", "--sleep-ms", "1")
-    assert refused.returncode == 2
-    assert "sweep 'same'" in refused.stderr and "points" in refused.stderr and "--restart" in refused.stderr
-    assert len(_rows(lake, "SELECT key FROM probe")) == 4  # nothing lost by the refusal
+    changed = _probe(lake, "--name", "same", "--points", "5", "--sleep-ms", "1")
+    assert changed.returncode == 0, changed.stderr
+    assert "adding version" in changed.stderr and "The 4 rows of earlier versions stay" in changed.stderr
+    assert "5 points, 5 new" in changed.stdout
+    keys = {r["key"] for r in _rows(lake, "SELECT key FROM probe")}
+    assert keys == _expected_keys("same", 5, 1, {}), "the plain view serves the newest version"
+    versions = _rows(lake, "SELECT sweep_version, count(*) AS n FROM probe_all_versions GROUP BY 1 ORDER BY n")
+    assert [v["n"] for v in versions] == [4, 5]
+    status = sweep_status(Lake(str(lake)), "same")
+    assert status[["planned", "done", "newest"]].values.tolist() == [[4, 4, ""], [5, 5, "yes"]]
     restarted = _probe(lake, "--name", "same", "--points", "5", "--sleep-ms", "1", "--restart")
     assert restarted.returncode == 0, restarted.stderr
-    keys = {r["key"] for r in _rows(lake, "SELECT key FROM probe")}
-    assert keys == _expected_keys("same", 5, 1, {})
+    assert f"removing 5 probe rows (and 0 failure rows) of sweep same version {versions[1]['sweep_version']}" \
+        in restarted.stderr
+    assert len(_rows(lake, "SELECT key FROM probe_all_versions")) == 9, "the first version's rows stay"
