@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import importlib.metadata
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -141,3 +144,67 @@ def test_query_csv_and_json(tmp_path, lake):
 
     # Reading the lake leaves it as it was.
     assert snapshot(tmp_path) == before
+
+
+LONG_NAME = "a" * 300
+
+# Bad inputs that once ended in a traceback, or after the lake was created (or even after
+# Ray ran): each must now end in one line naming the field (or file) and the value.
+BEFORE_ANY_WRITE = [
+    pytest.param([f"hardware={FIXTURES / 'hardware_yaml_syntax.yaml'}"],
+                 ["hardware=", "hardware_yaml_syntax.yaml", "is not valid YAML: line 10, column 9"], id="yaml-syntax"),
+    pytest.param([f"hardware={FIXTURES / 'hardware_latin1.yaml'}"],
+                 ["hardware=", "hardware_latin1.yaml", "not UTF-8", "0xb5"], id="yaml-not-utf8"),
+    pytest.param([f"hardware={FIXTURES / 'hardware_top_list.yaml'}"],
+                 ["hardware=", "hardware_top_list.yaml", "top level is a list"], id="yaml-top-level-list"),
+    pytest.param(["sweep.tp=[4,"], ["sweep.tp='[4,'", "not a valid value"], id="override-unclosed-list"),
+    pytest.param(["sweep=smoke", f"sweep.name={LONG_NAME}"], ["sweep.name='aaaa", "300 characters", "at most 64"],
+                 id="name-too-long"),
+    pytest.param(["sweep=smoke", "sweep.name=a..b"], ["sweep.name='a..b'", "'..'"], id="name-dot-dot"),
+]
+
+
+def assert_one_line_and_no_lake(result: subprocess.CompletedProcess, lake: Path, fragments: list[str]) -> None:
+    assert_clean_failure(result, fragments)
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stdout == ""
+    assert not lake.exists(), sorted(p.name for p in lake.rglob("*"))
+
+
+@pytest.mark.parametrize("overrides, fragments", BEFORE_ANY_WRITE)
+def test_bad_input_ends_in_one_line_before_the_lake_exists(tmp_path, overrides, fragments):
+    lake = tmp_path / "lake"
+    result = commscale("run", *overrides, "--lake", str(lake), cwd=tmp_path)
+    assert_one_line_and_no_lake(result, lake, fragments)
+
+
+def test_an_address_where_nothing_listens_is_refused_at_once(tmp_path):
+    lake = tmp_path / "lake"
+    result = commscale("run", "sweep=smoke", "--address", "127.0.0.1:1", "--lake", str(lake), cwd=tmp_path)
+    assert_one_line_and_no_lake(result, lake, ["'127.0.0.1:1'", "nothing answers there"])
+
+
+@pytest.mark.slow
+def test_an_address_that_accepts_but_is_no_ray_cluster_is_refused_within_30_s(tmp_path):
+    # A real listening socket that never answers: Ray alone would retry it for many minutes.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        lake = tmp_path / "lake"
+        started = time.monotonic()
+        result = commscale("run", "sweep=smoke", "--address", address, "--lake", str(lake), cwd=tmp_path)
+        assert time.monotonic() - started < 30
+    assert_one_line_and_no_lake(result, lake, [repr(address), "no Ray cluster answered"])
+
+
+def test_version(tmp_path):
+    result = commscale("--version", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"commscale {importlib.metadata.version('commscale')}\n"
+
+
+def test_a_bad_probe_name_ends_in_one_line_before_the_lake_exists(tmp_path):
+    lake = tmp_path / "lake"
+    result = commscale("probe", "--name", "a..b", "--points", "2", "--lake", str(lake), cwd=tmp_path)
+    assert_one_line_and_no_lake(result, lake, ["--name='a..b'", "'..'"])

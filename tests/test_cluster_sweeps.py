@@ -40,17 +40,19 @@ def _client_env(cluster: LocalCluster) -> dict:
     return {**env, **cluster.env}
 
 
-def test_submit_runs_a_sweep_as_a_ray_job(cluster, tmp_path):
+def test_submit_runs_a_sweep_as_a_ray_job_and_leaves_the_report_where_it_was_run(cluster, tmp_path):
     lake = tmp_path / "lake"
+    env = _client_env(cluster)
+    env["PATH"] = "/usr/bin:/bin"  # no venv active: the job must still find commscale's packages
     done = subprocess.run([COMMSCALE, "submit", "sweep=smoke", "--address", cluster.dashboard_url,
-                           "--lake", str(lake), "--python", sys.executable],
-                          env=_client_env(cluster), capture_output=True, text=True, timeout=600)
+                           "--lake", str(lake)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "submitted job" in done.stdout and "SUCCEEDED" in done.stdout
     assert "sweep smoke on mi210x4" in done.stdout  # the job's own output, followed
     expected = set(plan_points(load_run_config(["sweep=smoke"])).points.column("key").to_pylist())
     keys = query(Lake(str(lake)), "SELECT key FROM projection").column("key").to_pylist()
     assert len(keys) == len(set(keys)) and set(keys) == expected
+    assert (tmp_path / "report" / "report.html").is_file(), "the report lands where submit was run"
 
 
 def test_bad_input_is_refused_before_anything_is_submitted(cluster, tmp_path):

@@ -11,6 +11,7 @@
     commscale calibrate calibration=NAME  # measure a layer, fit operator models, judge them
     commscale config [OVERRIDES ...]      # the composed config, as YAML
     commscale presets                     # the presets of each config group
+    commscale --version                   # the installed version
 
 Bad input ends with exit status 2 and one message naming the field, the value or the
 statement; nothing in the lake changes. Shared options are spelled once (``options``), and

@@ -21,5 +21,6 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="commscale", prog_name="commscale", message="%(prog)s %(version)s")
 def main() -> None:
     """commscale: how much of a Transformer's training step is communication."""

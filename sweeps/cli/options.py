@@ -6,7 +6,8 @@ import os
 
 import click
 
-__all__ = ["DEFAULT_LAKE", "DEFAULT_REPORT", "default_lake", "default_report", "lake_option", "address_option", "num_cpus_option", "restart_option"]
+__all__ = ["DEFAULT_LAKE", "DEFAULT_REPORT", "default_lake", "default_report", "lake_option", "address_option",
+           "num_cpus_option", "restart_option", "no_report_option"]
 
 #: The lake of every command unless ``--lake`` or ``COMMSCALE_LAKE`` says otherwise.
 DEFAULT_LAKE = "lake"
@@ -24,9 +25,24 @@ def default_report() -> str:
 
 lake_option = click.option("--lake", "lake_root", default=default_lake, show_default=DEFAULT_LAKE,
                            help="Lake root: a path or a pyarrow filesystem URI (env COMMSCALE_LAKE).")
-address_option = click.option("--address", default=None,
+
+
+def _check_address(ctx: click.Context, param: click.Parameter, value):
+    """A cluster address (``--address``, else ``RAY_ADDRESS``) where no Ray cluster answers
+    is refused now, in seconds, before the command touches the lake."""
+    if value or os.environ.get("RAY_ADDRESS"):
+        from sweeps.cluster.reach import check_reachable
+
+        check_reachable(value or os.environ["RAY_ADDRESS"])
+    return value
+
+
+address_option = click.option("--address", default=None, callback=_check_address,
                               help="Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray).")
 num_cpus_option = click.option("--num-cpus", type=click.IntRange(min=1), default=None,
                                help="CPUs of the embedded Ray (default: all).")
 restart_option = click.option("--restart", is_flag=True,
-                              help="Start the sweep anew if its config changed (its rows leave the lake).")
+                              help="Start this config (version) of the sweep anew: its rows on this hardware leave the "
+                                   "lake first, other versions' stay.")
+no_report_option = click.option("--no-report", "no_report", is_flag=True,
+                                help="Do not write the report at the end (`commscale report` writes it later).")

@@ -1,7 +1,9 @@
-"""What every command prints the same way: a run's one-line account and its failures."""
+"""What every command prints the same way: its consoles, a run's one-line account and its
+failures."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Optional
 
@@ -10,7 +12,20 @@ from rich.console import Console
 if TYPE_CHECKING:  # the run engine imports Ray; a command that runs nothing need not
     from sweeps.run import RunReport
 
-__all__ = ["run_line", "report_failures"]
+__all__ = ["PIPE_WIDTH", "console", "run_line", "report_failures"]
+
+#: Columns of a console whose stream is not a terminal (a pipe, a file) and ``COLUMNS`` is
+#: unset: wide enough that tables reach a file or another program whole, not cut at 80.
+PIPE_WIDTH = 200
+
+
+def console(*, stderr: bool = False) -> Console:
+    """The console every command prints with: on a terminal, as wide as the terminal; else
+    ``COLUMNS`` wide when set, or ``PIPE_WIDTH``."""
+    stream = sys.stderr if stderr else sys.stdout
+    if os.environ.get("COLUMNS") or (hasattr(stream, "isatty") and stream.isatty()):
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=PIPE_WIDTH)
 
 
 def run_line(out: Console, report: "RunReport", what: str, *, unit: str = "points", new: str = "new",
@@ -32,7 +47,7 @@ def report_failures(report: "RunReport", lake_root: str) -> None:
     by_type: dict = {}
     for failure in report.failures:
         by_type.setdefault((failure["status"], failure["error_type"], failure["message"]), []).append(failure)
-    err = Console(stderr=True)
+    err = console(stderr=True)
     err.print(f"[bold red]{len(report.failures)} points failed[/] (run {report.run_id}):", soft_wrap=True)
     for (status, error_type, message), group in sorted(by_type.items(), key=lambda kv: -len(kv[1])):
         err.print(f"  {len(group)} x {status}: {error_type}: {message}", soft_wrap=True)

@@ -21,6 +21,7 @@ from ray._raylet import AuthenticationMode, get_authentication_mode
 from ray.exceptions import AuthenticationError
 
 import tasks
+from sweeps.cluster.reach import check_reachable
 from sweeps.errors import UserError
 from sweeps.jobs.work import Resources
 
@@ -49,11 +50,11 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     quiet = dict(logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
     if address:
-        _check_reachable(address)
+        nodes = check_reachable(address) or []  # one line within seconds, rather than Ray's minutes
         # A driver beside a cluster on loopback must not advertise another interface; when
         # the cluster's nodes kept 127.0.0.1 (``local.LocalCluster``), neither may it.
         local = {"_node_ip_address": "127.0.0.1"} if _is_loopback(address) else {}
-        if local and _nodes_on_loopback(address):
+        if local and any(_is_loopback(f"{node['ip']}:0") for node in nodes):
             _keep_to_loopback()
         try:
             ray.init(address=address, runtime_env={"py_modules": [os.path.dirname(tasks.__file__)]}, **local, **quiet)
@@ -105,47 +106,6 @@ def _keep_to_loopback() -> None:
     """
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     ray_constants.ENABLE_RAY_CLUSTER = False
-
-
-#: Seconds to wait for a cluster's address to accept a connection before giving up.
-CONNECT_TIMEOUT_S = 10.0
-
-
-def _host_port(address: str):
-    """``(host, port)`` of a ``[scheme://]host:port`` address, or None."""
-    bare = address.split("://")[-1]
-    host, sep, port = bare.rpartition(":")
-    if not sep or not port.isdigit():
-        return None
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def _check_reachable(address: str) -> None:
-    """``UserError`` at once when nothing listens at ``address`` (Ray itself retries a dead
-    address for minutes)."""
-    import socket
-
-    target = _host_port(address)
-    if target is None:  # "auto" and the like: Ray finds the cluster itself
-        return
-    try:
-        with socket.create_connection(target, timeout=CONNECT_TIMEOUT_S):
-            return
-    except OSError as exc:
-        raise UserError(f"cannot join the Ray cluster at {address!r}: nothing answers there "
-                        f"({exc.strerror or type(exc).__name__}); check the address") from None
-
-
-def _nodes_on_loopback(address: str) -> bool:
-    """Whether the cluster's alive nodes registered at a loopback address (asked of its GCS)."""
-    from ray._raylet import GcsClient
-
-    try:
-        client = GcsClient(address=address)
-        nodes = client.get_all_node_info(timeout=CONNECT_TIMEOUT_S).values()
-    except Exception:  # noqa: BLE001 - an unanswered question: join as Ray would
-        return False
-    return any(_is_loopback(f"{info.node_manager_address}:0") for info in nodes)
 
 
 def _is_loopback(address: str) -> bool:

@@ -7,8 +7,9 @@ import importlib.util
 import shlex
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
+from sweeps.cluster.reach import TOKEN_HINT
 from sweeps.errors import UserError
 
 __all__ = ["submit_run", "job_runtime_env"]
@@ -37,18 +38,33 @@ def job_runtime_env() -> Dict[str, object]:
     return {"py_modules": [str(_package_dir(name)) for name in PACKAGES]}
 
 
+def _token_problem(message: str) -> str:
+    """What Ray's ``AuthenticationError`` ``message`` says went wrong with the token, in brief."""
+    if "not 'token'" in message:
+        return "no token was sent (RAY_AUTH_MODE is not 'token')"
+    if "Missing" in message or "couldn't find" in message:
+        return "no token was found"
+    return "the cluster refused the token"
+
+
 def submit_run(address: str, run_args: List[str], *, python_bin: str, follow: bool,
-               echo: Callable[[str], None]) -> bool:
-    """Submit ``commscale run RUN_ARGS`` as a job; with ``follow``, stream its logs and
-    return whether it succeeded (without, return True once it is accepted)."""
+               echo: Callable[[str], None], env_vars: Optional[Dict[str, str]] = None) -> bool:
+    """Submit ``PYTHON_BIN -m sweeps.cli run RUN_ARGS`` as a job, with ``env_vars`` set for
+    it; with ``follow``, stream its logs and return whether it succeeded (without, return
+    True once it is accepted)."""
+    from ray.exceptions import AuthenticationError
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     try:
         client = JobSubmissionClient(address)
+    except AuthenticationError as exc:
+        raise UserError(f"cannot submit to the Jobs API at {address!r}: {_token_problem(str(exc))}; "
+                        f"{TOKEN_HINT}") from None
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise UserError(f"cannot reach the Jobs API at {address!r}: {str(exc).splitlines()[0]}") from None
     entrypoint = shlex.join([python_bin, "-m", "sweeps.cli", "run", *run_args])
-    job_id = client.submit_job(entrypoint=entrypoint, runtime_env=job_runtime_env())
+    runtime_env = {**job_runtime_env(), **({"env_vars": dict(env_vars)} if env_vars else {})}
+    job_id = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
     echo(f"submitted job {job_id} to {address}: {entrypoint}\n")
     if not follow:
         return True

@@ -8,11 +8,15 @@ from typing import Iterable, Sequence
 
 from sweeps.errors import ConfigError
 
-__all__ = ["NAME", "check_name", "check_positive", "check_non_negative", "check_fraction", "check_choices",
+__all__ = ["NAME", "NAME_MAX", "check_name", "check_positive", "check_non_negative", "check_fraction", "check_choices",
            "check_at_least"]
 
-#: Names that become file and partition names: letters, digits, '.', '_' and '-'.
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: Names that become file and partition names (sweep, hardware, search): letters, digits,
+#: '.', '_' and '-', starting with a letter or a digit, with no '..' (a path's parent).
+NAME = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: The longest name, in characters: a partition folder name stays far below a file
+#: system's 255 bytes, and a lake path stays readable.
+NAME_MAX = 64
 
 
 def _values(values) -> list:
@@ -20,8 +24,12 @@ def _values(values) -> list:
 
 
 def check_name(field: str, value: str) -> None:
+    """``value`` is a ``NAME`` of at most ``NAME_MAX`` characters (a long one is shown cut)."""
+    if len(value) > NAME_MAX:
+        raise ConfigError(field, f"{value[:24]}...", f"is {len(value)} characters long; a name has at most {NAME_MAX}")
     if not NAME.match(value):
-        raise ConfigError(field, value, "use letters, digits, '.', '_' and '-' only")
+        raise ConfigError(field, value, "use letters, digits, '.', '_' and '-' only, starting with a letter or a "
+                                        "digit, with no '..'")
 
 
 def check_positive(field: str, values) -> None:

@@ -2,14 +2,18 @@
 then ``KEY=VALUE`` overrides in OmegaConf dotlist syntax, one at a time so that an error
 names the override at fault; every error is a ``ConfigError`` naming the field and value.
 
-Presets live in ``conf/GROUP/NAME.yaml``; a choice ending in ``.yaml`` is a path.
+Presets live in ``conf/GROUP/NAME.yaml``; a choice ending in ``.yaml`` is a path. A
+YAML file must be UTF-8 text, valid YAML and a mapping of fields at its top level; an
+override's value must be valid YAML (``sweep.tp=[4,`` is not).
 """
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any, List, Sequence
 
+import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -17,7 +21,7 @@ from conf import CONF_DIR
 from sweeps.config.schemas import PRESET_SCHEMAS
 from sweeps.errors import ConfigError
 
-__all__ = ["CONF_DIR", "list_presets", "preset_path", "preset_node", "compose", "load_preset", "reason"]
+__all__ = ["CONF_DIR", "list_presets", "preset_path", "read_yaml", "preset_node", "compose", "load_preset", "reason"]
 
 
 def list_presets(group: str) -> List[str]:
@@ -53,10 +57,46 @@ def reason(exc: OmegaConfBaseException) -> str:
     return message
 
 
+def _yaml_problem(exc: yaml.YAMLError, *, at: bool = True) -> str:
+    """``line L, column C: CONTEXT: PROBLEM`` of a YAML error, on one line (``at``: with
+    the line and column)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if at and mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    return f"{where}{context + ': ' if context else ''}{problem}"
+
+
+def read_yaml(path: Path, field: str) -> Any:
+    """The mapping at the top of the YAML file ``path`` as an OmegaConf node (an empty file
+    is an empty mapping). ``ConfigError`` naming ``field`` and the file when it cannot be
+    read, is not UTF-8 text, is not valid YAML, or holds a list or a single value."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(field, str(path), f"cannot be read ({exc.strerror or type(exc).__name__})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(field, str(path), f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                                            f"{exc.start}); save it as UTF-8") from None
+    try:
+        top = yaml.compose(text, Loader=yaml.SafeLoader)  # the shape, before any value is built
+        if top is None:
+            return OmegaConf.create()
+        if not isinstance(top, yaml.MappingNode):
+            shape = "a list" if isinstance(top, yaml.SequenceNode) else "a single value"
+            raise ConfigError(field, str(path), f"its top level is {shape}; a YAML config is a mapping of "
+                                                "fields (one FIELD: VALUE per line)")
+        return OmegaConf.load(io.StringIO(text))
+    except yaml.YAMLError as exc:
+        raise ConfigError(field, str(path), f"is not valid YAML: {_yaml_problem(exc)}") from None
+
+
 def preset_node(schema: type, path: Path, *, prefix: str) -> Any:
-    """The YAML at ``path`` merged into ``schema``'s structured config; an error names the
-    key (after ``prefix``, e.g. "hardware") and the file."""
-    raw = OmegaConf.load(path)
+    """The YAML at ``path`` (``read_yaml``) merged into ``schema``'s structured config; an
+    error names the key (after ``prefix``, e.g. "hardware") and the file."""
+    raw = read_yaml(path, prefix)
     try:
         return OmegaConf.merge(OmegaConf.structured(schema), raw)
     except OmegaConfBaseException as exc:
@@ -75,6 +115,9 @@ def compose(node: Any, overrides: Sequence[str], *, prefix: str = "", source: st
             node = OmegaConf.merge(node, OmegaConf.from_dotlist([item]))
         except OmegaConfBaseException as exc:
             raise ConfigError(f"{prefix}{key}", value, reason(exc)) from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{prefix}{key}", value, f"is not a valid value ({_yaml_problem(exc, at=False)}); "
+                                                       "a list is written [4, 8], quoted for the shell") from None
     try:
         return OmegaConf.to_object(node)
     except OmegaConfBaseException as exc:

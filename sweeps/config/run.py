@@ -56,7 +56,8 @@ def load_run_config(overrides: Sequence[str] = ()) -> RunConfig:
     groups = {g: (load_preset(g, c) if c is not None else None) for g, c in selected.items()}
     for group in OPTIONAL_GROUPS:
         if groups.get(group) is None and any(o.startswith(group + ".") for o in dotted):
-            raise ConfigError(group, None, f"no {group} is selected; choose one with {group}=NAME before {group}.FIELD=...")
+            raise ConfigError(group, None,
+                              f"no {group} is selected; choose one with {group}=NAME before {group}.FIELD=...")
     config: RunConfig = compose(OmegaConf.structured(RunConfig(**groups)), dotted)
     validate_run(config)
     return config
@@ -105,6 +106,7 @@ def _validate_roi(roi: RoiSpec) -> None:
     check_choices("sweep.roi.collective_ops", roi.collective_ops, COLLECTIVE_OPS)
     if roi.placement not in ("pack", "spread"):
         raise ConfigError("sweep.roi.placement", roi.placement, "use pack (inside a node) or spread (across nodes)")
-    for name in ("world", "warmup", "min_repeats", "max_repeats", "collective_repeats", "point_timeout_s", "time_cap_s"):
+    for name in ("world", "warmup", "min_repeats", "max_repeats", "collective_repeats", "point_timeout_s",
+                 "time_cap_s"):
         check_positive(f"sweep.roi.{name}", getattr(roi, name))
     check_positive("sweep.roi.ladder_bytes", roi.ladder_bytes or [1])

@@ -145,12 +145,20 @@ class CalibrationSpec:
     vary: Variations = field(default_factory=Variations)
     held_out: List[LayerPoint] = field(default_factory=list)
     warmup: int = 2
-    steps: int = 5                     # profiled steps per configuration (the fastest counts)
-    plain_repeats: int = 10            # unprofiled steps per configuration
-    time_cap_s: float = 10.0
+    steps: int = 5                     # profiled steps per measurement (the fastest counts)
+    plain_repeats: int = 12            # unprofiled steps per measurement
+    time_cap_s: float = 10.0           # no re-measurement of a configuration starts after this long
     point_timeout_s: float = 600.0
     dropout: float = 0.1
     judged_from_ms: float = 10.0       # accuracy is judged on measured steps at least this long
+    # Stability (tasks/measure/stability.py): the configurations are measured together in
+    # `rounds` interleaved rounds; one whose plain steps spread (p90/p10 - 1) more than
+    # `max_spread`, or drift between rounds more than `max_drift`, is measured again up to
+    # `remeasure` times, then stored as unstable (and not judged).
+    rounds: int = 3
+    max_spread: float = 0.35
+    max_drift: float = 0.20
+    remeasure: int = 2
 
 
 @dataclass

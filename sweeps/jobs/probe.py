@@ -8,6 +8,7 @@ from typing import Dict, Mapping, Optional
 
 import pyarrow as pa
 
+from sweeps.config.checks import check_name
 from sweeps.errors import ConfigError
 from sweeps.jobs.job import SweepJob
 from sweeps.jobs.work import Resources, Workload, fingerprint_of, key_of
@@ -36,6 +37,7 @@ def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int]
     """``points`` synthetic points that sleep ``sleep_s``; the first ones fail on purpose,
     ``fail[mode]`` points per mode. Each task asks for ``cpus_per_point`` CPUs and
     ``resources`` (custom Ray resources standing in for GPUs)."""
+    check_name("--name", name)
     _check(points, sleep_s, fail)
     modes = [mode for mode, count in sorted(fail.items()) for _ in range(count)]
     modes += [""] * (points - len(modes))

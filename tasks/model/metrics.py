@@ -9,6 +9,7 @@ import numpy as np
 
 __all__ = [
     "serialized_fraction",
+    "overlapped_communication",
     "overlap_percent",
     "exposed_communication",
     "communication_share",
@@ -27,17 +28,25 @@ def serialized_fraction(t_compute, t_tp_comm):
     return t_tp_comm / (t_compute + t_tp_comm)
 
 
-def overlap_percent(t_dp_comm, t_overlappable_compute):
-    """100 * T_dp_comm / T_overlappable_compute; above 100 the excess is exposed (§6)."""
-    return 100.0 * t_dp_comm / t_overlappable_compute
+def overlapped_communication(t_dp_comm, slowdown=1.0):
+    """T_dp_comm * slowdown: how long the overlapped (DP) communication takes beside compute.
+
+    ``slowdown`` >= 1 models interference on communication that runs beside compute
+    (method.md §5.5). ``overlap_percent`` and ``exposed_communication`` both measure this
+    time, so a row is exposed (exposed > T_tp_comm) exactly when its overlap percent
+    exceeds 100."""
+    return t_dp_comm * slowdown
+
+
+def overlap_percent(t_dp_comm, t_overlappable_compute, slowdown=1.0):
+    """100 * T_dp_comm * slowdown / T_overlappable_compute; above 100 the excess is
+    exposed (§6)."""
+    return 100.0 * overlapped_communication(t_dp_comm, slowdown) / t_overlappable_compute
 
 
 def exposed_communication(t_tp_comm, t_dp_comm, t_overlappable_compute, slowdown=1.0):
-    """T_tp_comm + max(0, T_dp_comm * slowdown - T_overlappable_compute) (§6).
-
-    ``slowdown`` >= 1 models interference on communication that runs beside compute
-    (method.md §5.5)."""
-    return t_tp_comm + np.maximum(0.0, t_dp_comm * slowdown - t_overlappable_compute)
+    """T_tp_comm + max(0, T_dp_comm * slowdown - T_overlappable_compute) (§6)."""
+    return t_tp_comm + np.maximum(0.0, overlapped_communication(t_dp_comm, slowdown) - t_overlappable_compute)
 
 
 def communication_share(exposed, step_time):
