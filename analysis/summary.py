@@ -15,14 +15,13 @@ from rich.table import Table
 from sweeps.lake.kinds import PROJECTION
 from tasks.model.projection import HIGHLIGHT_PREFIX
 
-__all__ = ["serialized_rows", "serialized_summary", "overlap_rows", "overlapped_summary", "render_summary",
-           "partition_count", "FIGURE_COLUMNS"]
+__all__ = ["serialized_rows", "serialized_summary", "overlap_rows", "overlapped_summary", "overlap_wording",
+           "overlap_cell", "render_summary", "partition_count", "FIGURE_COLUMNS"]
 
-
-
-#: What the figures of a partition read of its rows (and name in their captions).
+#: What the figures of a partition read of its rows (and name in their captions); a network
+#: scenario of a sweep is its (links, dp_slowdown) pair.
 FIGURE_COLUMNS = ("sweep", "hardware", "label", "h", "sl", "b", "tp", "dp", "flop_vs_bw", "status", "calibration",
-                  "cost_model_version", "serialized_fraction", "overlap_percent")
+                  "cost_model_version", "serialized_fraction", "overlap_percent", "links", "dp_slowdown")
 
 #: The ok rows of one partition, the grid (not the highlighted models), and its rows at the
 #: overlap TP (or the grid's nearest), an SL·B reached by several (SL, B) taken at its
@@ -59,7 +58,7 @@ def serialized_summary(con: duckdb.DuckDBPyConnection, sweep: str, hardware: str
     """Serialized fraction per m (columns ``m=...``): min, median and max over the grid at
     its smallest B (the study factors B out), then each highlighted model at its TP."""
     stats = _sql(con, """SELECT flop_vs_bw, min(serialized_fraction) AS "min", median(serialized_fraction) AS median,
-                         max(serialized_fraction) AS "max", count(*) AS configs
+                         max(serialized_fraction) AS "max", count(DISTINCT (h, sl, tp)) AS configs
                          FROM grid WHERE b = (SELECT min(b) FROM grid) GROUP BY flop_vs_bw ORDER BY flop_vs_bw""",
                  sweep, hardware)
     marked = _sql(con, f"""SELECT substr(label, {len(HIGHLIGHT_PREFIX) + 1}) || ' (H=' || h || ', SL=' || sl
@@ -85,12 +84,32 @@ def overlap_rows(con: duckdb.DuckDBPyConnection, sweep: str, hardware: str, over
 
 
 def overlapped_summary(con: duckdb.DuckDBPyConnection, sweep: str, hardware: str, overlap_tp: int) -> pd.DataFrame:
-    """Overlap percent per distinct SL·B and m: the lowest and highest over H, and how many
-    H expose communication (> 100%)."""
+    """Overlap percent per distinct SL·B and m: the lowest and highest over the cases (each
+    H under each network scenario), how many cases expose communication (> 100%) of how
+    many (``exposed`` of ``cases``), and the counts of H and of scenarios behind them."""
     return _sql(con, """SELECT tp, slb, flop_vs_bw, min(overlap_percent) AS min_percent,
-                        max(overlap_percent) AS max_percent, count(*) FILTER (WHERE overlap_percent > 100) AS exposed,
-                        count(DISTINCT h) AS hidden_sizes FROM overlap GROUP BY tp, slb, flop_vs_bw
+                        max(overlap_percent) AS max_percent,
+                        count(DISTINCT (h, links, dp_slowdown)) FILTER (WHERE overlap_percent > 100) AS exposed,
+                        count(DISTINCT (h, links, dp_slowdown)) AS cases, count(DISTINCT h) AS hidden_sizes,
+                        count(DISTINCT (links, dp_slowdown)) AS scenarios FROM overlap GROUP BY tp, slb, flop_vs_bw
                         ORDER BY slb, flop_vs_bw""", sweep, hardware, overlap_tp)
+
+
+def overlap_wording(summary: pd.DataFrame) -> str:
+    """What an ``overlapped_summary``'s range spans and what its k/n counts, in words: over
+    H, over network scenarios (one H), or over both."""
+    hidden = int(summary["hidden_sizes"].max()) if len(summary) else 1
+    scenarios = int(summary["scenarios"].max()) if len(summary) else 1
+    if scenarios <= 1:
+        return "range over H (k/n: k of n hidden sizes exposed, > 100%)"
+    if hidden <= 1:
+        return "range over network scenarios (k/n: k of n scenarios exposed, > 100%)"
+    return "range over H and network scenarios (k/n: k of n (H, scenario) pairs exposed, > 100%)"
+
+
+def overlap_cell(row) -> str:
+    """One cell of the overlapped table: ``low-high% (k/n)``."""
+    return f"{row.min_percent:.0f}-{row.max_percent:.0f}% ({int(row.exposed)}/{int(row.cases)})"
 
 
 def _percent(x: float) -> str:
@@ -112,16 +131,14 @@ def render_summary(console: Console, con: duckdb.DuckDBPyConnection, *, sweep: s
     overlapped = overlapped_summary(con, sweep, hardware, overlap_tp)
     scenarios: Sequence[float] = sorted(overlapped["flop_vs_bw"].unique())
     tp = int(overlapped["tp"].iloc[0]) if len(overlapped) else overlap_tp
-    table = Table(
-        title=f"Overlapped (DP) all-reduce as % of backward GEMM time at TP={tp}, "
-              "range over H (k/n: k of n hidden sizes exposed, > 100%)", title_justify="left")
+    table = Table(title=f"Overlapped (DP) all-reduce as % of backward GEMM time at TP={tp}, "
+                        f"{overlap_wording(overlapped)}", title_justify="left")
     table.add_column("SL·B", justify="right")
     for m in scenarios:
         table.add_column(f"m={m:g}", justify="right")
     for slb, group in overlapped.groupby("slb"):
         cells = []
         for m in scenarios:
-            r = group[group["flop_vs_bw"] == m].iloc[0]
-            cells.append(f"{r.min_percent:.0f}-{r.max_percent:.0f}% ({int(r.exposed)}/{int(r.hidden_sizes)})")
+            cells.append(overlap_cell(group[group["flop_vs_bw"] == m].iloc[0]))
         table.add_row(f"{slb:,}", *cells)
     console.print(table)

@@ -15,8 +15,8 @@ import pandas as pd
 
 from sweeps.lake.kinds import ACCURACY, PROJECTION, SCALING, SEARCH
 
-__all__ = ["MissingRows", "COMMANDS", "CASE_STUDY", "SERIES", "MARK", "BAR", "require", "new_figure", "caption", "finish", "save",
-           "data_lines", "data_bars", "log2_ticks"]
+__all__ = ["MissingRows", "COMMANDS", "CASE_STUDY", "SERIES", "MARK", "BAR", "LABEL", "require", "new_figure",
+           "new_panels", "caption", "finish", "save", "data_lines", "data_bars", "data_labels", "log2_ticks"]
 
 #: gid of a data line (one per series the rows imply).
 SERIES = "series"
@@ -24,6 +24,8 @@ SERIES = "series"
 MARK = "mark"
 #: gid of a bar segment container.
 BAR = "bar"
+#: gid of a text label placed beside a data point.
+LABEL = "label"
 
 #: The case study's rows: projection rows of a sweep whose links are placed.
 CASE_STUDY = "casestudy"
@@ -33,7 +35,7 @@ COMMANDS = {
     CASE_STUDY: "commscale run sweep=casestudy",
     ACCURACY: "commscale calibrate",
     SEARCH: "commscale search",
-    SCALING: "commscale search",
+    SCALING: "commscale search scaling --scaling",
 }
 
 
@@ -61,6 +63,13 @@ def new_figure(width: float = 7.5, height: float = 4.8):
     fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     return fig, fig.add_subplot()
+
+
+def new_panels(count: int, width: float = 7.5, height: float = 4.6):
+    """A blank figure of ``count`` Axes stacked one above the other (``height`` each)."""
+    fig, ax = new_figure(width, height * count)
+    ax.remove()
+    return fig, list(fig.subplots(count, 1, squeeze=False)[:, 0])
 
 
 def _distinct(rows: pd.DataFrame, column: str) -> str:
@@ -107,6 +116,11 @@ def save(fig, stem: Path) -> List[Path]:
 def data_lines(ax, gid: str = SERIES) -> list:
     """The lines of ``ax`` drawn for data of kind ``gid``."""
     return [line for line in ax.get_lines() if line.get_gid() == gid]
+
+
+def data_labels(ax, gid: str = LABEL) -> list:
+    """The text labels of ``ax`` placed beside data points."""
+    return [text for text in ax.texts if text.get_gid() == gid]
 
 
 def data_bars(ax, gid: str = BAR) -> list:

@@ -74,8 +74,8 @@ def draw_serialized(rows: pd.DataFrame, *, m: float = 1.0):
         for r in marked.itertuples():
             left = r.tp == last_tp  # the rightmost label goes left of its star, inside the axes
             ax.annotate(f"{r.label[len(HIGHLIGHT_PREFIX):]} (TP {r.tp})", (r.tp, 100 * r.serialized_fraction),
-                        textcoords="offset points", xytext=(-8, -12) if left else (6, -10), ha="right" if left else "left",
-                        fontsize=7, color="crimson",
+                        textcoords="offset points", xytext=(-8, -12) if left else (6, -10),
+                        ha="right" if left else "left", fontsize=7, color="crimson",
                         bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
         handles.append(Line2D([], [], ls="none", marker="*", ms=11, color="crimson", markeredgecolor="black",
                               label="model at its Eq. 10 TP"))

@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import click
-from rich.console import Console
 
-from sweeps.cli.options import address_option, default_lake, default_report, lake_option, num_cpus_option, \
-    restart_option
-from sweeps.cli.render import report_failures, run_line
+from sweeps.cli.options import address_option, default_lake, default_report, lake_option, no_report_option, \
+    num_cpus_option, restart_option
+from sweeps.cli.render import console, report_failures, run_line
 from sweeps.cli.report import write_and_announce
 from sweeps.config import GROUPS, RunConfig, SweepMode, list_presets, load_run_config
 from sweeps.lake import Lake
@@ -30,8 +29,9 @@ chunk_option = click.option("--chunk-size", type=click.IntRange(min=1), default=
 @num_cpus_option
 @chunk_option
 @restart_option
+@no_report_option
 def run(*, overrides: Sequence[str], lake_root: str, address: Optional[str], num_cpus: Optional[int],
-        chunk_size: Optional[int], restart: bool) -> None:
+        chunk_size: Optional[int], restart: bool, no_report: bool) -> None:
     """Run a sweep on Ray and land it in the lake: a projection (e.g. `run hardware=h100 sweep.tp=[8,16]`)
     or, for `sweep=roi`, measurements on the workers.
 
@@ -39,20 +39,20 @@ def run(*, overrides: Sequence[str], lake_root: str, address: Optional[str], num
     config = load_run_config(overrides)
     lake = Lake(lake_root)
     options = dict(address=address, num_cpus=num_cpus, chunk_size=chunk_size, restart=restart,
-                   console=Console(stderr=True))
+                   console=console(stderr=True))
     if config.sweep.mode == SweepMode.roi:
-        _run_roi(config, lake, lake_root, options)
+        _run_roi(config, lake, lake_root, options, no_report)
     else:
-        _run_projection(config, lake, lake_root, options)
+        _run_projection(config, lake, lake_root, options, no_report)
 
 
-def _run_projection(config: RunConfig, lake: Lake, lake_root: str, options: dict) -> None:
+def _run_projection(config: RunConfig, lake: Lake, lake_root: str, options: dict, no_report: bool) -> None:
     from analysis.summary import partition_count, render_summary
     from sweeps.lake.views import connect
     from sweeps.sweep import project
 
     done = project(config, lake, **options)
-    out = Console()
+    out = console()
     sweep, hw = config.sweep, config.hardware
     model = f", model {config.model.name}" if config.model else ""
     costs = f", compute from {done.calibration.name}" if done.calibration else ""
@@ -70,26 +70,27 @@ def _run_projection(config: RunConfig, lake: Lake, lake_root: str, options: dict
         con.close()
     where = "/".join(f"{k}={v}" for k, v in done.partition.items())
     lake_flag = "" if lake_root == default_lake() else f" --lake {lake_root}"
-    out.print(f"\nLake: {lake} ({rows} rows of this sweep under kind={PROJECTION}/{where})", soft_wrap=True)
+    out.print(f"\nLake: {lake} ({rows} rows of this sweep, version {done.version}, under kind={PROJECTION}/{where})",
+              soft_wrap=True)
     out.print(f"Query it:  commscale query \"SELECT h, sl, tp, flop_vs_bw, serialized_fraction FROM {PROJECTION} "
               f"WHERE sweep = '{sweep.name}' ORDER BY serialized_fraction DESC LIMIT 10\"{lake_flag}", soft_wrap=True)
-    write_and_announce(out, lake, default_report())
+    write_and_announce(out, lake, default_report(), first_sweep=config.sweep.name, skip=no_report)
     report_failures(done.report, lake_root)
 
 
-def _run_roi(config: RunConfig, lake: Lake, lake_root: str, options: dict) -> None:
+def _run_roi(config: RunConfig, lake: Lake, lake_root: str, options: dict, no_report: bool) -> None:
     """`commscale run` of a ``mode: roi`` sweep: measure, fit, and show the overlap."""
     from sweeps.cli.roi import render_roi
     from sweeps.sweep import measure_roi
 
     done = measure_roi(config, lake, **options)
-    out = Console()
+    out = console()
     roi = config.sweep.roi
     run_line(out, done.report, f"[bold]ROI sweep {config.sweep.name}[/] ({roi.device}, {roi.dtype})")
     render_roi(out, done.rows, done.fits, done.overlap)
     devices = "; ".join(sorted(set(done.rows["device_model"].dropna()))) or "nothing"
     out.print(f"\nLake: {lake} (kind={ROI}, kind={COLLECTIVE_FIT}); measured on: {devices}", soft_wrap=True)
-    write_and_announce(out, lake, default_report())
+    write_and_announce(out, lake, default_report(), first_sweep=config.sweep.name, skip=no_report)
     report_failures(done.report, lake_root)
 
 
@@ -133,8 +134,8 @@ def probe(*, name: str, points: int, sleep_ms: float, fail: Sequence[str], resou
                     resources=_parse_pairs(resource, "--resource", "=", float), cpus_per_point=cpus_per_point,
                     point_timeout_s=timeout_s)
     report = run_job(job, Lake(lake_root), address=address, num_cpus=num_cpus, chunk_size=chunk_size,
-                     restart=restart, console=Console(stderr=True))
-    run_line(Console(), report, f"[bold]probe {name}[/]")
+                     restart=restart, console=console(stderr=True))
+    run_line(console(), report, f"[bold]probe {name}[/]")
     report_failures(report, lake_root)
 
 
@@ -143,21 +144,23 @@ def probe(*, name: str, points: int, sleep_ms: float, fail: Sequence[str], resou
 @click.option("--address", envvar="RAY_API_SERVER_ADDRESS", default="http://127.0.0.1:8265", show_default=True,
               help="The cluster's Jobs API (dashboard) address.")
 @lake_option
-@click.option("--python", "python_bin", default="python", show_default=True,
-              help="Python that runs the job on the head node.")
+@click.option("--python", "python_bin", default=sys.executable, show_default="this command's own Python",
+              help="Python that runs the job on the head node (with commscale installed).")
 @click.option("--follow/--no-follow", default=True, show_default=True, help="Stream the job's logs until it ends.")
 def submit(*, overrides: Sequence[str], address: str, lake_root: str, python_bin: str, follow: bool) -> None:
     """Submit `commscale run OVERRIDES` to a Ray cluster as a job, and follow it.
 
     The config is checked here first; the repository travels as the job's working
-    directory; the lake path must be one the cluster can write (shared storage, or this
-    machine for a cluster on loopback)."""
+    directory; the lake and the report are written where this command would write them
+    (absolute paths), so they must be paths the cluster can write: shared storage, or this
+    machine for a cluster on loopback."""
     from sweeps.cluster.submit import submit_run
 
     load_run_config(overrides)  # bad input fails here, before anything is submitted
     lake_path = lake_root if "://" in lake_root else str(Path(lake_root).expanduser().resolve())
+    report_dir = str(Path(default_report()).expanduser().resolve())
     ok = submit_run(address, [*overrides, "--lake", lake_path], python_bin=python_bin, follow=follow,
-                    echo=lambda text: click.echo(text, nl=False))
+                    echo=lambda text: click.echo(text, nl=False), env_vars={"COMMSCALE_REPORT": report_dir})
     if not ok:
         sys.exit(1)
 
@@ -173,6 +176,6 @@ def config(overrides: Sequence[str]) -> None:
 
 @click.command()
 def presets() -> None:
-    """List the presets of each config group."""
-    for group in GROUPS:
+    """List the presets of each config group, and the layout-search presets (`commscale search PRESET`)."""
+    for group in (*GROUPS, "search"):
         click.echo(f"{group}: {', '.join(list_presets(group))}")

@@ -90,7 +90,7 @@ def accuracy_rows() -> pd.DataFrame:
 def search_rows() -> pd.DataFrame:
     """Two studies; in study a, trial 2 is dominated by trial 1 and trial 3 is infeasible."""
     base = dict(model="gpt3", hardware="h100", devices=64, global_batch=512, micro_batch=1, schedule="1f1b",
-                virtual_stages=1, zero=0, sequence_parallel=False, recompute="none", reason=None, latency_s=0.01,
+                virtual_stages=1, zero="zero1", sequence_parallel=False, recompute="none", reason=None, latency_s=0.01,
                 memory_per_device_bytes=6e10, step_time_s=1.0, exposed_comm_s=0.1, objective=0.0)
     trials = [("a", 0, 8, 8, 1, "ok", 1000.0, 0.15), ("a", 1, 8, 4, 2, "ok", 1200.0, 0.20),
               ("a", 2, 4, 8, 2, "ok", 900.0, 0.35), ("a", 3, 64, 1, 1, "infeasible", None, None),

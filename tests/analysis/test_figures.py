@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from analysis import figures
-from analysis.figures.common import MARK, data_bars, data_lines
+from analysis.figures.common import MARK, data_bars, data_labels, data_lines
 
 
 def _axes(fig):
@@ -106,6 +106,32 @@ def test_pareto_front_keeps_only_undominated_trials(search_rows):
     assert "1 infeasible" in ax.get_title()
 
 
+def _dense_front(search_rows: pd.DataFrame, model: str, study: str, n: int = 30) -> pd.DataFrame:
+    """``n`` trials of one study, each on the front, close together: their labels would collide."""
+    base = search_rows.iloc[0].to_dict()
+    return pd.DataFrame([dict(base, key=f"{study}{t}", model=model, study=study, trial=t, tp=2 ** (t % 4), pp=1 + t % 3,
+                              status="ok", tokens_per_s_per_device=1000.0 + 10 * t, exposed_comm_share=0.1 + 0.01 * t)
+                         for t in range(n)])
+
+
+def test_pareto_draws_one_panel_per_model_and_its_labels_never_overlap(search_rows):
+    rows = pd.concat([_dense_front(search_rows, "gpt3", "a"), _dense_front(search_rows, "gpt3", "b"),
+                      _dense_front(search_rows, "llama3-70b", "c", n=3)])
+    fig = figures.draw_pareto(rows)
+    assert len(fig.axes) == 2  # two models: two panels, never one shared axis
+    assert ["gpt3" in fig.axes[0].get_title(), "llama3-70b" in fig.axes[1].get_title()] == [True, True]
+    assert [len(data_lines(ax)) for ax in fig.axes] == [2, 1]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        labels = data_labels(ax)
+        assert labels and all(t.get_text().startswith("tp") for t in labels)
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+        inside = ax.get_window_extent(renderer)
+        assert all(inside.x0 <= b.x0 and b.x1 <= inside.x1 for b in boxes)
+
+
 def test_scaling_and_latency_floor_draw_one_line_per_model_and_batch(scaling_rows):
     scaling = _axes(figures.draw_scaling(scaling_rows))
     assert len(data_lines(scaling)) == 2
@@ -122,10 +148,11 @@ def test_scaling_and_latency_floor_draw_one_line_per_model_and_batch(scaling_row
     (figures.draw_case_study, "commscale run sweep=casestudy"),
     (figures.draw_accuracy, "commscale calibrate"),
     (figures.draw_pareto, "commscale search"),
-    (figures.draw_scaling, "commscale search"),
-    (figures.draw_latency_floor, "commscale search"),
+    (figures.draw_scaling, "commscale search scaling --scaling"),
+    (figures.draw_latency_floor, "commscale search scaling --scaling"),
 ], ids=["serialized", "overlapped", "casestudy", "accuracy", "pareto", "scaling", "latency"])
-@pytest.mark.parametrize("rows", [None, pd.DataFrame(), pd.DataFrame({"key": ["x"]})], ids=["no-view", "empty", "no-columns"])
+@pytest.mark.parametrize("rows", [None, pd.DataFrame(), pd.DataFrame({"key": ["x"]})],
+                         ids=["no-view", "empty", "no-columns"])
 def test_missing_rows_skip_with_the_command_that_produces_them(draw, command, rows):
     with pytest.raises(figures.MissingRows) as info:
         draw(rows)

@@ -55,15 +55,15 @@ def test_the_report_lists_every_figure_it_wrote(report):
 def test_figures_without_rows_are_skipped_with_their_command(report):
     skipped = {f.name: f.skipped for f in report.skipped}
     assert set(skipped) == {"accuracy", "pareto", "scaling", "latency-floor"}
-    assert "`commscale calibrate`" in skipped["accuracy"]
-    assert all("`commscale search`" in skipped[n] for n in ("pareto", "scaling", "latency-floor"))
+    assert "`commscale calibrate`" in skipped["accuracy"] and "`commscale search`" in skipped["pareto"]
+    assert all("`commscale search scaling --scaling`" in skipped[n] for n in ("scaling", "latency-floor"))
     markdown = report.markdown.read_text()
     assert markdown.count("*Skipped:") == 4 and "`commscale calibrate`" in markdown
 
 
 def test_provenance_names_sweeps_calibrations_and_software(report):
     html = report.html.read_text()
-    provenance = html[html.index("<h2>Provenance</h2>"):]
+    provenance = html[html.index('<h2 id="provenance">Provenance</h2>'):]
     for needle in ("smoke", "casestudy", "spec:mi210x4", "spec-1", "matplotlib", "duckdb", "recorded (UTC)"):
         assert needle in provenance
 
@@ -74,7 +74,8 @@ def test_a_lake_without_projection_rows_skips_every_study_figure(tmp_path):
     result = write_report(lake, tmp_path / "out")
     assert result.written == [] and result.html.exists()
     commands = {f.skipped.split("`")[1] for f in result.skipped}
-    assert commands == {"commscale run", "commscale run sweep=casestudy", "commscale calibrate", "commscale search"}
+    assert commands == {"commscale run", "commscale run sweep=casestudy", "commscale calibrate", "commscale search",
+                        "commscale search scaling --scaling"}
 
 
 def test_a_new_report_removes_figures_it_no_longer_draws(tmp_path, commit):
@@ -148,7 +149,7 @@ def test_run_ends_with_the_report_and_report_writes_it_where_asked(tmp_path):
     run = subprocess.run([COMMSCALE, "run", "sweep=smoke", "--lake", str(tmp_path / "lake"), "--num-cpus", "2"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    assert f"Report: {tmp_path / 'report' / 'report.html'} (4 figures, 5 skipped" in run.stdout
+    assert f"Report: {tmp_path / 'report' / 'report.html'} (4 figures: 4 drawn, 0 unchanged; 5 skipped" in run.stdout
     out = subprocess.run([COMMSCALE, "report", "--lake", str(tmp_path / "lake"), "--out", str(tmp_path / "elsewhere")],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
