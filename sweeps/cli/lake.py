@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeps.cli.options import lake_option
+from sweeps.cli.render import console
 from sweeps.errors import UserError
 from sweeps.lake import Lake
 
@@ -26,18 +27,22 @@ FORMATS = ("table", "csv", "json", "parquet")
 @click.argument("sweep", required=False)
 @lake_option
 def status(*, sweep: Optional[str], lake_root: str) -> None:
-    """Progress of each sweep in the lake (done, failed, pending), or of one."""
-    from analysis.status import sweep_status
+    """Progress of each sweep in the lake (done, failed, pending) and each layout-search
+    study (trials, best value), or of one."""
+    from analysis.status import search_status, sweep_status
 
-    frame = sweep_status(Lake(lake_root), sweep)
-    if frame.empty:
+    frames = {"Sweeps": sweep_status(Lake(lake_root), sweep), "Search studies": search_status(Lake(lake_root), sweep)}
+    if all(frame.empty for frame in frames.values()):
         raise UserError(f"no sweep {sweep!r} in lake {lake_root}" if sweep else f"lake {lake_root} holds no sweep yet")
-    table = Table(title=f"Sweeps in {Lake(lake_root)}", title_justify="left")
-    for column in frame.columns:
-        table.add_column(column, justify="right" if frame[column].dtype.kind in "iu" else "left")
-    for row in frame.itertuples(index=False):
-        table.add_row(*(str(v) for v in row))
-    Console().print(table)
+    for title, frame in frames.items():
+        if frame.empty:
+            continue
+        table = Table(title=f"{title} in {Lake(lake_root)}", title_justify="left")
+        for column in frame.columns:
+            table.add_column(column, justify="right" if frame[column].dtype.kind in "iuf" else "left")
+        for row in frame.itertuples(index=False):
+            table.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
+        Console(width=max(console().width, 120)).print(table)
 
 
 @click.group()

@@ -1,6 +1,6 @@
 """``commscale search``: find the parallel layout that exposes least communication.
 
-    commscale search [PRESET] [FIELD=VALUE ...] [--lake PATH] [--storage FILE] [--address ADDR]
+    commscale search [PRESET] [FIELD=VALUE ...] [--lake PATH] [--storage FILE] [--address ADDR | --ray]
     commscale search small --exhaustive          # enumerate the whole space instead (small spaces)
     commscale search scaling --scaling           # best layout per model and device count
     commscale search small --measure 3           # measure the top 3 layouts' kernels and collectives
@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeps.cli.options import address_option, lake_option, num_cpus_option
-from sweeps.cli.render import run_line
+from sweeps.cli.render import console, run_line
 from sweeps.config import SearchSetup
 from sweeps.errors import ConfigError
 from sweeps.lake import Lake
@@ -56,13 +56,20 @@ def _deprecated(option: str, instead: str):
 @click.option("--storage", default=None, help="The study's journal file (default: LAKE/_studies/STUDY.journal).")
 @address_option
 @num_cpus_option
+@click.option("--ray", "embedded_ray", is_flag=True,
+              help="Evaluate the trials as tasks of an embedded Ray (--num-cpus sizes it and implies it); without "
+                   "it, and without --address or RAY_ADDRESS, they run in this process.")
+@click.option("--no-warm-start", "cold", is_flag=True,
+              help="Start a fresh study from the sampler alone, not from the step model's best layouts.")
 @click.option("--exhaustive", is_flag=True, help="Enumerate the whole space instead of searching (nothing is written).")
 @click.option("--scaling", is_flag=True, help="The scaling view: best layout per model and device count.")
 @click.option("--restart", is_flag=True, help="With --scaling: start the scaling sweep anew if its config changed.")
 @click.option("--measure", "measure_top", type=int, default=None,
-              help="Measure the top N layouts' layer GEMMs and collectives on the cluster's workers (ROI microbenchmarks).")
+              help="Measure the top N layouts' layer GEMMs and collectives on the cluster's workers "
+                   "(ROI microbenchmarks).")
 @click.option("--measure-device", default="cpu", show_default=True, help="Device of the --measure runs: cpu or cuda.")
-@click.option("--measure-dtype", default="fp32", show_default=True, help="Element type of the measured GEMMs and collectives.")
+@click.option("--measure-dtype", default="fp32", show_default=True,
+              help="Element type of the measured GEMMs and collectives.")
 @click.option("--measure-world", type=int, default=2, show_default=True,
               help="Ranks of the measured collectives (what the cluster can form); scaled to each layout's group size.")
 @click.option("--verify", "verify_top", type=int, default=None, hidden=True,
@@ -72,9 +79,10 @@ def _deprecated(option: str, instead: str):
 @click.option("--verify-world", type=int, default=None, hidden=True,
               callback=_deprecated("--verify-world", "--measure-world"))
 def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], address: Optional[str],
-           num_cpus: Optional[int], exhaustive: bool, scaling: bool, restart: bool, measure_top: Optional[int],
-           measure_device: str, measure_dtype: str, measure_world: int, verify_top: Optional[int],
-           verify_device: Optional[str], verify_dtype: Optional[str], verify_world: Optional[int]) -> None:
+           num_cpus: Optional[int], embedded_ray: bool, cold: bool, exhaustive: bool, scaling: bool, restart: bool,
+           measure_top: Optional[int], measure_device: str, measure_dtype: str, measure_world: int,
+           verify_top: Optional[int], verify_device: Optional[str], verify_dtype: Optional[str],
+           verify_world: Optional[int]) -> None:
     """Search the parallel layout with least exposed communication (Optuna: TPE, or NSGA-II
     for objective=pareto), e.g. `search default devices=512 space.tp=[2,4,8]`.
 
@@ -92,31 +100,65 @@ def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], 
 
         check_measure_options(measure_top, device, dtype, world)
         if exhaustive or scaling:
-            raise ConfigError("--measure", measure_top, "measures a search's winners; not with --exhaustive or --scaling")
+            raise ConfigError("--measure", measure_top,
+                              "measures a search's winners; not with --exhaustive or --scaling")
     setup = load_search(overrides)
     lake = Lake(lake_root)
-    out = Console(width=max(Console().width, 140))
+    out = Console(width=max(console().width, 140))
     if scaling:
         _run_scaling(out, setup, lake, address=address, num_cpus=num_cpus, restart=restart)
         return
     total, feasible = check_space(setup)  # bad input ends here, before any work
     spec = setup.spec
+    sampler = "" if exhaustive else f", sampler {setup.sampler}"
     out.print(f"[bold]search {setup.study_name}[/]: {setup.model.name} on {spec.devices} x {setup.hardware.name}, "
-              f"global batch {spec.global_batch}; {total:,} layouts ({feasible:,} feasible); objective {spec.objective}, "
-              f"sampler {setup.sampler}", soft_wrap=True)
+              f"global batch {spec.global_batch}; {total:,} layouts ({feasible:,} feasible); objective {spec.objective}"
+              f"{sampler}", soft_wrap=True)
     if exhaustive:
-        from sweeps.search.results import exhaustive_frame
-        from tasks.model.search_rows import OBJECTIVES
-
-        frame = exhaustive_frame(setup)
-        column = OBJECTIVES[spec.objective][0][0]
-        out.print(_layout_table(f"Exhaustive: best {spec.top} of {total:,} layouts ({len(frame):,} feasible) by "
-                                f"{column}", frame.head(spec.top)))
+        _exhaustive(out, setup, total)
         return
-    top = _run_study(out, setup, lake, storage=storage, address=address, num_cpus=num_cpus)
+    top = _run_study(out, setup, lake, storage=storage, address=address, num_cpus=num_cpus,
+                     embedded_ray=embedded_ray, warm_start=not cold)
     if measure_top is not None:
         _measure(out, setup, lake, top.head(measure_top), device=device, dtype=dtype, world=world,
                  address=address, num_cpus=num_cpus)
+
+
+def _exhaustive(out: Console, setup: SearchSetup, total: int) -> None:
+    """Every layout of the space costed; the best ``top`` printed, and why the first wins."""
+    from sweeps.search.results import exhaustive_frame, why_best
+    from tasks.model.search_rows import OBJECTIVES
+
+    frame = exhaustive_frame(setup)
+    column = OBJECTIVES[setup.spec.objective][0][0]
+    out.print(_layout_table(f"Exhaustive: best {setup.spec.top} of {total:,} layouts ({len(frame):,} feasible) by "
+                            f"{column}", frame.head(setup.spec.top)))
+    _explain(out, why_best(frame, setup))
+
+
+def _explain(out: Console, why) -> None:
+    """The legend of the layout labels, and one line on why the best layout wins."""
+    from tasks.model.layout import LAYOUT_LEGEND
+
+    out.print(f"Legend: {LAYOUT_LEGEND}", soft_wrap=True, highlight=False)
+    if why is None:
+        return
+    (best, second), (exposed, exposed_second) = why.values, why.exposed_comm_s
+    margin = abs(best - second) / abs(second) if second else 0.0
+    differs = ", ".join(f"{name} {mine} vs {theirs}" for name, mine, theirs in why.differs)
+    if why.savings:
+        decides = f"{why.savings[0][0]} decides ({why.savings[0][1]:.3f} s less)" + "".join(
+            f", then {name} ({saved:.3f} s less)" for name, saved in why.savings[1:2])
+    else:
+        decides = "no term of the step is shorter"
+    line = (f"Why {why.best} wins: {why.column} {best:.6g} vs {second:.6g} for the runner-up {why.runner_up} "
+            f"({margin:.2%} better); exposed comm {exposed:.3f} s vs {exposed_second:.3f} s; they differ in {differs}; "
+            f"{decides}")
+    if why.memory_bound is not None:
+        change, label, value, needs = why.memory_bound
+        line += (f"; memory decides against {change} ({label}: {why.column} {value:.6g}, but {needs:.1f} GB per "
+                 f"device, {why.usable_gb:.1f} GB usable)")
+    out.print(line, soft_wrap=True, highlight=False)
 
 
 def _run_scaling(out: Console, setup: SearchSetup, lake: Lake, **options) -> None:
@@ -126,7 +168,7 @@ def _run_scaling(out: Console, setup: SearchSetup, lake: Lake, **options) -> Non
     from sweeps.search.results import fsdp_wins, layout_of
 
     job = scaling_job(setup)
-    report = run_job(job, lake, chunk_size=1, console=Console(stderr=True), **options)
+    report = run_job(job, lake, chunk_size=1, console=console(stderr=True), **options)
     run_line(out, report, f"[bold]scaling {setup.spec.name}[/] on {setup.hardware.name}")
     rows = read_rows(lake, SCALING, job.points, status=None).sort_values(["model", "devices"])
     table = Table(title=f"Best layout per device count, global batch {setup.spec.scaling.global_batch} sequences "
@@ -150,20 +192,39 @@ def _run_scaling(out: Console, setup: SearchSetup, lake: Lake, **options) -> Non
     out.print(f"\nLake: {lake} (kind={SCALING}/sweep={setup.spec.name}/hardware={setup.hardware.name})", soft_wrap=True)
 
 
+class _Progress:
+    """``N/TOTAL trials`` on stderr after each batch, on one line that ``end`` closes."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.shown, self.err = total, False, console(stderr=True)
+
+    def __call__(self, study, done: int) -> bool:
+        self.err.print(f"  {done}/{self.total} trials", end="\r", highlight=False)
+        self.shown = True
+        return False
+
+    def end(self) -> None:
+        if self.shown:
+            self.err.print()
+
+
 def _run_study(out: Console, setup: SearchSetup, lake: Lake, **options) -> pd.DataFrame:
     """Run or resume the study, print its top layouts (or Pareto front) and return them, best first."""
     from sweeps.search import run_search
-    from sweeps.search.results import optimum_gap, pareto, study_rows, top_layouts
+    from sweeps.search.results import optimum_gap, pareto, study_rows, top_layouts, why_best
     from tasks.model.search_rows import OBJECTIVES
 
     spec = setup.spec
-    err = Console(stderr=True)
-    report = run_search(setup, lake, **options,
-                        on_batch=lambda study, done: bool(err.print(f"  {done}/{spec.trials} trials", end="\r")))
+    progress = _Progress(spec.trials)
+    report = run_search(setup, lake, **options, on_batch=progress)
+    progress.end()
     out.print(f"{report.trials} trials: {report.completed_now} new, {report.completed_before} from before"
               + (f", {report.told_from_lake} settled from the lake" if report.told_from_lake else "")
               + (f", {report.reasked} left running by a dead driver asked again" if report.reasked else "")
               + f"; {report.where}; {report.elapsed_s:.1f} s\nStudy: {report.storage}", soft_wrap=True)
+    if report.warm_start:
+        out.print(f"Warm start: the study's first {report.warm_start} trials were the best layouts of the space by "
+                  f"the step model; the sampler ({setup.sampler}) chose the rest", soft_wrap=True)
     rows = study_rows(lake, setup.study_name)
     ok = rows[rows["status"] == "ok"]
     out.print(f"{len(rows)} trials in the lake: {len(ok)} feasible, {len(rows) - len(ok)} infeasible")
@@ -175,14 +236,19 @@ def _run_study(out: Console, setup: SearchSetup, lake: Lake, **options) -> pd.Da
         top = top_layouts(rows, spec.objective)
         out.print(_layout_table(f"Top {spec.top} layouts by {OBJECTIVES[spec.objective][0][0]}", top.head(spec.top),
                                 extra=("trial",)))
-        gap = optimum_gap(setup, top)
+        gap = optimum_gap(setup, top, warm_start=report.warm_start)
         if gap is not None:
+            sampled = "" if gap.sampled_best is None else (
+                " (the sampler's own trials: no feasible layout)" if gap.sampled_gap is None
+                else f" (the best of the sampler's own trials is within {gap.sampled_gap:.2%})")
             out.print(f"Exhaustive optimum of the space: {gap.column} = {gap.optimum:.6g}; the search's best is within "
-                      f"{gap.gap:.2%}", soft_wrap=True)
+                      f"{gap.gap:.2%}{sampled}", soft_wrap=True)
+        _explain(out, why_best(top, setup))
     out.print(f"\nLake: {lake} (kind={SEARCH}/sweep={setup.study_name}/hardware={setup.hardware.name})", soft_wrap=True)
     if report.failures:
-        Console(stderr=True).print(f"[bold red]{len(report.failures)} trials failed[/]: "
-                                   f"{report.failures[0]['error_type']}: {report.failures[0]['message']}", soft_wrap=True)
+        first = report.failures[0]
+        console(stderr=True).print(f"[bold red]{len(report.failures)} trials failed[/]: "
+                                   f"{first['error_type']}: {first['message']}", soft_wrap=True)
         sys.exit(1)
     return top
 
@@ -203,7 +269,7 @@ def _measure(out: Console, setup: SearchSetup, lake: Lake, top: pd.DataFrame, *,
         return
     points = winner_points(setup, layouts, device=device, dtype=dtype, world=world, torch_version=torch.__version__)
     job = winner_job(setup, points, device=device, dtype=dtype, world=world)
-    report = run_job(job, lake, console=Console(stderr=True), **options)
+    report = run_job(job, lake, console=console(stderr=True), **options)
     out.print()
     run_line(out, report, f"[bold]measure[/] {len(layouts)} layouts", unit="ROI points", new="measured now")
     rows = read_rows(lake, ROI, points, status=None)
@@ -231,8 +297,9 @@ def _comparison_table(frame: pd.DataFrame, setup: SearchSetup, *, measured_on: s
 
     for _, row in frame.iterrows():
         table.add_row(row["layout"], *cells(row, "gemm_s"), *cells(row, "tp_comm_s"), *cells(row, "dp_comm_s"))
-    table.caption = (f"GEMMs: fwd, ig and wg of one device's layer share, each measured and summed. Collectives: the "
-                     f"layer's TP ops and its DP/ZeRO ops at one micro-batch, at the exact message sizes, measured among "
+    table.caption = (f"GEMMs: fwd, ig and wg of one device's layer share, each measured and summed. Collectives: "
+                     f"the layer's TP ops and its DP/ZeRO ops at one micro-batch, at the exact message sizes, measured "
+                     f"among "
                      f"{world} ranks (--measure-world), α-β fitted and scaled to the layout's group size by "
                      f"the ring formula. x = measured / projected.")
     return table

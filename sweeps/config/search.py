@@ -30,6 +30,9 @@ from tasks.model.step import STEP_MODEL_VERSION, StepContext, step_columns
 __all__ = ["SearchSetup", "SAMPLERS", "DEFAULT_PRESET", "load_search", "validate_search", "check_space"]
 
 DEFAULT_PRESET = "default"
+#: How a trial's parameters spell a layout (``sweeps.search.suggest_layout``): part of a
+#: study's identity, so trials asked in another spelling are never mixed into one study.
+TRIAL_PARAMETERS = "tensor,pp,micro_batch,pipeline,zero,recompute"
 #: "auto" picks TPE for one objective and NSGA-II for the Pareto case.
 SAMPLERS = ("auto", "tpe", "nsga2", "random")
 
@@ -59,7 +62,7 @@ class SearchSetup:
         spec = dataclasses.asdict(self.spec)
         for volatile in ("description", "trials", "batch", "seed", "top", "scaling", "name"):
             spec.pop(volatile)
-        return {**spec, "sampler": self.sampler, "model_fp": fingerprint(self.model),
+        return {**spec, "sampler": self.sampler, "parameters": TRIAL_PARAMETERS, "model_fp": fingerprint(self.model),
                 "hardware_fp": fingerprint(self.hardware), "cost_model": f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"}
 
     @property

@@ -1,12 +1,15 @@
 """What a layout search found, as frames a person reads: the top distinct layouts by the
 objective, the Pareto front, the exhaustive optimum of the space and the search's gap to
-it, and the scaling view's winners. Plain pandas over the ``search`` and ``scaling`` rows.
+it, why the best layout beats the runner-up, and the scaling view's winners. Plain pandas
+over the ``search`` and ``scaling`` rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -20,7 +23,7 @@ from tasks.model.search_rows import OBJECTIVES
 from tasks.model.space import best_index, exhaustive
 
 __all__ = ["layout_of", "study_rows", "pareto", "top_layouts", "exhaustive_frame", "OptimumGap", "optimum_gap",
-           "fsdp_wins"]
+           "STEP_TERMS", "step_terms", "WhyBest", "why_best", "fsdp_wins"]
 
 
 def layout_of(row) -> Layout:
@@ -67,27 +70,124 @@ def exhaustive_frame(setup: SearchSetup) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class OptimumGap:
-    """The exhaustive optimum of a space by one column, and how far a search's best is."""
+    """The exhaustive optimum of a space by one column, how far a search's best is, and
+    how far the best of the sampler's own trials is (past the warm start; None without one)."""
 
     column: str
     optimum: float
     best: float
+    sampled_best: Optional[float] = None
 
     @property
     def gap(self) -> float:
         return abs(self.best - self.optimum) / abs(self.optimum)
 
+    @property
+    def sampled_gap(self) -> Optional[float]:
+        if self.sampled_best is None or math.isnan(self.sampled_best):
+            return None
+        return abs(self.sampled_best - self.optimum) / abs(self.optimum)
 
-def optimum_gap(setup: SearchSetup, best: pd.DataFrame, limit: int = 100_000) -> Optional[OptimumGap]:
+
+def optimum_gap(setup: SearchSetup, best: pd.DataFrame, limit: int = 100_000,
+                warm_start: int = 0) -> Optional[OptimumGap]:
     """The search's best (first row of ``best``) against the exhaustive optimum, for a
-    single objective over a space of at most ``limit`` layouts; else None."""
+    single objective over a space of at most ``limit`` layouts; else None. With a warm
+    start, also the best of the trials numbered ``warm_start`` and up."""
     objectives = OBJECTIVES[setup.spec.objective]
     if len(objectives) > 1 or setup.spec.space.size > limit or best.empty:
         return None
     column, direction = objectives[0]
     _, costs = exhaustive(setup.spec.space, setup.step_context)
     optimum = costs[column][best_index(costs, column, maximize=direction == "maximize")]
-    return OptimumGap(column, float(optimum), float(best[column].iloc[0]))
+    sampled = best[best["trial"] >= warm_start][column] if warm_start else None
+    sampled_best = None if sampled is None else float(sampled.iloc[0]) if len(sampled) else math.nan
+    return OptimumGap(column, float(optimum), float(best[column].iloc[0]), sampled_best)
+
+
+#: The parts a step's time splits into (seconds, summing to ``step_time_s``), by name.
+STEP_TERMS: Tuple[str, ...] = ("compute", "PP bubble", "TP comm", "PP send/recv", "DP/ZeRO comm")
+
+
+def step_terms(row) -> dict:
+    """A ``search`` row's step time split into ``STEP_TERMS``: the pipeline's idle ticks
+    (``bubble_fraction`` of the ticks' compute, TP and PP time) as the bubble, and the DP
+    and ZeRO traffic left exposed (exposed communication less TP and PP)."""
+    busy = 1.0 - row["bubble_fraction"]
+    compute, tp, pp = row["compute_s"], row["tp_comm_s"], row["pp_comm_s"]
+    return {"compute": busy * compute, "PP bubble": row["bubble_fraction"] * (compute + tp + pp),
+            "TP comm": busy * tp, "PP send/recv": busy * pp, "DP/ZeRO comm": row["exposed_comm_s"] - tp - pp}
+
+
+@dataclass(frozen=True)
+class WhyBest:
+    """Why the best layout beats the runner-up: both layouts, their objective and exposed
+    communication, the fields they differ in (name, best's, runner-up's), the step terms
+    the best saves on, largest first (name, seconds saved), and the memory verdict: the
+    best's neighbour (one choice changed) that would beat it but does not fit (the choice,
+    its label, objective, GB needed)."""
+
+    column: str
+    best: str
+    runner_up: str
+    values: Tuple[float, float]
+    exposed_comm_s: Tuple[float, float]
+    differs: Tuple[Tuple[str, str, str], ...]
+    savings: Tuple[Tuple[str, float], ...]
+    memory_bound: Optional[Tuple[str, str, float, float]] = None
+    usable_gb: float = 0.0
+
+
+def why_best(top: pd.DataFrame, setup: SearchSetup, limit: int = 1_000_000) -> Optional[WhyBest]:
+    """Why the first row of ``top`` (distinct feasible layouts, best first) beats the second;
+    None with fewer than two, or for the Pareto case. The memory verdict needs the whole
+    space costed (at most ``limit`` layouts)."""
+    objectives = OBJECTIVES[setup.spec.objective]
+    if len(objectives) > 1 or len(top) < 2:
+        return None
+    column = objectives[0][0]
+    first, second = top.iloc[0], top.iloc[1]
+    a, b = layout_of(first), layout_of(second)
+    differs = tuple((name, str(getattr(a, name)), str(getattr(b, name))) for name in LAYOUT_FIELDS
+                    if getattr(a, name) != getattr(b, name))
+    terms_a, terms_b = step_terms(first), step_terms(second)
+    savings = tuple(sorted(((name, float(terms_b[name] - terms_a[name])) for name in STEP_TERMS
+                            if terms_b[name] - terms_a[name] > 0), key=lambda item: -item[1]))
+    ctx = setup.step_context
+    return WhyBest(column, a.describe(), b.describe(), (float(first[column]), float(second[column])),
+                   (float(first["exposed_comm_s"]), float(second["exposed_comm_s"])), differs, savings,
+                   _memory_bound(setup, first, limit), ctx.memory_limit_bytes / 1e9)
+
+
+#: The choices of a layout, one each: a neighbour of a layout differs from it in one of them.
+_CHOICES: Tuple[Tuple[str, ...], ...] = (("tp",), ("pp",), ("micro_batch",), ("schedule", "virtual_stages"),
+                                         ("zero",), ("sequence_parallel",), ("recompute",))
+
+
+def _memory_bound(setup: SearchSetup, best, limit: int) -> Optional[Tuple[str, str, float, float]]:
+    """The best of the layouts one choice away from ``best`` (a row) that would beat it were
+    memory no bound, if one does not fit: (the choice changed, its label, objective, GB per
+    device); else None."""
+    if setup.spec.space.size > limit:
+        return None
+    column, direction = OBJECTIVES[setup.spec.objective][0]
+    unbounded = dataclasses.replace(setup.step_context, memory_fraction=math.inf)
+    layouts, costs = exhaustive(setup.spec.space, unbounded)
+    mine = layout_of(best).columns()
+    changed = sum(np.any([layouts[f] != mine[f][0] for f in fields], axis=0).astype(int) for fields in _CHOICES)
+    sign = -1.0 if direction == "maximize" else 1.0
+    value = np.where(costs["status_code"] == 0, sign * costs[column], np.inf)
+    beats = (changed == 1) & (value < sign * float(best[column]))
+    beats &= costs["memory_per_device_bytes"] > setup.step_context.memory_limit_bytes
+    if not beats.any():
+        return None
+    i = int(np.argmin(np.where(beats, value, np.inf)))
+    row = {name: values[i] for name, values in layouts.items()}
+    row.update({name: decode(name, [row[name]])[0] for name in CODED_FIELDS})
+    other, own = layout_of(row), layout_of(best)
+    change = " ".join(f"{name} {getattr(other, name)}" for name in LAYOUT_FIELDS
+                      if name != "dp" and getattr(other, name) != getattr(own, name))
+    return change, other.describe(), float(costs[column][i]), float(costs["memory_per_device_bytes"][i]) / 1e9
 
 
 def fsdp_wins(rows: pd.DataFrame) -> List[str]:
@@ -96,7 +196,7 @@ def fsdp_wins(rows: pd.DataFrame) -> List[str]:
     lines = []
     for model, group in rows[rows["status"] == "ok"].groupby("model"):
         fsdp = group[group["winner_family"] == "fsdp"]["devices"]
-        lines.append(f"{model}: plain FSDP wins " + (f"up to {fsdp.max()} devices" if len(fsdp) else "at no device count")
-                     + "; " + ", ".join(f"{f} at {d}" for d, f in zip(group["devices"], group["winner_family"],
-                                                                      strict=True)))
+        wins = f"up to {fsdp.max()} devices" if len(fsdp) else "at no device count"
+        at = ", ".join(f"{f} at {d}" for d, f in zip(group["devices"], group["winner_family"], strict=True))
+        lines.append(f"{model}: plain FSDP wins {wins}; {at}")
     return lines

@@ -28,6 +28,7 @@ __all__ = [
     "encode",
     "decode",
     "LAYOUT_FIELDS",
+    "LAYOUT_LEGEND",
     "STRUCTURAL_CONSTRAINTS",
     "Layout",
     "structural_violations",
@@ -76,6 +77,11 @@ def decode(field: str, codes: Sequence[int]) -> List[str]:
 LAYOUT_FIELDS: Tuple[str, ...] = ("tp", "pp", "dp", "micro_batch", "schedule", "virtual_stages", "zero",
                                   "sequence_parallel", "recompute")
 
+#: What the words of ``Layout.describe`` mean, on one line.
+LAYOUT_LEGEND = ("tpN/ppN/dpN: tensor-, pipeline-, data-parallel degree; pp2(i5): interleaved schedule, 5 model "
+                 "chunks per device; bN: micro-batch of N sequences; none/zero1/zero3/fsdp: how DP shards model "
+                 "states; sp: sequence parallel; sele/full: selective/full activation recomputation")
+
 #: Structural constraints, checked before any cost: name -> what must hold.
 STRUCTURAL_CONSTRAINTS: Dict[str, str] = {
     "tp_divides_heads": "TP divides the model's attention heads",
@@ -116,7 +122,8 @@ class Layout:
         return {name: np.asarray([value]) for name, value in row.items()}
 
     def describe(self) -> str:
-        """A short human label, e.g. ``tp8 pp4(i2) dp16 b1 zero1 sp sel``."""
+        """A short human label, e.g. ``tp8 pp4(i2) dp16 b1 zero1 sp sele`` (``LAYOUT_LEGEND``
+        spells it out)."""
         pp = f"pp{self.pp}" + (f"(i{self.virtual_stages})" if self.schedule == "interleaved" else "")
         parts = [f"tp{self.tp}", pp, f"dp{self.dp}", f"b{self.micro_batch}", self.zero]
         parts += ["sp"] if self.sequence_parallel else []

@@ -1,7 +1,8 @@
 """A space of parallel layouts: the candidate values of each field, enumerated vectorised.
 
 The space is the cross product of the candidate lists, except that the virtual-stage
-count applies to the interleaved schedule only (1F1B has one). DP is not a field of the
+count applies to the interleaved schedule only (1F1B has one), and sequence parallelism
+to TP > 1 only (at TP = 1 it is the same layout as without). DP is not a field of the
 space: it is what the devices leave, ``devices / (TP * PP)``. ``enumerate_layouts`` builds
 the whole space as columns with NumPy index arithmetic (no Python loop per layout), so
 the exhaustive reference (``exhaustive``) is one call of ``step.step_columns``.
@@ -52,11 +53,17 @@ class LayoutSpace:
             pairs += [(code("schedule", name), v) for v in stages]
         return pairs
 
+    def sequence_parallel_choices(self, tp: int) -> List[bool]:
+        """Sequence-parallel choices at a TP degree: at TP = 1 it splits nothing, so the one
+        layout there is ``False`` (never enumerated or searched twice)."""
+        return list(self.sequence_parallel) if tp > 1 else [False]
+
     @property
     def size(self) -> int:
         """Layouts in the space (before any constraint)."""
-        return (len(self.tp) * len(self.pp) * len(self.micro_batch) * len(self.schedule_choices())
-                * len(self.zero) * len(self.sequence_parallel) * len(self.recompute))
+        tp_sp = sum(len(self.sequence_parallel_choices(tp)) for tp in self.tp)
+        return (tp_sp * len(self.pp) * len(self.micro_batch) * len(self.schedule_choices())
+                * len(self.zero) * len(self.recompute))
 
 
 def enumerate_layouts(space: LayoutSpace, devices: int) -> Dict[str, np.ndarray]:
@@ -69,6 +76,10 @@ def enumerate_layouts(space: LayoutSpace, devices: int) -> Dict[str, np.ndarray]
             encode("recompute", space.recompute)]
     index = np.indices([len(a) for a in axes]).reshape(len(axes), -1)
     tp, pp, b, choice, zero, sp, rc = (axis[i] for axis, i in zip(axes, index, strict=True))
+    # At TP = 1 sequence parallelism is no layout of its own: keep the first row as False.
+    keep = (tp > 1) | (sp == np.asarray(space.sequence_parallel, dtype=bool)[0])
+    tp, pp, b, choice, zero, rc = (column[keep] for column in (tp, pp, b, choice, zero, rc))
+    sp = sp[keep] & (tp > 1)
     model_parallel = tp * pp
     dp = np.where(devices % model_parallel == 0, devices // model_parallel, 0)
     return {"tp": tp, "pp": pp, "dp": dp, "micro_batch": b, "schedule": sched[choice, 0],

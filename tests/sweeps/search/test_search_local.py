@@ -1,0 +1,138 @@
+"""The layout search in this process: no Ray unless asked for, a warm start from the step
+model's best layouts, the same trials for the same seed, one layout for SP at TP = 1, the
+journal written a batch at a time by one driver, and what the output explains."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from optuna.trial import TrialState
+
+from analysis.status import search_status
+from sweeps.cli import main
+from sweeps.config import load_search
+from sweeps.config.search import TRIAL_PARAMETERS
+from sweeps.errors import UserError
+from sweeps.lake import Lake
+from sweeps.search import IN_PROCESS, open_study, run_search, study_path
+from sweeps.search.journal import BatchedJournal, driver_lock
+from sweeps.search.results import STEP_TERMS, exhaustive_frame, step_terms, study_rows, why_best
+from tasks.model.space import enumerate_layouts
+
+TINY = ["small", "space.tp=[1,2,4]", "space.pp=[1,2]", "space.micro_batch=[1]", "space.schedule=[1f1b]",
+        "space.zero=[none,zero3]", "space.recompute=[none,selective]", "trials=12", "batch=4"]
+
+
+def _params(study) -> list:
+    return [(t.params, t.values) for t in study.trials]
+
+
+def test_sequence_parallel_at_tp1_is_one_layout_neither_enumerated_nor_searched_twice(tmp_path):
+    setup = load_search(TINY)
+    layouts = enumerate_layouts(setup.spec.space, setup.spec.devices)
+    rows = list(zip(*(layouts[name].tolist() for name in sorted(layouts)), strict=True))
+    assert len(rows) == len(set(rows)) == setup.spec.space.size == 40  # tp1: 8 layouts, tp2 and tp4: 16 each
+    assert not np.any(layouts["sequence_parallel"][layouts["tp"] == 1])
+    lake = Lake(str(tmp_path / "lake"))
+    setup = load_search([*TINY, "sampler=random", "trials=20"])
+    run_search(setup, lake, warm_start=False)
+    trials = study_rows(lake, setup.study_name)
+    assert not trials[(trials["tp"] == 1) & trials["sequence_parallel"]].shape[0]
+    study = open_study(load_search([*TINY, "sampler=random"]), study_path(lake, setup))
+    assert study.trials[0].distributions["tensor"].choices == ("tp1", "tp2", "tp2 sp", "tp4", "tp4 sp")
+    assert sorted(study.trials[0].params) == sorted(TRIAL_PARAMETERS.split(","))  # no parameter is conditional
+
+
+def test_a_fresh_study_starts_from_the_step_models_best_layouts_unless_told_not_to(tmp_path):
+    setup = load_search(TINY)
+    best = exhaustive_frame(setup).head(setup.spec.batch)
+    warm = run_search(setup, Lake(str(tmp_path / "warm")))
+    assert warm.where == IN_PROCESS and warm.warm_start == setup.spec.batch and warm.completed_now == 12
+    first = study_rows(Lake(str(tmp_path / "warm")), setup.study_name).sort_values("trial").head(setup.spec.batch)
+    assert first["step_time_s"].tolist() == pytest.approx(best["step_time_s"].tolist(), rel=1e-12)
+    cold = run_search(setup, Lake(str(tmp_path / "cold")), warm_start=False)
+    assert cold.warm_start == 0
+    again = run_search(load_search([*TINY, "trials=16"]), Lake(str(tmp_path / "warm")))
+    assert again.warm_start == setup.spec.batch and again.completed_now == 4  # a resumed study is not restarted
+
+
+def test_a_seed_gives_the_same_trials_and_the_journal_holds_them_all(tmp_path):
+    setup = load_search([*TINY, "seed=3", "trials=24"])
+    studies = []
+    for name in ("a", "b"):
+        lake = Lake(str(tmp_path / name))
+        run_search(setup, lake)
+        studies.append(open_study(setup, study_path(lake, setup)))  # read back from the file alone
+    assert _params(studies[0]) == _params(studies[1])
+    assert [t.state for t in studies[0].trials].count(TrialState.COMPLETE) == 24
+
+
+def test_the_journal_waits_for_flush_and_one_driver_holds_a_study(tmp_path):
+    path = tmp_path / "s.journal"
+    journal = BatchedJournal(path)
+    journal.append_logs([{"op_code": 0}, {"op_code": 4}])
+    assert [log["op_code"] for log in journal.read_logs(0)] == [0, 4] and path.read_text() == ""
+    journal.flush()
+    assert len(path.read_text().splitlines()) == 2 and list(BatchedJournal(path).read_logs(1)) == [{"op_code": 4}]
+
+    setup = load_search(TINY)
+    lake = Lake(str(tmp_path / "lake"))
+    with driver_lock(study_path(lake, setup)):
+        with pytest.raises(UserError, match="being run by another process"):
+            run_search(setup, lake)
+    assert run_search(setup, lake).completed_now == 12  # released with its holder
+
+
+def test_without_an_address_the_search_never_imports_ray(tmp_path):
+    code = ("import sys; from sweeps.cli import main; "
+            f"main(['search', *{TINY!r}, '--lake', {str(tmp_path / 'lake')!r}], standalone_mode=False); "
+            "print('ray imported:', 'ray' in sys.modules)")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert IN_PROCESS in done.stdout and "ray imported: False" in done.stdout
+
+
+def test_the_output_explains_labels_and_the_winner_and_ends_its_progress_line(tmp_path):
+    result = CliRunner().invoke(main, ["search", *TINY, "--lake", str(tmp_path / "lake")])
+    assert result.exit_code == 0, result.output
+    assert "Legend: tpN/ppN/dpN" in result.stdout and "sp: sequence parallel" in result.stdout
+    assert "Why tp" in result.stdout and "for the runner-up" in result.stdout and " decides " in result.stdout
+    assert "12/12 trials" in result.stderr and result.stderr.endswith("\n")
+    assert "the best of the sampler's own trials is within" in result.stdout
+
+    exhaustive = CliRunner().invoke(main, ["search", *TINY, "--exhaustive"])
+    assert exhaustive.exit_code == 0, exhaustive.output
+    assert "sampler" not in exhaustive.stdout and "Legend:" in exhaustive.stdout and "Why tp" in exhaustive.stdout
+
+
+def test_the_step_splits_into_its_terms_and_memory_decides_against_a_faster_neighbour():
+    setup = load_search(["default"])
+    frame = exhaustive_frame(setup)
+    for _, row in frame.head(50).iterrows():
+        terms = step_terms(row)
+        assert list(terms) == list(STEP_TERMS) and min(terms.values()) >= -1e-9
+        assert sum(terms.values()) == pytest.approx(row["step_time_s"], rel=1e-9)
+    why = why_best(frame, setup)
+    assert why.best != why.runner_up and why.values[0] <= why.values[1] and why.savings
+    change, label, value, needs = why.memory_bound
+    assert value < why.values[0] and needs > why.usable_gb and change and label != why.best
+
+
+def test_status_lists_search_studies_and_presets_lists_search_presets(tmp_path):
+    setup = load_search(TINY)
+    lake = Lake(str(tmp_path / "lake"))
+    run_search(setup, lake)
+    (row,) = search_status(lake).to_dict("records")
+    rows = study_rows(lake, setup.study_name)
+    assert (row["study"], row["model"], row["trials"], row["objective"]) == (setup.study_name, "megatron-8.3b", 12,
+                                                                             "step_time_s")
+    assert row["best"] == pytest.approx(rows[rows["status"] == "ok"]["step_time_s"].min(), rel=1e-12)
+    shown = CliRunner().invoke(main, ["status", "--lake", str(tmp_path / "lake")])
+    assert shown.exit_code == 0 and "Search studies" in shown.output and setup.study_name in shown.output
+    presets = CliRunner().invoke(main, ["presets"])
+    assert "search: default, pareto, scaling, small" in presets.output
