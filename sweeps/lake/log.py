@@ -47,7 +47,6 @@ class LogScan:
 class _State:
     version: int = 0
     files: Dict[str, dict] = field(default_factory=dict)  # relative path -> add entry
-    sweeps: Dict[Tuple[str, str], dict] = field(default_factory=dict)  # (sweep, hardware) -> latest entry
     #: (sweep, hardware) -> {version: its latest manifest}, oldest first: the last is the newest
     versions: Dict[Tuple[str, str], Dict[str, dict]] = field(default_factory=dict)
     file_versions: Dict[str, str] = field(default_factory=dict)  # relative path -> sweep version
@@ -214,7 +213,6 @@ class LakeLog:
                         del self._kind_keys[cached]
                     self._loaded_keys = {loaded for loaded in self._loaded_keys if loaded[0][0] != gone["kind"]}
         elif action == "sweep":
-            state.sweeps[(entry["sweep"], entry["hardware"])] = entry
             versions = state.versions.setdefault((entry["sweep"], entry["hardware"]), {})
             version = manifest_version(entry)
             versions.pop(version, None)  # recorded again: it is the newest now
@@ -300,15 +298,12 @@ class LakeLog:
             raise LakeError(f"lake {self}: cannot read {path}: {first_line(exc)}") from None
 
     def _read_json(self, path: str) -> Optional[dict]:
-        try:
-            with self.fs.open_input_stream(path) as handle:
-                return json.loads(handle.read())
-        except FileNotFoundError:
+        """The JSON of a file, or None if it does not exist."""
+        data = self._read_bytes(path)
+        if data is None:
             return None
-        except (OSError, pa.ArrowException) as exc:
-            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
-                return None
-            raise LakeError(f"cannot read {path}: {exc}") from None
+        try:
+            return json.loads(data)
         except json.JSONDecodeError as exc:
             raise LakeError(f"{path} is not valid JSON ({exc}); the lake's log is damaged") from None
 

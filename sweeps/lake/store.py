@@ -47,6 +47,7 @@ from sweeps.lake.files import first_of_each_key
 from sweeps.lake.integrity import file_fault
 from sweeps.lake.kinds import SHARED_KINDS
 from sweeps.lake.log import LakeLog, first_line
+from sweeps.lake.versions import NO_VERSION
 
 #: What a message about a damaged data file tells the user to run.
 VERIFY_HINT = "run `commscale lake verify` to set it aside (the next run of its sweep measures its keys again)"
@@ -130,9 +131,10 @@ class LakeStore(LakeLog):
             self._append({"action": "sweep", **manifest})
 
     def sweeps(self) -> Dict[Tuple[str, str], dict]:
-        """The latest manifest of every (sweep, hardware) the lake holds."""
+        """The latest manifest of every (sweep, hardware) the lake holds (of its newest
+        version)."""
         self.refresh()
-        return dict(self._state.sweeps)
+        return {name: next(reversed(versions.values())) for name, versions in self._state.versions.items()}
 
     def sweep_versions(self) -> Dict[Tuple[str, str], List[dict]]:
         """Every version of every (sweep, hardware): its manifest (with ``sweep_version``),
@@ -164,33 +166,22 @@ class LakeStore(LakeLog):
                 self._append({"action": "remove", "files": doomed, "reason": reason})
         return rows
 
-    def file_versions(self, kind: str) -> Dict[str, str]:
-        """Absolute path -> sweep version of every committed file of ``kind``."""
-        self.refresh()
-        prefix = self.partition_dir(kind, {}) + "/"
-        return {self._path(f): v for f, v in self._state.file_versions.items() if f.startswith(prefix)}
-
     def version_groups(self, kind: str, *, shared: bool = False) -> Dict[Tuple[str, bool], List[str]]:
         """The committed files (absolute) of ``kind`` by (sweep version, current): a file is
         current when it belongs to the newest version of its sweep on its hardware, when its
         partition has no versions, or when the kind is ``shared`` (every version's rows serve)."""
-        newest = self.current_versions()
+        self.refresh()
         prefix = self.partition_dir(kind, {}) + "/"
         groups: Dict[Tuple[str, bool], List[str]] = {}
         for relative, entry in sorted(self._state.files.items()):
             if not relative.startswith(prefix):
                 continue
-            version = self._state.file_versions.get(relative, "")
-            latest = newest.get((entry["partition"].get("sweep", ""), entry["partition"].get("hardware", "")))
-            groups.setdefault((version, shared or latest is None or version == latest), []).append(self._path(relative))
+            version = self._state.file_versions.get(relative, NO_VERSION)
+            latest = self._newest_version(entry["partition"])
+            current = shared or latest == NO_VERSION or version == latest
+            groups.setdefault((version, current), []).append(self._path(relative))
         return groups
 
-    def current_versions(self) -> Dict[Tuple[str, str], str]:
-        """(sweep, hardware) -> the newest version of that sweep on that hardware."""
-        self.refresh()
-        return {name: next(reversed(versions)) for name, versions in self._state.versions.items() if versions}
-
-    # -- reading ----------------------------------------------------------------------
     def kinds(self) -> List[str]:
         """Result kinds with committed files."""
         self.refresh()
