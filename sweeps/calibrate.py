@@ -1,12 +1,18 @@
 """``commscale calibrate``: measure a layer on a device, fit operator models, judge them.
 
 1. The baseline, its one-at-a-time variations and the held-out configurations of a
-   calibration preset are measured as Ray tasks on a device worker (one GPU each, or a
-   whole CPU node one at a time: measurements must not share a device), into kind
-   ``baseline``. Measured keys are skipped on a re-run, as any sweep's.
+   calibration preset are measured as one Ray task on a device worker (one GPU, or a whole
+   CPU node: measurements must not share a device), in interleaved rounds, so that a slow
+   spell of the machine shows as a drift instead of slowing one configuration unseen; into
+   kind ``baseline``. Measured keys are skipped on a re-run, as any sweep's (an interrupted
+   calibration measures again from the start). The unstable ones are re-measured
+   (``tasks.measure.stability``); one still unstable is a row of status ``unstable`` with
+   the reason.
 2. The baseline and variations are fitted (``tasks.fit.accuracy.fit_calibration``) into
-   kind ``opmodel``.
-3. The held-out configurations are projected and compared (kind ``accuracy``).
+   kind ``opmodel``, unstable ones included (their class times are the fastest of all
+   their profiled steps; leaving them out would narrow the measured range).
+3. The held-out configurations are projected and compared (kind ``accuracy``); unstable
+   ones are stored with their status and reason, and not judged.
 
 ``load_calibration`` reads the newest fit of a calibration back, with the link tiers of
 measured α-β fits of the same device where the lake has them, for ``commscale run
@@ -35,7 +41,9 @@ from tasks.fit.accuracy import (
     fit_calibration,
     models_from_rows,
     newest_fit,
+    why_not_fit,
 )
+from tasks.measure.stability import STATUS_UNSTABLE
 from tasks.model.projection import Calibration
 from tasks.model.specs import LinkTier
 
@@ -57,19 +65,24 @@ class CalibrationResult:
     accuracy: Optional[pd.DataFrame]
     fit_s: float                     # wall time of the fits
     measure_s: float                 # wall time of the measurements (Ray start included)
+    not_fitted: Optional[str] = None  # why no fit was made (calibration_id None)
 
 
 def calibrate(spec: CalibrationSpec, lake: Lake, **run_options) -> CalibrationResult:
     """Measure, fit and judge ``spec`` into ``lake``; ``run_options`` go to ``run_job``."""
     job = calibration_job(spec)
     started = time.perf_counter()
-    report = run_job(job, lake, chunk_size=1, **run_options)
+    # One chunk: its configurations are measured together, round after round.
+    report = run_job(job, lake, chunk_size=max(1, job.points.num_rows), **run_options)
     measure_s = time.perf_counter() - started
     rows = read_rows(lake, BASELINE, job.points, status=None)
-    ok = rows[rows["status"] == "ok"]
+    # Measured rows, stable or not; an unstable one the time cap left unmeasured has no times.
+    ok = rows[rows["status"].isin(["ok", STATUS_UNSTABLE]) & rows["plain_step_s"].notna()]
     fit_rows, held = ok[ok["role"] != "held_out"], ok[ok["role"] == "held_out"]
-    if len(fit_rows) < 3:
-        return CalibrationResult(report, None, rows, None, 0.0, measure_s)
+    planned = int((job.points.column("role").to_numpy(zero_copy_only=False) != "held_out").sum())
+    not_fitted = why_not_fit(planned, fit_rows, int((ok["status"] == "ok").sum()))
+    if not_fitted:
+        return CalibrationResult(report, None, rows, None, 0.0, measure_s, not_fitted)
     started = time.perf_counter()
     fitted_at = time.time()
     opmodels, calibration_id = fit_calibration(spec.name, fit_rows, fitted_at=fitted_at)
@@ -91,7 +104,8 @@ def link_tier(fits: pd.DataFrame, placement: str) -> Optional[LinkTier]:
     chosen = fits[(fits["placement"] == placement) & (fits["op"] == "all_reduce") & (fits["status"] == "ok")]
     if chosen.empty:
         return None
-    best = chosen.sort_values(["world", "points", "max_rel_error"], ascending=[False, False, True], kind="stable").iloc[0]
+    best = chosen.sort_values(["world", "points", "max_rel_error"], ascending=[False, False, True],
+                              kind="stable").iloc[0]
     return LinkTier(bandwidth_GBps=float(best["busbw_GBps"]), latency_us=float(best["alpha_us"]), efficiency=1.0)
 
 

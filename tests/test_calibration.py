@@ -18,12 +18,15 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 COMMSCALE = str(Path(sys.executable).with_name("commscale"))
 
-#: A calibration small enough for a test: 7 fitted configurations, one held out.
+#: A calibration small enough for a test: 7 fitted configurations, one held out. Its stability
+#: thresholds no machine misses: this test is about the pipeline, not about the machine's noise
+#: (tests/tasks/measure/test_stability.py tests the rule).
 TINY = ["calibration=cpu", "calibration.baseline.h=128", "calibration.baseline.heads=2",
-        "calibration.baseline.sl=64", "calibration.baseline.b=1", "calibration.baseline.tp=1", "calibration.vary.sl=[32,128]",
-        "calibration.vary.b=[2]", "calibration.vary.h=[64,256]", "calibration.vary.tp=[2]",
-        "calibration.held_out=[{h: 192, heads: 3, sl: 96, b: 1, tp: 1}]", "calibration.warmup=1", "calibration.steps=2",
-        "calibration.plain_repeats=3", "calibration.judged_from_ms=0"]
+        "calibration.baseline.sl=64", "calibration.baseline.b=1", "calibration.baseline.tp=1",
+        "calibration.vary.sl=[32,128]", "calibration.vary.b=[2]", "calibration.vary.h=[64,256]",
+        "calibration.vary.tp=[2]", "calibration.held_out=[{h: 192, heads: 3, sl: 96, b: 1, tp: 1}]",
+        "calibration.warmup=1", "calibration.steps=2", "calibration.plain_repeats=3", "calibration.judged_from_ms=0",
+        "calibration.max_spread=1000", "calibration.max_drift=1000", "calibration.max_excess=1000"]
 SWEEP = ["sweep=smoke", "sweep.h=[128,1024]", "sweep.sl=[64]", "sweep.b=[1]", "sweep.tp=[1,2]", "sweep.head_dim=64",
          "sweep.highlights=[]"]
 
@@ -66,10 +69,29 @@ def test_calibrate_measures_fits_judges_and_projects(tmp_path):
     assert rows.groupby("h")["extrapolated"].all().to_dict() == {128: False, 1024: True}
 
 
+def test_a_calibration_whose_measurements_stay_unstable_is_reported_and_not_fitted(tmp_path):
+    # No two timed steps are alike: a 1e-9 spread threshold makes every measurement unstable.
+    lake_dir = str(tmp_path / "lake")
+    done = _run("calibrate", *TINY, "calibration.max_spread=1e-9", "calibration.remeasure=0", "--lake", lake_dir,
+                "--num-cpus", "2", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "8 configurations, 8 measured, 0 already in the lake, 8 unstable" in done.stdout
+    assert "unstable baseline (H=128, SL=64, B=1, TP=1), not fitted" not in done.stdout
+    assert "unstable variation, sl varied (H=128, SL=32, B=1, TP=1), fitted with the fastest" in done.stdout
+    assert "Not fitted: no measurement stable (7 of 7 fit configurations measured, every one unstable)" \
+        in done.stdout
+    lake = Lake(lake_dir)
+    baseline = frame(lake, "SELECT status, reason, attempts, plain_step_s FROM baseline")
+    assert set(baseline["status"]) == {"unstable"} and set(baseline["attempts"]) == {1}
+    assert baseline["reason"].str.startswith("unstable after 1 measurement: spread p90/p10").all()
+    assert (baseline["plain_step_s"] > 0).all()  # measured, and kept with the reason
+    assert frame(lake, "SELECT count(*) AS n FROM opmodel")["n"].iloc[0] == 0
+
+
 def test_a_held_out_configuration_that_is_also_fitted_is_refused_before_any_work(tmp_path):
     lake_dir = tmp_path / "lake"
-    done = _run("calibrate", *TINY, "calibration.held_out=[{h: 128, heads: 2, sl: 64, b: 1, tp: 1}]", "--lake", str(lake_dir),
-                cwd=tmp_path)
+    done = _run("calibrate", *TINY, "calibration.held_out=[{h: 128, heads: 2, sl: 64, b: 1, tp: 1}]",
+                "--lake", str(lake_dir), cwd=tmp_path)
     assert done.returncode == 2
     assert "calibration.held_out[0]" in done.stderr and "must stay out of the fit" in done.stderr
     assert not lake_dir.exists()

@@ -18,9 +18,11 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from sweeps.cli.options import address_option, lake_option, num_cpus_option
-from sweeps.cli.render import run_line
+from sweeps.cli.options import address_option, default_report, lake_option, no_report_option, num_cpus_option
+from sweeps.cli.render import console, run_line
+from sweeps.cli.report import write_and_announce
 from sweeps.lake import Lake
+from tasks.measure.stability import STATUS_UNSTABLE
 
 __all__ = ["calibrate", "render_accuracy"]
 
@@ -29,8 +31,20 @@ def _pct(x: float) -> str:
     return "-" if pd.isna(x) else f"{100 * x:+.1f}%"
 
 
+def _judged(row: dict) -> str:
+    """The "judged" cell: yes, or why not (an unstable measurement, a step under the floor)."""
+    if row["judged"]:
+        judged = "yes"
+    elif row.get("status") == STATUS_UNSTABLE:
+        judged = "no, unstable"
+    else:
+        judged = "no, < floor"
+    return judged + (", extrapolated" if row["extrapolated"] else "")
+
+
 def render_accuracy(out: Console, accuracy: pd.DataFrame, title: str) -> None:
-    """Held-out configurations, projected against measured: end to end, then per class."""
+    """Held-out configurations, projected against measured: end to end, then per class;
+    unstable ones (measured under interference, not judged) with their reasons."""
     from tasks.fit.accuracy import error_summary
     from tasks.model.operators import STEP
 
@@ -42,9 +56,12 @@ def render_accuracy(out: Console, accuracy: pd.DataFrame, title: str) -> None:
     for r in steps.to_dict("records"):
         table.add_row(*(str(r[k]) for k in ("h", "heads", "sl", "b", "tp")), f"{1e3 * r['measured_s']:.1f}",
                       f"{1e3 * r['projected_s']:.1f}", f"{1e3 * r['band_low_s']:.1f}-{1e3 * r['band_high_s']:.1f}",
-                      _pct(r["rel_error"]), ("yes" if r["judged"] else "no, < floor")
-                      + (", extrapolated" if r["extrapolated"] else ""))
+                      _pct(r["rel_error"]), _judged(r))
     out.print(table)
+    unstable = steps[steps["status"] == STATUS_UNSTABLE] if "status" in steps.columns else steps.iloc[:0]
+    for r in unstable.to_dict("records"):
+        out.print(f"  unstable, not judged: H={r['h']}, SL={r['sl']}, B={r['b']}, TP={r['tp']}: {r['reason']}",
+                  soft_wrap=True)
     per_class = error_summary(accuracy, sorted(set(accuracy["op_class"]) - {STEP}))
     per_class = per_class.sort_values("median_abs_error", ascending=False)
     classes = Table(title="per operator class, judged configurations (|error|)", title_justify="left")
@@ -56,8 +73,27 @@ def render_accuracy(out: Console, accuracy: pd.DataFrame, title: str) -> None:
     summary = error_summary(accuracy)
     if len(summary):
         s = summary.iloc[0]
-        out.print(f"End to end over {int(s['configs'])} judged held-out configurations: median |error| "
-                  f"{100 * s['median_abs_error']:.1f}%, worst {100 * s['worst_abs_error']:.1f}%", soft_wrap=True)
+        out.print(f"End to end over {int(s['configs'])} judged held-out configurations ({len(unstable)} unstable, "
+                  f"not judged): median |error| {100 * s['median_abs_error']:.1f}%, "
+                  f"worst {100 * s['worst_abs_error']:.1f}%", soft_wrap=True)
+    elif len(unstable):
+        out.print(f"No held-out configuration judged: {len(unstable)} unstable", soft_wrap=True)
+
+
+def _render_unstable(out: Console, measured: pd.DataFrame) -> None:
+    """The configurations still unstable after their re-measurements that the accuracy table
+    does not list: those of the fit (fitted all the same, if measured at all) and the held-out
+    ones the time cap left unmeasured."""
+    unstable = measured[measured["status"] == STATUS_UNSTABLE]
+    for r in unstable.to_dict("records"):
+        timed = not pd.isna(r["plain_step_s"])
+        if r["role"] == "held_out" and timed:
+            continue  # in the accuracy table
+        varied = f", {r['varied']} varied" if r["role"] == "variation" else ""
+        fate = "not judged" if r["role"] == "held_out" else \
+            ("fitted with the fastest of its profiled steps" if timed else "not fitted")
+        out.print(f"  unstable {r['role']}{varied} (H={r['h']}, SL={r['sl']}, B={r['b']}, TP={r['tp']}), {fate}: "
+                  f"{r['reason']}", soft_wrap=True)
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -66,8 +102,9 @@ def render_accuracy(out: Console, accuracy: pd.DataFrame, title: str) -> None:
 @address_option
 @num_cpus_option
 @click.option("--restart", is_flag=True, help="Start anew if the calibration's preset changed.")
+@no_report_option
 def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str], num_cpus: Optional[int],
-              restart: bool) -> None:
+              restart: bool, no_report: bool) -> None:
     """Measure a layer on a device, fit operator models, and judge them on held-out
     configurations (e.g. `calibrate calibration=cpu`). Then `run calibration=NAME` projects with it."""
     from sweeps.calibrate import calibrate as run_calibration
@@ -80,15 +117,18 @@ def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str
         raise ConfigError("calibration", None, "choose a calibration preset: calibration=NAME (commscale presets)")
     lake = Lake(lake_root)
     result = run_calibration(spec, lake, address=address, num_cpus=num_cpus, restart=restart,
-                             console=Console(stderr=True))
-    out = Console()
+                             console=console(stderr=True))
+    out = console()
     report = result.report
     run_line(out, report, f"[bold]calibration {spec.name}[/] ({spec.device}, {spec.dtype})", unit="configurations",
              new="measured", timing=f"measured in {result.measure_s:.1f} s, fitted and judged in {result.fit_s:.2f} s")
+    measured = result.measured
     if result.calibration_id is None:
-        out.print("[red]Too few configurations measured to fit[/]: see the baseline rows' status and reason.")
+        _render_unstable(out, measured)
+        out.print(f"[red]Not fitted[/]: {result.not_fitted}; see the baseline rows' status and reason.",
+                  soft_wrap=True)
         sys.exit(1)
-    ok = result.measured[result.measured["status"] == "ok"]
+    ok = measured[measured["status"].isin(["ok", STATUS_UNSTABLE]) & measured["plain_step_s"].notna()]
     base = ok[ok["role"] == "baseline"]
     if len(base):
         b = base.iloc[0]
@@ -96,11 +136,13 @@ def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str
                   f"{1e3 * b['plain_step_s']:.1f} ms, {100 * b['unattributed_kernel_s'] / b['step_s']:.1f}% of it in "
                   f"kernels outside every operator class, {100 * b['unattributed_s'] / b['step_s']:.1f}% outside "
                   "every region in all", soft_wrap=True)
+    _render_unstable(out, result.measured)
     if result.accuracy is not None and len(result.accuracy):
         render_accuracy(out, result.accuracy, f"calibration {spec.name}@{result.calibration_id}")
     out.print(f"\nLake: {lake} (kind=baseline, kind=opmodel, kind=accuracy). Project with it:  "
               f"commscale run calibration={spec.name}", soft_wrap=True)
+    write_and_announce(out, lake, default_report(), first_sweep=spec.name, skip=no_report)
     if report.failures:
-        Console(stderr=True).print(f"[bold red]{len(report.failures)} configurations failed[/]; "
+        console(stderr=True).print(f"[bold red]{len(report.failures)} configurations failed[/]; "
                                    f"commscale query \"SELECT * FROM failure WHERE run_id = '{report.run_id}'\"")
         sys.exit(1)

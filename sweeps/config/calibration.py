@@ -51,10 +51,15 @@ def validate_calibration(spec: CalibrationSpec) -> None:
     check_choices("calibration.dtype", [spec.dtype], list(DTYPE_BYTES))
     if not check_device(spec.device):
         raise ConfigError("calibration.device", spec.device, "use cpu or cuda[:N]")
-    for name in ("warmup", "threads"):
+    for name in ("warmup", "threads", "remeasure"):
         check_non_negative(f"calibration.{name}", getattr(spec, name))
-    for name in ("steps", "plain_repeats", "head_dim", "time_cap_s", "point_timeout_s"):
+    for name in ("steps", "plain_repeats", "head_dim", "time_cap_s", "point_timeout_s", "rounds", "max_spread",
+                 "max_drift", "max_excess"):
         check_positive(f"calibration.{name}", getattr(spec, name))
+    if spec.rounds > spec.plain_repeats:
+        raise ConfigError("calibration.rounds", spec.rounds,
+                          f"is more than calibration.plain_repeats={spec.plain_repeats}: "
+                          "every round times a plain step")
     if not 0.0 <= spec.dropout < 1.0:
         raise ConfigError("calibration.dropout", spec.dropout, "is a probability below 1")
     check_fields("calibration", spec, CALIBRATION)
@@ -71,4 +76,5 @@ def validate_calibration(spec: CalibrationSpec) -> None:
         _shape_errors(f"calibration.held_out[{i}]", asdict(point))
         if tuple(asdict(point)[k] for k in ("h", "heads", "sl", "b", "tp")) in shapes:
             raise ConfigError(f"calibration.held_out[{i}]", asdict(point),
-                              "is also a baseline or variation configuration: a held-out configuration must stay out of the fit")
+                              "is also a baseline or variation configuration: "
+                              "a held-out configuration must stay out of the fit")

@@ -1,6 +1,6 @@
 """The measurements of a calibration (``commscale calibrate``): the baseline layer, its
 one-at-a-time variations and the held-out configurations, each profiled on a whole device
-(kind ``baseline``)."""
+(kind ``baseline``), re-measured while unstable (``tasks.measure.stability``)."""
 
 from __future__ import annotations
 
@@ -16,18 +16,22 @@ from sweeps.lake.kinds import BASELINE
 from tasks.device import is_cuda
 from tasks.measure.baseline import (BASELINE_POINT_SCHEMA, BASELINE_SCHEMA, MEASUREMENT_VERSION, SCHEMA_VERSION,
                                     ProfileContext, measure_points)
+from tasks.measure.stability import StabilityRule
 
 __all__ = ["calibration_job"]
 
 
 def calibration_job(spec: CalibrationSpec) -> SweepJob:
-    """The measurements of ``spec`` as a sweep of kind ``baseline``: one GPU per
-    configuration, or a whole CPU node one at a time (measurements must not share a device)."""
+    """The measurements of ``spec`` as a sweep of kind ``baseline``, run as one chunk
+    (``measure_points`` interleaves its configurations) on one GPU or a whole CPU node
+    (measurements must not share a device)."""
     import torch
 
     settings = dict(dtype=spec.dtype, device=spec.device, causal=spec.causal, threads=spec.threads,
                     warmup=spec.warmup, steps=spec.steps, plain_repeats=spec.plain_repeats, dropout=spec.dropout,
-                    measurement=MEASUREMENT_VERSION, torch=torch.__version__)
+                    rounds=spec.rounds, max_spread=spec.max_spread, max_drift=spec.max_drift,
+                    max_excess=spec.max_excess, remeasure=spec.remeasure, measurement=MEASUREMENT_VERSION,
+                    torch=torch.__version__)
     configs = fit_configs(spec) + [dict(dataclasses.asdict(p), role="held_out", varied="none") for p in spec.held_out]
     rows = []
     for config in configs:
@@ -35,8 +39,11 @@ def calibration_job(spec: CalibrationSpec) -> SweepJob:
         rows.append(dict(shape, key=key_of([spec.name, config["role"], shape, settings]),
                          calibration=spec.name, role=config["role"], varied=config["varied"], dtype=spec.dtype,
                          device=spec.device, causal=spec.causal))
+    rule = StabilityRule(max_spread=spec.max_spread, max_drift=spec.max_drift, max_excess=spec.max_excess,
+                         remeasure=spec.remeasure)
     context = ProfileContext(warmup=spec.warmup, steps=spec.steps, plain_repeats=spec.plain_repeats,
-                             time_cap_s=spec.time_cap_s, dropout=spec.dropout, threads=spec.threads)
+                             time_cap_s=spec.time_cap_s, dropout=spec.dropout, threads=spec.threads, rounds=spec.rounds,
+                             rule=rule)
     whole_cpu = float(spec.threads or os.cpu_count() or 1)
     resources = Resources.for_device(spec.device) if is_cuda(spec.device) else Resources(cpus=whole_cpu)
     workload = Workload(kind=BASELINE, body=measure_points, context=context, schema=BASELINE_SCHEMA,

@@ -5,12 +5,16 @@ variations into operator models (``tasks.fit.opmodel``), as ``opmodel`` rows. ``
 projects each held-out configuration from those models and sets it beside what was
 measured, per operator class and end to end (``op_class`` "step": the plain, unprofiled
 step), as ``accuracy`` rows (the study's Fig. 13). A held-out configuration that was
-also fitted raises ``HeldOutLeak``: its error would say nothing.
+also fitted raises ``HeldOutLeak``: its error would say nothing. One whose measurement
+stayed unstable (status ``unstable``, ``tasks.measure.stability``) is projected and stored
+with that status and its reason, but not judged. Unstable fit inputs are fitted all the
+same: their class times are the fastest of all their profiled steps, and leaving a
+variation out would narrow the range the fit covers.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -18,11 +22,13 @@ import pyarrow as pa
 
 from tasks.fit.opmodel import fit_operators
 from tasks.identity import content_hash
+from tasks.measure.stability import STATUS_UNSTABLE
 from tasks.model.operators import MODELLED_CLASSES, STEP, UNATTRIBUTED, class_column
 from tasks.model.opmodel import HYPERPARAMETERS, OPMODEL_VERSION, MeasuredRange, OperatorModel, predict
 
 __all__ = ["newest_fit", "OPMODEL_SCHEMA", "OPMODEL_SCHEMA_VERSION", "ACCURACY_SCHEMA", "ACCURACY_SCHEMA_VERSION",
-           "HeldOutLeak", "fit_calibration", "models_from_rows", "accuracy_rows", "error_summary"]
+           "HeldOutLeak", "why_not_fit", "fit_calibration", "models_from_rows", "accuracy_rows",
+           "error_summary"]
 
 OPMODEL_SCHEMA_VERSION = 1
 ACCURACY_SCHEMA_VERSION = 1
@@ -42,6 +48,7 @@ ACCURACY_SCHEMA = pa.schema([
     ("op_class", pa.string()), ("measured_s", pa.float64()), ("projected_s", pa.float64()),
     ("band_low_s", pa.float64()), ("band_high_s", pa.float64()), ("rel_error", pa.float64()),
     ("extrapolated", pa.bool_()), ("judged", pa.bool_()), ("fitted_at", pa.float64()), ("status", pa.string()),
+    ("reason", pa.string()),  # why a row is not judged for its measurement (status unstable); else null
 ])
 
 
@@ -64,6 +71,26 @@ def _configs(rows: pd.DataFrame) -> Dict[str, np.ndarray]:
 def _class_times(rows: pd.DataFrame, op_class: str) -> np.ndarray:
     column = "unattributed_s" if op_class == UNATTRIBUTED else class_column(op_class)
     return rows[column].to_numpy(dtype=np.float64)
+
+
+def why_not_fit(planned: int, fit_rows: pd.DataFrame, stable_measurements: int) -> Optional[str]:
+    """Why the measured ``fit_rows`` (of ``planned`` fit configurations) are not to be
+    fitted, or None: fewer than 3 measured, or not one measurement of the calibration
+    (``stable_measurements`` counts those of every role) stable.
+
+    Unstable fit configurations are fitted: a class's time is the fastest of its profiled
+    steps, which a machine that was quiet for part of the calibration leaves right (on a
+    2-core machine beside a looping `commscale run`, 15 of 16 fit inputs unstable, the fit
+    still projected the stable held-out steps within 8%). With no stable measurement at
+    all there is no sign the machine was ever quiet, and the fastest steps describe its
+    load, not the device.
+    """
+    if len(fit_rows) < 3:
+        return f"{len(fit_rows)} of {planned} fit configurations measured; a fit needs at least 3"
+    if stable_measurements == 0:
+        return (f"no measurement stable ({len(fit_rows)} of {planned} fit configurations measured, every one "
+                "unstable): the machine was too busy to calibrate")
+    return None
 
 
 def fit_calibration(name: str, fit_rows: pd.DataFrame, *, fitted_at: float) -> Tuple[pa.Table, str]:
@@ -108,7 +135,8 @@ def accuracy_rows(name: str, calibration_id: str, models: Dict[str, OperatorMode
 
     Raises ``HeldOutLeak`` if a held-out configuration is among ``fit_rows``. A row is
     ``judged`` when its measured step lasts at least ``judged_from_s`` (short steps are
-    dominated by launch floors and noise, and are reported but not judged).
+    dominated by launch floors and noise, and are reported but not judged) and its
+    measurement is stable (an ``unstable`` one keeps that status and its reason).
     """
     fitted = {_shape(r) for r in fit_rows.to_dict("records")}
     leaked = [s for s in (_shape(r) for r in held_rows.to_dict("records")) if s in fitted]
@@ -120,7 +148,8 @@ def accuracy_rows(name: str, calibration_id: str, models: Dict[str, OperatorMode
     step, step_band = predict(models, MODELLED_CLASSES, configs)
     columns = [(c, [c], _class_times(held_rows, c)) for c in MODELLED_CLASSES]
     columns.append((STEP, list(MODELLED_CLASSES), held_rows["plain_step_s"].to_numpy(dtype=np.float64)))
-    judged = held_rows["plain_step_s"].to_numpy(dtype=np.float64) >= judged_from_s
+    stable = (held_rows["status"] != STATUS_UNSTABLE).to_numpy()
+    judged = (held_rows["plain_step_s"].to_numpy(dtype=np.float64) >= judged_from_s) & stable
     for op_class, classes, measured in columns:
         projected, band = (step, step_band) if op_class == STEP else predict(models, classes, configs)
         for i, row in enumerate(held_rows.to_dict("records")):
@@ -130,8 +159,9 @@ def accuracy_rows(name: str, calibration_id: str, models: Dict[str, OperatorMode
                             **{k: int(row[k]) for k in HYPERPARAMETERS}, op_class=op_class,
                             measured_s=float(measured[i]), projected_s=float(projected[i]),
                             band_low_s=float(projected[i] - band[i]), band_high_s=float(projected[i] + band[i]),
-                            rel_error=float(error), extrapolated=bool(outside[i]), judged=bool(judged[i]), fitted_at=fitted_at,
-                            status="ok"))
+                            rel_error=float(error), extrapolated=bool(outside[i]), judged=bool(judged[i]),
+                            fitted_at=fitted_at, status="ok" if stable[i] else STATUS_UNSTABLE,
+                            reason=None if stable[i] else row["reason"]))
     return pa.Table.from_pylist(out, schema=ACCURACY_SCHEMA)
 
 
@@ -139,4 +169,5 @@ def error_summary(accuracy: pd.DataFrame, op_classes: Sequence[str] = (STEP,)) -
     """Median and worst absolute relative error of judged rows, per class."""
     judged = accuracy[accuracy["judged"] & accuracy["op_class"].isin(list(op_classes))]
     grouped = judged.assign(abs_error=judged["rel_error"].abs()).groupby("op_class")["abs_error"]
-    return pd.DataFrame({"configs": grouped.size(), "median_abs_error": grouped.median(), "worst_abs_error": grouped.max()})
+    return pd.DataFrame({"configs": grouped.size(), "median_abs_error": grouped.median(),
+                         "worst_abs_error": grouped.max()})

@@ -73,7 +73,8 @@ def fit_alpha_beta(op: str, world: int, message_bytes: Sequence[float], times_s:
     # rows: a/t + b*x/t - e <= 1 and -(a/t + b*x/t) - e <= -1.
     fit_rate = np.stack([1.0 / t[fitted], x[fitted] / t[fitted] / 1e9], axis=1)
     e_column = -np.ones((fitted.sum(), 1))
-    solved = linprog(c=[0.0, 0.0, 1.0], A_ub=np.vstack([np.hstack([fit_rate, e_column]), np.hstack([-fit_rate, e_column])]),
+    bounds_ub = np.vstack([np.hstack([fit_rate, e_column]), np.hstack([-fit_rate, e_column])])
+    solved = linprog(c=[0.0, 0.0, 1.0], A_ub=bounds_ub,
                      b_ub=np.concatenate([np.ones(len(e_column)), -np.ones(len(e_column))]), bounds=[(0, None)] * 3,
                      method="highs")
     if not solved.success:

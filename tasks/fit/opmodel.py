@@ -55,6 +55,7 @@ def fit_operator(op_class: str, configs: Mapping[str, Sequence[float]], times_s:
     return OperatorModel(op_class, alpha, beta, d_half, float(rms), worst, int(len(t)))
 
 
-def fit_operators(configs: Mapping[str, Sequence[float]], times: Mapping[str, Sequence[float]]) -> Dict[str, OperatorModel]:
+def fit_operators(configs: Mapping[str, Sequence[float]],
+                  times: Mapping[str, Sequence[float]]) -> Dict[str, OperatorModel]:
     """One model per class in ``times`` (class -> measured seconds per configuration)."""
     return {c: fit_operator(c, configs, t) for c, t in times.items()}

@@ -5,8 +5,19 @@ reads back the time of every ``op:`` region (per operator class and pass), the s
 own time, and what ran outside any region (the unattributed time). On CUDA a region's
 time is the device time of its kernels; on the CPU, the region's wall time. Each figure
 is the fastest of ``steps`` separately profiled steps: on a shared machine contention
-only ever adds time, so the fastest step is the device's own. ``measure_points`` does this for a table of layer configurations and also
-times the plain step (no profiler) that end-to-end accuracy is judged against.
+only ever adds time, so the fastest step is the device's own. ``measure_points`` does this
+for a table of layer configurations and also times the plain step (no profiler) that
+end-to-end accuracy is judged against.
+
+The configurations of a table are measured together in ``rounds`` interleaved rounds: each
+round visits every configuration in turn for its share of the profiled steps and then of
+the plain steps, so a slow spell of a shared machine falls on one round of many
+configurations rather than on the whole of one. Each configuration's plain steps are judged
+by ``tasks.measure.stability`` (outliers rejected, then their spread, the drift between
+rounds, and their excess over the sum of the classes' fastest times); the unstable ones
+are measured again together, a bounded number of times, and one still unstable is stored
+with status ``unstable`` and the reason. The profiled figures are the fastest over every
+measurement of the configuration; the plain step's, those of the steadiest measurement.
 
 Results are one wide row per configuration (``BASELINE_SCHEMA``): a ``t_<class>_s``
 column per operator class of ``operators.OP_CLASSES``.
@@ -16,26 +27,26 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass
-from typing import Dict, List
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
 from tasks.device import DTYPE_BYTES, is_cuda
 from tasks.measure.provenance import available_memory_bytes, device_provenance
-from tasks.measure.timing import synchronize, time_kernel
+from tasks.measure.stability import STATUS_UNSTABLE, StabilityRule, Verdict, interleave_until_stable, steadiest
+from tasks.measure.timing import sample_times, synchronize
 from tasks.measure.transformer_layer import OP_PREFIX, LayerShape, build_layer
 from tasks.model import layer, memory
 from tasks.model.layout import code
 from tasks.model.operators import OP_CLASSES, class_column
-from tasks.outcomes import InfeasibleError
 
 __all__ = ["SCHEMA_VERSION", "MEASUREMENT_VERSION", "BASELINE_POINT_SCHEMA", "BASELINE_SCHEMA",
            "ProfileContext", "StepProfile", "profile_step", "measure_points"]
 
 SCHEMA_VERSION = 1
 #: Bumped when how a step is built or timed changes; part of every measurement's key.
-MEASUREMENT_VERSION = "layer-1"
+MEASUREMENT_VERSION = "layer-2"
 
 #: ``role``: "baseline" (the profiled baseline iteration), "variation" (one
 #: hyperparameter moved from the baseline, named in ``varied``) or "held_out" (kept out
@@ -52,6 +63,11 @@ BASELINE_SCHEMA = pa.schema(list(BASELINE_POINT_SCHEMA) + [
     ("step_s", pa.float64()),            # the fastest profiled step
     ("plain_step_s", pa.float64()),      # the same step without the profiler: p10 of its repeats
     ("plain_median_s", pa.float64()), ("plain_p90_s", pa.float64()),
+    ("spread", pa.float64()),            # p90/p10 - 1 of the kept plain steps (tasks.measure.stability)
+    ("drift", pa.float64()),             # slowest round's fastest plain step / fastest round's - 1
+    ("excess", pa.float64()),            # plain step / (sum of the classes' fastest + unattributed) - 1
+    ("rejected", pa.int64()),            # plain steps rejected as outliers
+    ("attempts", pa.int64()),            # measurements made (1 + re-measurements)
     ("unattributed_s", pa.float64()),    # profiled step time outside every operator region
     ("unattributed_kernel_s", pa.float64()),  # of which operators (kernels) outside every region
     ("profiled_steps", pa.int64()), ("threads", pa.int64()),
@@ -63,16 +79,26 @@ BASELINE_SCHEMA = pa.schema(list(BASELINE_POINT_SCHEMA) + [
 
 @dataclass(frozen=True)
 class ProfileContext:
-    """How each configuration is measured: untimed ``warmup`` steps, ``steps`` profiled
-    steps, ``plain_repeats`` unprofiled steps (at least; more while they are noisy, up
-    to ``time_cap_s``), and the dropout probability of the layer."""
+    """How each configuration is measured: untimed ``warmup`` steps, then per measurement
+    ``steps`` profiled and ``plain_repeats`` unprofiled steps spread over ``rounds``
+    interleaved rounds, judged by ``rule``. A measurement's timed steps take about
+    ``time_cap_s`` seconds at most (fewer steps on a slow machine), no re-measurement
+    starts once a configuration has spent ``time_cap_s`` (``pause_s`` passes before each
+    one), and a table's measurement stops after ``time_cap_s`` per configuration in all."""
 
     warmup: int = 2
     steps: int = 5
-    plain_repeats: int = 10
+    plain_repeats: int = 12
     time_cap_s: float = 10.0
     dropout: float = 0.1
     threads: int = 0  # torch threads on the CPU; 0 keeps torch's default
+    rounds: int = 3
+    rule: StabilityRule = StabilityRule()
+    pause_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.rounds <= self.plain_repeats:
+            raise ValueError(f"rounds={self.rounds} must be from 1 to plain_repeats={self.plain_repeats}")
 
 
 @dataclass(frozen=True)
@@ -112,20 +138,21 @@ def _unattributed_kernel_time(prof, cuda: bool) -> float:
     return total
 
 
-def profile_step(step, *, device: str, steps: int) -> StepProfile:
-    """Profile ``steps`` calls of ``step()`` one at a time; the fastest time per class.
+#: One profiled step: seconds per class, the step's own time, and its kernels outside every region.
+_Sample = Tuple[Dict[str, float], float, float]
 
-    The step's time is its wall time on the CPU and, on CUDA, the device time of all the
-    kernels it ran; the unattributed time is the step's time less the sum of its regions.
-    """
+
+def _profiled_samples(step, *, device: str, steps: int, until: Optional[float] = None) -> List[_Sample]:
+    """Profile ``steps`` calls of ``step()``, one at a time; fewer (at least one) once
+    ``time.perf_counter()`` has passed ``until``."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = is_cuda(device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    per_class: Dict[str, List[float]] = {c: [] for c in OP_CLASSES}
-    step_times: List[float] = []
-    stray: List[float] = []
+    samples: List[_Sample] = []
     for _ in range(steps):
+        if samples and until is not None and time.perf_counter() > until:
+            break
         with profile(activities=activities) as prof:
             synchronize(device)
             started = time.perf_counter()
@@ -133,36 +160,121 @@ def profile_step(step, *, device: str, steps: int) -> StepProfile:
             synchronize(device)
             wall = time.perf_counter() - started
         regions = _region_times(prof, cuda)
-        unknown = set(regions) - set(per_class)
+        unknown = set(regions) - set(OP_CLASSES)
         if unknown:
             raise RuntimeError(f"regions outside the operator classes: {sorted(unknown)}")
-        for op_class in per_class:
-            per_class[op_class].append(regions.get(op_class, 0.0))
         if cuda:
             wall = sum(e.self_device_time_total for e in prof.key_averages()) / 1e6
-        step_times.append(wall)
-        stray.append(_unattributed_kernel_time(prof, cuda))
-    classes = {c: min(v) for c, v in per_class.items()}
-    fastest = min(range(steps), key=step_times.__getitem__)
-    unattributed = step_times[fastest] - sum(v[fastest] for v in per_class.values())
-    return StepProfile(classes, step_times[fastest], max(0.0, unattributed), stray[fastest])
+        samples.append(({c: regions.get(c, 0.0) for c in OP_CLASSES}, wall, _unattributed_kernel_time(prof, cuda)))
+    return samples
 
 
-def _measure_one(point: dict, context: ProfileContext) -> dict:
-    shape = LayerShape(point["h"], point["heads"], point["sl"], point["b"], point["tp"])
-    device = point["device"]
-    layer = build_layer(shape, dtype=point["dtype"], device=device, causal=point["causal"], dropout=context.dropout)
-    for _ in range(context.warmup):
-        layer.step()
-    synchronize(device)
-    profiled = profile_step(layer.step, device=device, steps=context.steps)
-    plain = time_kernel(layer.step, device=device, warmup=0, min_repeats=context.plain_repeats,
-                        max_repeats=max(context.plain_repeats, 50), time_cap_s=context.time_cap_s)
-    return {"status": "ok", "reason": None, "step_s": profiled.step_s, "plain_step_s": plain.p10_s,
-            "plain_median_s": plain.median_s, "plain_p90_s": plain.p90_s, "unattributed_s": profiled.unattributed_s,
-            "unattributed_kernel_s": profiled.unattributed_kernel_s,
-            "profiled_steps": context.steps,
-            **{class_column(c): t for c, t in profiled.classes.items()}}
+def _fastest(samples: List[_Sample]) -> StepProfile:
+    """The fastest time of each class, and the fastest step with what of it ran outside every region."""
+    classes = {c: min(s[0][c] for s in samples) for c in OP_CLASSES}
+    per_class, wall, stray = min(samples, key=lambda s: s[1])
+    return StepProfile(classes, wall, max(0.0, wall - sum(per_class.values())), stray)
+
+
+def profile_step(step, *, device: str, steps: int) -> StepProfile:
+    """Profile ``steps`` calls of ``step()`` one at a time; the fastest time per class.
+
+    The step's time is its wall time on the CPU and, on CUDA, the device time of all the
+    kernels it ran; the unattributed time is the step's time less the sum of its regions.
+    """
+    return _fastest(_profiled_samples(step, device=device, steps=steps))
+
+
+def _split(total: int, parts: int) -> List[int]:
+    """``total`` shared over ``parts`` as evenly as can be, the larger shares first."""
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
+@dataclass
+class _Subject:
+    """One configuration being measured: its row so far, its layer while kept between
+    visits, its profiled steps, its time, and (status, reason) if a visit ran out of memory."""
+
+    row: dict
+    built: object = None
+    profiled: List[_Sample] = field(default_factory=list)
+    wall_s: float = 0.0
+    failed: Optional[Tuple[str, str]] = None
+
+
+class _Visits:
+    """``visit(i, r)`` of ``interleave_until_stable``: configuration ``i``'s share of round
+    ``r``. Its layer is built (then warmed up by ``warmup`` steps) or reused (one untimed step,
+    as the configurations before it left the caches cold); then come its share of the
+    profiled steps and of the plain steps, whose seconds it returns. A visit's timed steps
+    stop early (keeping at least one of each) past its share of the time cap,
+    ``time_cap_s / rounds``, so a slowed machine stretches a calibration by at most that."""
+
+    def __init__(self, subjects: List[_Subject], context: ProfileContext, *, keep_layers: bool) -> None:
+        self.subjects, self.context, self.keep_layers = subjects, context, keep_layers
+        self.profiled_shares = _split(context.steps, context.rounds)
+        self.plain_shares = _split(context.plain_repeats, context.rounds)
+
+    def floor(self, i: int) -> Optional[float]:
+        """The least configuration ``i``'s step can take by what was profiled of it: the sum of
+        its classes' fastest times and what ran outside them (the excess test's floor)."""
+        if not self.subjects[i].profiled:
+            return None
+        fastest = _fastest(self.subjects[i].profiled)
+        return sum(fastest.classes.values()) + fastest.unattributed_s
+
+    def __call__(self, i: int, r: int) -> Optional[List[float]]:
+        import torch
+
+        subject, context = self.subjects[i], self.context
+        point = subject.row
+        started = time.perf_counter()
+        try:
+            fresh = subject.built is None
+            built = build_layer(LayerShape(point["h"], point["heads"], point["sl"], point["b"], point["tp"]),
+                                dtype=point["dtype"], device=point["device"], causal=point["causal"],
+                                dropout=context.dropout) if fresh else subject.built
+            for _ in range(context.warmup if fresh else min(1, context.warmup)):
+                built.step()
+            synchronize(point["device"])
+            # A visit's share of the time cap: half for its profiled steps, the rest for its plain steps.
+            budget, timed_from = context.time_cap_s / context.rounds, time.perf_counter()
+            subject.profiled += _profiled_samples(built.step, device=point["device"], steps=self.profiled_shares[r],
+                                                  until=timed_from + budget / 2)
+            plain = sample_times(built.step, device=point["device"], repeats=self.plain_shares[r],
+                                 until=timed_from + budget)
+            subject.built = built if self.keep_layers else None
+            return plain
+        except torch.OutOfMemoryError as exc:
+            subject.built = None
+            subject.failed = ("oom", str(exc).splitlines()[0] + "\n" + traceback.format_exc(limit=1))
+            if is_cuda(point["device"]):
+                torch.cuda.empty_cache()
+            return None
+        finally:
+            subject.wall_s += time.perf_counter() - started
+
+
+def _measured_row(subject: _Subject, verdicts: List[Verdict], rule: StabilityRule) -> dict:
+    """A configuration's row: the fastest of all its profiled steps, and the plain steps of its
+    steadiest measurement, stable (``ok``) or not (``unstable``, with the reason; without
+    times when the time cap of the whole ran out before it was measured)."""
+    if subject.failed is not None:
+        return {**subject.row, "status": subject.failed[0], "reason": subject.failed[1], "wall_s": subject.wall_s}
+    if not verdicts:
+        return {**subject.row, "status": STATUS_UNSTABLE, "attempts": 0, "wall_s": subject.wall_s,
+                "reason": "not measured: the time cap of the whole calibration ran out first"}
+    plain = verdicts[steadiest(verdicts, rule)]
+    fastest = _fastest(subject.profiled)
+    times = f"{len(verdicts)} measurement{'s' if len(verdicts) > 1 else ''}"
+    status, reason = ("ok", None) if plain.stable else (STATUS_UNSTABLE, f"unstable after {times}: {plain.reason}")
+    return {**subject.row, "status": status, "reason": reason, "step_s": fastest.step_s,
+            "plain_step_s": plain.p10_s, "plain_median_s": plain.median_s, "plain_p90_s": plain.p90_s,
+            "spread": plain.spread, "drift": plain.drift, "excess": plain.excess, "rejected": plain.rejected,
+            "attempts": len(verdicts),
+            "unattributed_s": fastest.unattributed_s, "unattributed_kernel_s": fastest.unattributed_kernel_s,
+            "profiled_steps": len(subject.profiled), "wall_s": subject.wall_s,
+            **{class_column(c): t for c, t in fastest.classes.items()}}
 
 
 def _layer_bytes(point: dict) -> float:
@@ -179,31 +291,39 @@ def _layer_bytes(point: dict) -> float:
 
 
 def measure_points(points: pa.Table, context: ProfileContext) -> pa.Table:
-    """Measure every configuration of ``points`` (``BASELINE_POINT_SCHEMA``); returns
-    ``BASELINE_SCHEMA`` rows. A configuration that cannot fit in the device's memory, or
-    whose device is missing, is a row with status and reason; other errors propagate."""
+    """Measure every configuration of ``points`` (``BASELINE_POINT_SCHEMA``, all on one
+    device) in interleaved rounds (``interleave_until_stable``); returns ``BASELINE_SCHEMA``
+    rows in the same order. A configuration that cannot fit in the device's memory, or whose
+    device is missing, is a row with status and reason; other errors propagate. Layers are
+    kept between rounds while all of them fit in half the device's free memory, else
+    built again at each visit."""
     import torch
 
     if context.threads:
         torch.set_num_threads(context.threads)
-    rows = []
+    rows: List[dict] = []
+    subjects: List[_Subject] = []
     for point in points.to_pylist():
         cuda = is_cuda(point["device"])
         provenance = device_provenance(point["device"]) if not cuda or torch.cuda.is_available() else {}
-        base = {**point, "threads": torch.get_num_threads(), "profiled_steps": 0,
-                **{f: provenance.get(f) for f in ("device_model", "torch_version", "cuda_version", "host")}}
-        try:
-            if cuda and not torch.cuda.is_available():
-                raise InfeasibleError(f"device {point['device']} is not available on this worker")
-            if _layer_bytes(point) > available_memory_bytes(point["device"]):
-                raise InfeasibleError(f"about {_layer_bytes(point) / 1e9:.1f} GB needed, more than the device has free")
-            started = time.perf_counter()
-            measured = _measure_one(point, context)
-            rows.append({**base, **measured, "wall_s": time.perf_counter() - started})
-        except InfeasibleError as exc:
-            rows.append({**base, "status": "infeasible", "reason": str(exc)})
-        except torch.OutOfMemoryError as exc:
-            rows.append({**base, "status": "oom", "reason": str(exc).splitlines()[0] + "\n" + traceback.format_exc(limit=1)})
-            if cuda:
-                torch.cuda.empty_cache()
+        row = {**point, "threads": torch.get_num_threads(), "profiled_steps": 0,
+               **{f: provenance.get(f) for f in ("device_model", "torch_version", "cuda_version", "host")}}
+        if cuda and not torch.cuda.is_available():
+            row.update(status="infeasible", reason=f"device {point['device']} is not available on this worker")
+        elif _layer_bytes(point) > available_memory_bytes(point["device"]):
+            row.update(status="infeasible",
+                       reason=f"about {_layer_bytes(point) / 1e9:.1f} GB needed, more than the device has free")
+        else:
+            subjects.append(_Subject(row))
+        rows.append(row)
+    if subjects:
+        device = subjects[0].row["device"]
+        keep = sum(_layer_bytes(s.row) for s in subjects) <= available_memory_bytes(device) / 2
+        visits = _Visits(subjects, context, keep_layers=keep)
+        verdicts = interleave_until_stable(len(subjects), visits, context.rule, rounds=context.rounds,
+                                           time_cap_s=context.time_cap_s, pause_s=context.pause_s, floor=visits.floor)
+        measured = {id(s.row): _measured_row(s, v, context.rule) for s, v in zip(subjects, verdicts)}
+        rows = [measured.get(id(row), row) for row in rows]
+        for subject in subjects:
+            subject.built = None
     return pa.Table.from_pylist(rows, schema=BASELINE_SCHEMA)

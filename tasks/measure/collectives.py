@@ -153,7 +153,8 @@ class CollectiveMember:
         some rank; the group agrees, so that every rank skips the same points."""
         needed = self.held_bytes(op) * 1.5  # allocator slack
         free = available_memory_bytes(self.device)
-        fn, reason = None, f"needs about {needed / 2**30:.1f} GiB per rank, {free / 2**30:.1f} GiB free on {self.device}"
+        fn, reason = None, (f"needs about {needed / 2**30:.1f} GiB per rank, "
+                            f"{free / 2**30:.1f} GiB free on {self.device}")
         if needed <= free:
             try:
                 fn = self._op(*op)

@@ -37,7 +37,8 @@ def measure_roi_kernels(points: pa.Table, context: RoiContext) -> pa.Table:
 
 
 def measurement_key(point: Dict[str, object], torch_version: str) -> str:
-    fields = ("op", "m", "n", "k", "batch", "dtype", "device", "device_model_spec", "world", "message_bytes", "placement")
+    fields = ("op", "m", "n", "k", "batch", "dtype", "device", "device_model_spec", "world", "message_bytes",
+              "placement")
     return content_hash([point[f] for f in fields] + [torch_version], length=32)
 
 

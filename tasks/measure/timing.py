@@ -3,20 +3,21 @@
 On CUDA, each repeat is bracketed by CUDA events and the stream is synchronised; on the
 CPU, ``time.perf_counter_ns`` (monotonic) brackets each repeat. Repeats continue until the
 p10-p90 spread is within ``rel_spread`` of the median (after ``min_repeats``), or until
-``max_repeats`` or the time cap.
+``max_repeats`` or the time cap. ``sample_times`` returns a fixed number of timed calls
+as they came, for a caller that judges them itself (``tasks.measure.stability``).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, List, Optional
 
 import numpy as np
 
 from tasks.device import is_cuda
 
-__all__ = ["TimingStats", "synchronize", "time_kernel"]
+__all__ = ["TimingStats", "synchronize", "time_kernel", "sample_times"]
 
 
 @dataclass(frozen=True)
@@ -50,25 +51,46 @@ def time_kernel(fn: Callable[[], object], *, device: str = "cpu", warmup: int = 
     synchronize(device)
     samples = []
     started = time.perf_counter()
-    cuda = is_cuda(device)
-    if cuda:
-        import torch
-
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    timed = _timed(fn, device)
     while len(samples) < max_repeats:
-        if cuda:
-            begin.record()
-            fn()
-            end.record()
-            end.synchronize()
-            samples.append(begin.elapsed_time(end) / 1e3)
-        else:
-            t0 = time.perf_counter_ns()
-            fn()
-            samples.append((time.perf_counter_ns() - t0) / 1e9)
+        samples.append(timed())
         if len(samples) >= min_repeats:
             p10, p50, p90 = np.percentile(samples, [10, 50, 90])
             if (p90 - p10) <= rel_spread * p50 or time.perf_counter() - started > time_cap_s:
                 break
     p10, p50, p90 = np.percentile(samples, [10, 50, 90])
     return TimingStats(float(p50), float(p10), float(p90), float(np.mean(samples)), len(samples))
+
+
+def sample_times(fn: Callable[[], object], *, device: str = "cpu", repeats: int,
+                 until: Optional[float] = None) -> List[float]:
+    """Seconds of each of ``repeats`` calls of ``fn()``, in order, no warm-up (the caller's);
+    fewer (at least one) once ``time.perf_counter()`` has passed ``until``."""
+    timed = _timed(fn, device)
+    samples: List[float] = []
+    while len(samples) < repeats and not (samples and until is not None and time.perf_counter() > until):
+        samples.append(timed())
+    return samples
+
+
+def _timed(fn: Callable[[], object], device: str) -> Callable[[], float]:
+    """A function that calls ``fn()`` once and returns its seconds on ``device``'s clock."""
+    if not is_cuda(device):
+        def on_cpu() -> float:
+            t0 = time.perf_counter_ns()
+            fn()
+            return (time.perf_counter_ns() - t0) / 1e9
+
+        return on_cpu
+    import torch
+
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def on_cuda() -> float:
+        begin.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end) / 1e3
+
+    return on_cuda

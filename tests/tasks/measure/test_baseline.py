@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from tasks.measure.baseline import BASELINE_POINT_SCHEMA, ProfileContext, measure_points, profile_step
+from tasks.measure.stability import StabilityRule
 from tasks.model.layer import gemm_shapes
 from tasks.measure.transformer_layer import LayerShape, build_layer
 from tasks.model.operators import GEMM_CLASSES, OP_CLASSES, class_column
@@ -66,6 +67,10 @@ def test_bad_layer_shapes_are_refused(field, value):
         LayerShape(**{**good, field: value})
 
 
+#: Stability thresholds no machine misses: these tests are about what a row holds, not about the machine's noise.
+LENIENT = StabilityRule(max_spread=1e3, max_drift=1e3, max_excess=1e3)
+
+
 def _points(*shapes, device="cpu"):
     return pa.Table.from_pylist([dict(key=str(i), calibration="t", role="variation", varied="sl", dtype="fp32",
                                       device=device, causal=True, **s) for i, s in enumerate(shapes)],
@@ -74,7 +79,8 @@ def _points(*shapes, device="cpu"):
 
 def test_measured_rows_carry_every_class_and_the_plain_step():
     rows = measure_points(_points(dict(h=128, heads=2, sl=64, b=1, tp=1)),
-                          ProfileContext(warmup=1, steps=2, plain_repeats=3, time_cap_s=1.0)).to_pylist()
+                          ProfileContext(warmup=1, steps=2, plain_repeats=3, time_cap_s=60.0,
+                                         rule=LENIENT)).to_pylist()
     row = rows[0]
     assert row["status"] == "ok" and row["plain_step_s"] > 0 and row["device_model"].startswith("CPU")
     assert all(row[class_column(c)] > 0 for c in GEMM_CLASSES)
@@ -90,3 +96,26 @@ def test_a_missing_device_is_a_row_not_an_exception():
         pytest.skip("this machine has CUDA")
     rows = measure_points(_points(dict(h=64, heads=1, sl=8, b=1, tp=1), device="cuda"), ProfileContext()).to_pylist()
     assert rows[0]["status"] in ("infeasible",)
+
+
+def test_configurations_are_measured_together_in_rounds_and_each_row_says_how_steady_it_was():
+    shapes = [dict(h=128, heads=2, sl=64, b=1, tp=1), dict(h=64, heads=1, sl=32, b=2, tp=1)]
+    context = ProfileContext(warmup=1, steps=3, plain_repeats=6, rounds=3, rule=LENIENT)
+    rows = measure_points(_points(*shapes), context).to_pylist()
+    assert [(r["h"], r["sl"]) for r in rows] == [(128, 64), (64, 32)]  # the order of the points
+    for row in rows:
+        assert row["status"] == "ok" and row["reason"] is None and row["attempts"] == 1
+        assert row["profiled_steps"] == 3 and row["spread"] >= 0 and row["drift"] >= 0
+        assert math.isfinite(row["excess"])  # against the sum of its classes' fastest times
+        assert 0 < row["plain_step_s"] <= row["plain_median_s"] <= row["plain_p90_s"]
+
+
+def test_a_configuration_that_stays_unstable_is_measured_again_then_stored_unstable_with_its_reason():
+    # No two timed steps are exactly alike, so a spread threshold of 1e-9 is never met.
+    context = ProfileContext(warmup=1, steps=2, plain_repeats=3, rounds=3, pause_s=0.0,
+                             rule=StabilityRule(max_spread=1e-9, max_drift=1e3, remeasure=2))
+    row = measure_points(_points(dict(h=64, heads=1, sl=16, b=1, tp=1)), context).to_pylist()[0]
+    assert row["status"] == "unstable" and row["attempts"] == 3
+    assert row["reason"].startswith("unstable after 3 measurements: spread p90/p10")
+    assert row["profiled_steps"] == 6  # the profiled steps of every measurement count
+    assert row["plain_step_s"] > 0

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pytest
 
 from tasks.measure.collectives import CollectiveMember
 from tasks.measure.kernels import ROI_POINT_SCHEMA, ROI_SCHEMA, KernelContext, kernel_flops, measure_kernels
-from tasks.measure.timing import time_kernel
+from tasks.measure.timing import sample_times, time_kernel
 from tasks.outcomes import run_chunk
 
 FAST = KernelContext(warmup=1, min_repeats=3, max_repeats=5, time_cap_s=1.0)
@@ -51,6 +53,13 @@ def test_time_kernel_stops_at_max_repeats_and_reports_ordered_percentiles():
     stats = time_kernel(lambda: calls.append(1), warmup=2, min_repeats=4, max_repeats=7, rel_spread=0.0)
     assert stats.repeats == 7 and len(calls) == 9
     assert stats.p10_s <= stats.median_s <= stats.p90_s
+
+
+def test_sample_times_takes_its_repeats_or_stops_at_its_deadline_after_one():
+    calls = []
+    assert len(sample_times(lambda: calls.append(1), repeats=5)) == 5
+    assert len(sample_times(lambda: calls.append(1), repeats=5, until=time.perf_counter() - 1.0)) == 1
+    assert len(calls) == 6
 
 
 def test_collective_points_are_interleaved_in_batches_within_the_memory_budget():
