@@ -14,7 +14,7 @@ import contextlib
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,7 +35,10 @@ __all__ = ["RunReport", "run_job"]
 
 @dataclass
 class RunReport:
-    """What a run did. ``failures`` are this run's failed points (bugs, timeouts, lost)."""
+    """What a run did. ``failures`` are this run's failed points (bugs, timeouts, lost).
+    ``planned`` = ``cached`` (in the lake before it ran) + ``committed`` (its own rows) +
+    ``concurrent`` (rows it computed that another run of the same sweep committed first) +
+    failed and unfinished points."""
 
     job: Optional[SweepJob]  # None once the caller no longer needs its points
     lake: Lake
@@ -48,6 +51,7 @@ class RunReport:
     where: str
     elapsed_s: float
     restarted: bool = False
+    concurrent: int = 0
     details: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -88,32 +92,19 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
             chunk_size: Optional[int] = None, restart: bool = False, console: Optional[Console] = None) -> RunReport:
     """Run every point of ``job`` not yet committed; commit each finished chunk.
 
-    Checks run before any work: the lake is writable and of this format, and the sweep's
-    manifest matches (or ``restart``). Safe to interrupt at any moment: what was
+    Checks run before any work: the lake is of this format and writable (readable suffices
+    when every point is stored), its files of the kind are intact, and a changed config is
+    announced as a new version (``restart`` removes this version's rows first). Safe to interrupt at any moment: what was
     committed stays, and running the same job again finishes the rest.
     """
     console = console or Console(stderr=True)
     started = time.perf_counter()
-    lake.ensure_writable()
-    lake.checked_files(job.workload.kind)  # a damaged file is refused now, not after the work
-    restarted = _check_manifest(lake, job, restart, console)
     kind = job.workload.kind
-    manifest = {"sweep": job.name, "hardware": job.hardware, "kind": kind, "planned": job.points.num_rows,
-                "sweep_version": job.version, "sweep_fingerprint": job.sweep_fingerprint,
-                "hardware_fingerprint": job.hardware_fingerprint, "config": job.config}
-    recorded = lake.sweeps().get((job.name, job.hardware), {})
-    if any(recorded.get(field) != value for field, value in manifest.items()):  # new, changed, or run again
-        lake.record_sweep(manifest)
-    done = pa.array(list(lake.keys(kind)), pa.string()) if job.share_results \
-        else lake.key_array(kind, job.partition, sweep_version=job.version)
-    # A fresh sweep runs its points as planned (no copy of them is made).
-    pending = job.points.filter(pc.invert(pc.is_in(job.points.column("key"), value_set=done))) if len(done) \
-        else job.points
-    del done
+    pending, restarted = _pending(lake, job, restart, console)
     run_id = uuid.uuid4().hex[:12]
     by_status: Dict[str, int] = {}
     failures: List[Dict[str, Any]] = []
-    committed, where = 0, "nothing to run: every point is in the lake"
+    committed, concurrent, where = 0, 0, "nothing to run: every point is in the lake"
     if pending.num_rows:
         with contextlib.ExitStack() as stack:
             with console.status("starting Ray..."):
@@ -128,11 +119,12 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
                 bar = progress.add_task(kind, total=pending.num_rows, failed=0, cached=job.points.num_rows - pending.num_rows)
 
                 def commit(piece: pa.Table, outcome: ChunkOutcome) -> None:
-                    nonlocal committed
+                    nonlocal committed, concurrent
                     if outcome.results is not None and outcome.results.num_rows:
                         result = lake.commit(kind, job.partition, outcome.results,
                                              schema_version=job.workload.schema_version, sweep_version=job.version)
                         committed += result.rows_written
+                        concurrent += result.rows_skipped
                         for entry in pc.value_counts(outcome.results.column("status")).to_pylist():
                             by_status[entry["values"]] = by_status.get(entry["values"], 0) + entry["counts"]
                     if outcome.failures:
@@ -143,7 +135,38 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
                 execute(pending, job.workload, chunk_size=size, max_in_flight=2 * width, on_outcome=commit)
     lake.release_keys()  # the kind's committed keys were for deduplicating this run's commits
     return RunReport(job, lake, job.points.num_rows, job.points.num_rows - pending.num_rows, committed, by_status,
-                     failures, run_id, where, time.perf_counter() - started, restarted)
+                     failures, run_id, where, time.perf_counter() - started, restarted, concurrent)
+
+
+def _pending(lake: Lake, job: SweepJob, restart: bool, console: Console) -> Tuple[pa.Table, bool]:
+    """The points of ``job`` not yet in ``lake`` (after ``restart`` removed this version's
+    rows), and whether it restarted. Records the sweep's manifest where it is new or changed.
+
+    A lake that exists is read first: a sweep it holds whole needs no write (a read-only
+    lake serves it); one that does not exist yet is created. A damaged data file of the
+    kind is refused now, not after the work."""
+    kind = job.workload.kind
+    if restart or not lake.exists():
+        lake.ensure_writable()
+    else:
+        lake.ensure_readable()
+    lake.checked_files(kind)
+    restarted = _check_manifest(lake, job, restart, console)
+    manifest = {"sweep": job.name, "hardware": job.hardware, "kind": kind, "planned": job.points.num_rows,
+                "sweep_version": job.version, "sweep_fingerprint": job.sweep_fingerprint,
+                "hardware_fingerprint": job.hardware_fingerprint, "config": job.config}
+    recorded = lake.sweeps().get((job.name, job.hardware), {})
+    done = pa.array(list(lake.keys(kind)), pa.string()) if job.share_results \
+        else lake.key_array(kind, job.partition, sweep_version=job.version)
+    # A fresh sweep runs its points as planned (no copy of them is made).
+    pending = job.points.filter(pc.invert(pc.is_in(job.points.column("key"), value_set=done))) if len(done) \
+        else job.points
+    if any(recorded.get(field) != value for field, value in manifest.items()):  # new, changed, or run again
+        lake.ensure_writable()
+        lake.record_sweep(manifest)
+    elif pending.num_rows:
+        lake.ensure_writable()
+    return pending, restarted
 
 
 def _commit_failures(lake: Lake, job: SweepJob, kind: str, run_id: str, failures: List[Dict[str, Any]]) -> None:

@@ -4,6 +4,7 @@ authentication on): submitted as a Ray job, and surviving the loss of a worker n
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from sweeps.jobs.projection import plan_points
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 COMMSCALE = str(Path(sys.executable).with_name("commscale"))
+RAY_LOG_LINE = re.compile(r"\s(INFO|WARNING)\s+\S+\.py:\d+ -- ")
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +51,8 @@ def test_submit_runs_a_sweep_as_a_ray_job_and_leaves_the_report_where_it_was_run
     assert done.returncode == 0, done.stdout + done.stderr
     assert "submitted job" in done.stdout and "SUCCEEDED" in done.stdout
     assert "sweep smoke on mi210x4" in done.stdout  # the job's own output, followed
+    ray_lines = [x for x in (done.stdout + done.stderr).splitlines() if RAY_LOG_LINE.search(x)]
+    assert not ray_lines, ray_lines  # Ray's packaging and set-up lines only with --verbose
     expected = set(plan_points(load_run_config(["sweep=smoke"])).points.column("key").to_pylist())
     keys = query(Lake(str(lake)), "SELECT key FROM projection").column("key").to_pylist()
     assert len(keys) == len(set(keys)) and set(keys) == expected

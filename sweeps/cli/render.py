@@ -30,10 +30,13 @@ def console(*, stderr: bool = False) -> Console:
 
 def run_line(out: Console, report: "RunReport", what: str, *, unit: str = "points", new: str = "new",
              timing: Optional[str] = None) -> None:
-    """``WHAT: N points, K new, C already in the lake[, statuses][, F failed]; where; time``
-    (``unit``, ``new`` and the ``timing`` part as a command words them)."""
+    """``WHAT: N points, K new, C already in the lake[, D committed meanwhile by another run]
+    [, statuses][, F failed]; where; time`` (``unit``, ``new`` and the ``timing`` part as a
+    command words them)."""
     counts = ", ".join(f"{n} {status}" for status, n in sorted(report.by_status.items()) if status != "ok")
     failed = f", {len(report.failures)} failed" if report.failures else ""
+    if report.concurrent:
+        failed = f", {report.concurrent} committed meanwhile by another run of this sweep" + failed
     timing = timing or f"{report.elapsed_s:.1f} s"
     out.print(f"{what}: {report.planned} {unit}, {report.committed} {new}, {report.cached} already in the lake"
               f"{', ' + counts if counts else ''}{failed}; {report.where}; {timing}"

@@ -147,7 +147,9 @@ def probe(*, name: str, points: int, sleep_ms: float, fail: Sequence[str], resou
 @click.option("--python", "python_bin", default=sys.executable, show_default="this command's own Python",
               help="Python that runs the job on the head node (with commscale installed).")
 @click.option("--follow/--no-follow", default=True, show_default=True, help="Stream the job's logs until it ends.")
-def submit(*, overrides: Sequence[str], address: str, lake_root: str, python_bin: str, follow: bool) -> None:
+@click.option("--verbose", is_flag=True, help="Show Ray's own log lines (packaging, upload, job set-up) too.")
+def submit(*, overrides: Sequence[str], address: str, lake_root: str, python_bin: str, follow: bool,
+           verbose: bool) -> None:
     """Submit `commscale run OVERRIDES` to a Ray cluster as a job, and follow it.
 
     The config is checked here first; the repository travels as the job's working
@@ -160,7 +162,8 @@ def submit(*, overrides: Sequence[str], address: str, lake_root: str, python_bin
     lake_path = lake_root if "://" in lake_root else str(Path(lake_root).expanduser().resolve())
     report_dir = str(Path(default_report()).expanduser().resolve())
     ok = submit_run(address, [*overrides, "--lake", lake_path], python_bin=python_bin, follow=follow,
-                    echo=lambda text: click.echo(text, nl=False), env_vars={"COMMSCALE_REPORT": report_dir})
+                    echo=lambda text: click.echo(text, nl=False), env_vars={"COMMSCALE_REPORT": report_dir},
+                    verbose=verbose)
     if not ok:
         sys.exit(1)
 

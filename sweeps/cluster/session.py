@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
@@ -22,10 +23,11 @@ from ray.exceptions import AuthenticationError
 
 import tasks
 from sweeps.cluster.reach import check_reachable
+from sweeps.cluster.reaper import Reaper
 from sweeps.errors import UserError
 from sweeps.jobs.work import Resources
 
-__all__ = ["RaySession", "ray_session", "slots", "ray_options"]
+__all__ = ["RaySession", "ray_session", "wait_stopped", "slots", "ray_options"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,8 @@ class RaySession:
 def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -> Iterator[RaySession]:
     """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), or start an embedded one;
     ``auth`` in the session says which authentication mode is in force. Shuts the
-    embedded cluster down (or disconnects) on exit."""
+    embedded cluster down (or disconnects) on exit, in the background (``wait_stopped``)."""
+    wait_stopped()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     address = address or os.environ.get("RAY_ADDRESS") or None
     if not address:
@@ -49,6 +52,7 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
     # Ray logs a warning that token authentication is on; the session reports it instead.
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     quiet = dict(logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
+    reaper: Optional[Reaper] = None  # joining a cluster: its processes are not this driver's
     if address:
         nodes = check_reachable(address) or []  # one line within seconds, rather than Ray's minutes
         # A driver beside a cluster on loopback must not advertise another interface; when
@@ -65,15 +69,47 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
             ) from None
         where = f"Ray cluster at {address}"
     else:
-        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
-                 num_cpus=num_cpus, **quiet)
+        reaper = Reaper.start()  # the embedded cluster dies with this process, however it ends
+        try:
+            ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+                     num_cpus=num_cpus, **quiet)
+        except BaseException:
+            _stop_in_background(reaper)
+            raise
         where = "embedded Ray on 127.0.0.1"
     try:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         auth = "token" if get_authentication_mode() == AuthenticationMode.TOKEN else "none"
         yield RaySession(f"{where} ({cpus} CPUs, auth: {auth})", cpus, auth)
     finally:
+        _stop_in_background(reaper)
+
+
+#: The thread stopping the last session's Ray, if it may still run.
+_stopping: Optional[threading.Thread] = None
+
+
+def _stop_in_background(reaper: Optional[Reaper]) -> None:
+    """Stop Ray (the embedded cluster's processes, or the connection to a cluster) while the
+    driver goes on to what needs no Ray (summaries, the report): it takes seconds of
+    waiting on processes. The thread is not a daemon, so the interpreter waits for it
+    before it exits; the next session waits for it before it starts. The ``reaper`` of an
+    embedded cluster stands down once it has stopped."""
+    global _stopping
+
+    def stop() -> None:
         ray.shutdown()
+        if reaper is not None:
+            reaper.stand_down()
+
+    _stopping = threading.Thread(target=stop, name="commscale-ray-shutdown")
+    _stopping.start()
+
+
+def wait_stopped() -> None:
+    """Return once the last session's Ray has stopped."""
+    if _stopping is not None:
+        _stopping.join()
 
 
 def ray_options(resources: Resources) -> dict:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
+import logging
+import re
 import shlex
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 from sweeps.cluster.reach import TOKEN_HINT
 from sweeps.errors import UserError
 
-__all__ = ["submit_run", "job_runtime_env"]
+__all__ = ["submit_run", "job_runtime_env", "job_output"]
 
 #: Never shipped with the job: lakes, environments, build output, version control.
 EXCLUDES = [".git", ".venv*", "venv", "lake", "*.lake", "__pycache__", "*.egg-info", "build", "dist",
@@ -47,11 +50,52 @@ def _token_problem(message: str) -> str:
     return "the cluster refused the token"
 
 
+#: Ray's loggers that speak while a job is packaged, uploaded and followed (two set their
+#: own level, so the parent's does not reach them).
+_RAY_LOGGERS = ("ray", "ray.dashboard.modules.dashboard_sdk", "ray.dashboard.modules.job.sdk")
+#: A line Ray itself logs into a job's output ("2026-01-01 10:00:00,123\tINFO file.py:12 -- ...").
+_RAY_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+(DEBUG|INFO|WARNING)\s+\S+:\d+ -- ")
+
+
+@contextlib.contextmanager
+def _ray_logs(verbose: bool) -> Iterator[None]:
+    """Ray's own log lines below ERROR kept off the terminal, unless ``verbose``."""
+    import ray.job_submission  # noqa: F401  (importing Ray sets its loggers' levels: set them after)
+
+    if verbose:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in _RAY_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def job_output(lines: str, verbose: bool) -> str:
+    """A chunk of a job's log as the user sees it: without Ray's own log lines unless ``verbose``."""
+    if verbose:
+        return lines
+    return "".join(line for line in lines.splitlines(keepends=True) if not _RAY_LOG_LINE.match(line))
+
+
 def submit_run(address: str, run_args: List[str], *, python_bin: str, follow: bool,
-               echo: Callable[[str], None], env_vars: Optional[Dict[str, str]] = None) -> bool:
+               echo: Callable[[str], None], env_vars: Optional[Dict[str, str]] = None, verbose: bool = False) -> bool:
     """Submit ``PYTHON_BIN -m sweeps.cli run RUN_ARGS`` as a job, with ``env_vars`` set for
     it; with ``follow``, stream its logs and return whether it succeeded (without, return
-    True once it is accepted)."""
+    True once it is accepted). Ray's own log lines (packaging, uploading, setting up the
+    job) are left out unless ``verbose``."""
+    with _ray_logs(verbose):
+        return _submit(address, run_args, python_bin=python_bin, follow=follow, echo=echo, env_vars=env_vars,
+                       verbose=verbose)
+
+
+def _submit(address: str, run_args: List[str], *, python_bin: str, follow: bool, echo: Callable[[str], None],
+            env_vars: Optional[Dict[str, str]], verbose: bool) -> bool:
     from ray.exceptions import AuthenticationError
     from ray.job_submission import JobStatus, JobSubmissionClient
 
@@ -71,7 +115,9 @@ def submit_run(address: str, run_args: List[str], *, python_bin: str, follow: bo
 
     async def stream() -> None:
         async for lines in client.tail_job_logs(job_id):
-            echo(lines)
+            shown = job_output(lines, verbose)
+            if shown:
+                echo(shown)
 
     asyncio.run(stream())
     status = client.get_job_status(job_id)

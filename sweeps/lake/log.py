@@ -102,6 +102,13 @@ class LakeLog:
         self.ensure_exists()
         self.check_format(create=False)
 
+    def exists(self) -> bool:
+        """Whether anything is at the root (a lake, or something ``ensure_readable`` refuses)."""
+        try:
+            return self.fs.get_file_info(self.root).type != pafs.FileType.NotFound
+        except (OSError, pa.ArrowException):
+            return True  # unreadable: ``ensure_readable`` says why
+
     def ensure_exists(self) -> None:
         """The root must exist and be a directory (``LakeError`` otherwise)."""
         try:

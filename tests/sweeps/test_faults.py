@@ -4,6 +4,7 @@ refused. Each test checks the committed key set against the expected one, no dup
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -123,3 +124,88 @@ def test_a_changed_sweep_adds_a_version_and_restart_replaces_only_it(tmp_path):
     assert f"removing 5 probe rows (and 0 failure rows) of sweep same version {versions[1]['sweep_version']}" \
         in restarted.stderr
     assert len(_rows(lake, "SELECT key FROM probe_all_versions")) == 9, "the first version's rows stay"
+
+
+def test_two_runs_of_one_sweep_account_for_every_point(tmp_path):
+    """Both runs find the lake empty (each plans before its Ray starts), so both compute
+    every point; the one whose commits come second says its rows were committed meanwhile
+    by the other run instead of "0 new, 0 already in the lake"."""
+    lake = tmp_path / "lake"
+    args = ["--name", "race", "--points", "24", "--sleep-ms", "50", "--chunk-size", "4"]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    runs = [subprocess.Popen([COMMSCALE, "probe", "--lake", str(lake), "--num-cpus", "1", *args], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    said = [run.communicate(timeout=600) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], said
+    counts = []
+    for stdout, _ in said:
+        line = next(x for x in stdout.splitlines() if x.startswith("probe race"))
+        new = int(line.split(" new,")[0].rsplit(" ", 1)[-1])
+        cached = int(line.split(" already in the lake")[0].rsplit(" ", 1)[-1])
+        meanwhile = int(line.split(" committed meanwhile")[0].rsplit(" ", 1)[-1]) if "meanwhile" in line else 0
+        assert new + cached + meanwhile == 24, line
+        counts.append(new)
+    assert sum(counts) == 24
+    keys = [r["key"] for r in _rows(lake, "SELECT key FROM probe")]
+    assert len(keys) == len(set(keys)) == 24
+
+
+def _descendants(root: int) -> dict:
+    """pid -> start time of every live process under ``root`` (from /proc)."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z":
+                table[int(name)] = (int(fields[1]), fields[19])
+    family, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (parent, _) in table.items():
+            if parent in family and pid not in family:
+                family.add(pid)
+                grew = True
+    return {pid: table[pid][1] for pid in family - {root}}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process tree from /proc (Linux)")
+def test_a_driver_killed_alone_takes_its_embedded_cluster_with_it(tmp_path):
+    """SIGKILL to the driver only (not its process group): Ray's agents used to wait a
+    minute for a GCS that was gone; every process the driver started is gone within 15 s."""
+    lake = tmp_path / "lake"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    driver = subprocess.Popen([COMMSCALE, "probe", "--lake", str(lake), "--num-cpus", "2", "--name", "alone",
+                               "--points", "60", "--sleep-ms", "250", "--chunk-size", "2"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while len(Lake(str(lake)).keys("probe")) < 4 if (lake / "_log").exists() else True:
+            assert driver.poll() is None, "the sweep ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(1.0)  # the agents are up by the time points commit; give the reaper a look at them
+        started = _descendants(driver.pid)
+        assert any("DashboardAgent" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+                   for pid in started if os.path.exists(f"/proc/{pid}/cmdline"))
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+        deadline = time.monotonic() + 15
+        while True:
+            now = {}
+            for pid, start in started.items():
+                try:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if fields[0] != "Z" and fields[19] == start:
+                    now[pid] = Path(f"/proc/{pid}/cmdline").read_text(errors="replace").replace("\0", " ")[:80]
+            if not now or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert not now, f"still running 15 s after the driver was killed: {now}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)

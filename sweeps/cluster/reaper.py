@@ -1,0 +1,87 @@
+"""The embedded cluster dies with its driver, even a driver killed with SIGKILL.
+
+Ray's own processes (GCS, raylet, workers) notice a dead driver within a second, but its
+dashboard and runtime-environment agents then try to report the raylet's death to a GCS
+that is gone, and wait a minute for it (a timeout written into Ray). ``Reaper`` is a small
+process the driver starts beside its embedded cluster: it keeps a list of the driver's
+descendant processes, and when the pipe from the driver reaches end of file without the
+word that all is well (the driver is gone), it kills the listed ones that still run. A
+driver that stops its cluster itself tells the reaper to stand down.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Optional
+
+__all__ = ["Reaper"]
+
+#: The reaper's program: argv[1] is the driver's pid, stdin the pipe from the driver. It reads
+#: /proc (Linux); elsewhere it only waits, and kills nothing.
+_PROGRAM = r"""
+import os, select, signal, sys
+
+def processes():
+    # pid -> (parent pid, start time) of every process, from /proc/PID/stat
+    found = {}
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                found[int(name)] = (int(fields[1]), fields[19])
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+me, driver, known = os.getpid(), int(sys.argv[1]), {}
+while True:
+    ready, _, _ = select.select([0], [], [], 0.25)
+    if ready:
+        if os.read(0, 1):  # the driver stopped its cluster itself
+            sys.exit(0)
+        break  # end of file: the driver is gone
+    table, family, grew = processes(), {driver}, True
+    while grew:
+        grew = False
+        for pid, (parent, started) in table.items():
+            if parent in family and pid not in family and pid != me:
+                family.add(pid)
+                known.setdefault(pid, started)
+                grew = True
+table = processes()
+for pid, started in known.items():
+    if pid in table and table[pid][1] == started:  # the same process, not a reused pid
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+
+class Reaper:
+    """Start with ``Reaper.start()`` right after the embedded cluster; ``stand_down()``
+    once the cluster has stopped."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self._process: Optional[subprocess.Popen] = process
+
+    @classmethod
+    def start(cls) -> "Reaper":
+        process = subprocess.Popen([sys.executable, "-c", _PROGRAM, str(os.getpid())], stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        return cls(process)
+
+    def stand_down(self) -> None:
+        """The cluster stopped: the reaper exits and kills nothing."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        try:
+            process.stdin.write(b"x")
+            process.stdin.close()
+        except OSError:
+            pass
+        process.wait()
