@@ -36,6 +36,7 @@ SKIPPED = [
 #: The part of the quick start that installs; what follows it runs.
 INSTALL = re.compile(r"^python3\.11 -m venv \.venv && \.venv/bin/pip install [^&]+&& (?P<rest>.*)$")
 _EXITS = re.compile(r"#\s*exits (\d+)")
+_COMMENT = re.compile(r"\s#.*$")
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def readme_commands(text: str) -> List[ReadmeCommand]:
             install = INSTALL.match(line)
             if install:
                 line = install.group("rest").replace(".venv/bin/", "")
-            reason = next((why for pattern, why in SKIPPED if re.search(pattern, line)), None)
+            code = _COMMENT.sub("", line)  # a skip pattern in a comment does not skip the command
+            reason = next((why for pattern, why in SKIPPED if re.search(pattern, code)), None)
             if cluster_block and reason is None:
                 reason = SKIPPED[-1][1]
             commands.append(ReadmeCommand(line, len(commands) + 1, status, reason))
