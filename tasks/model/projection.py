@@ -36,7 +36,7 @@ __all__ = [
 
 #: Bumped whenever a formula or assumption of the cost model changes its numbers; part
 #: of every result key, so a changed model never reuses an old result.
-COST_MODEL_VERSION = "spec-1"
+COST_MODEL_VERSION = "spec-2"  # 2: overlap_percent counts dp_slowdown, as exposed_comm_s does
 
 #: Version of the projection table's schema (the lake's ``schema_version`` column).
 #: 2 added ``status`` and ``reason``; 3 the uncertainty band of a measured calibration.

@@ -18,6 +18,7 @@ from analysis.query import frame, kind_frame
 from analysis.report import write_report
 from sweeps.lake.kinds import SCHEMAS
 from sweeps.lake import Lake
+from tasks.model.projection import COST_MODEL_VERSION
 
 COMMSCALE = str(Path(sys.executable).with_name("commscale"))
 
@@ -64,7 +65,7 @@ def test_figures_without_rows_are_skipped_with_their_command(report):
 def test_provenance_names_sweeps_calibrations_and_software(report):
     html = report.html.read_text()
     provenance = html[html.index('<h2 id="provenance">Provenance</h2>'):]
-    for needle in ("smoke", "casestudy", "spec:mi210x4", "spec-1", "matplotlib", "duckdb", "recorded (UTC)"):
+    for needle in ("smoke", "casestudy", "spec:mi210x4", COST_MODEL_VERSION, "matplotlib", "duckdb", "recorded (UTC)"):
         assert needle in provenance
 
 
