@@ -89,12 +89,12 @@ def _projection_topics(cache: FigureCache, con, manifests: dict, max_m: int) -> 
     for part in parts:
         manifest = manifests.get((part.sweep, part.hardware), {})
         recorded = float(manifest.get("time") or 0.0)
-        if part.placed:
+        if part.case_study:
             topics.append(case_topic(cache, con, part, max_m=max_m, recorded=recorded))
         else:
             overlap_tp = int(manifest.get("config", {}).get("sweep.overlap_tp", 16))
             topics.append(grid_topic(cache, con, part, overlap_tp=overlap_tp, max_m=max_m, recorded=recorded))
-    if not any(p.placed for p in parts):
+    if not any(p.case_study for p in parts):
         topics.append(no_case_study_topic(cache))
     return topics
 

@@ -36,7 +36,8 @@ _DRAW_ALL = "`commscale report --max-m 0` draws every one"
 @dataclass(frozen=True)
 class Partition:
     """One (sweep, hardware) of ``projection``: its row count, whether it places its links,
-    the digest of its ok rows at each m and of its grid's (SL, B, TP) points."""
+    the digest of its ok rows at each m and of its grid's (SL, B, TP) points, and how many
+    layer configurations (H, SL, B, TP, DP) it holds."""
 
     sweep: str
     hardware: str
@@ -44,20 +45,34 @@ class Partition:
     placed: bool
     digests: Dict[float, str]
     shape: str
+    configs: int = 0
+
+    @property
+    def case_study(self) -> bool:
+        """Drawn as a case study (Fig. 12: a bar per configuration and network scenario):
+        links placed and at most ``CASE_STUDY_MAX_CONFIGS`` configurations. A whole grid
+        with placed links is drawn as a grid."""
+        return self.placed and self.configs <= CASE_STUDY_MAX_CONFIGS
+
+
+#: The most layer configurations a case-study figure draws as bars.
+CASE_STUDY_MAX_CONFIGS = 8
 
 
 def partitions(con) -> List[Partition]:
     """Every partition of ``projection`` with its digests: two aggregate queries, no row loaded."""
     grid = f"status = 'ok' AND NOT starts_with(label, '{HIGHLIGHT_PREFIX}')"
     heads = con.execute(f"""SELECT sweep, hardware, count(*), bool_or(links = 'placed'),
-                            coalesce(sum(DISTINCT hash(sl, b, tp)::HUGEINT) FILTER (WHERE {grid}), 0)::VARCHAR
+                            coalesce(sum(DISTINCT hash(sl, b, tp)::HUGEINT) FILTER (WHERE {grid}), 0)::VARCHAR,
+                            count(DISTINCT (h, sl, b, tp, dp)) FILTER (WHERE {grid})
                             FROM "{PROJECTION}" GROUP BY ALL ORDER BY ALL""").fetchall()
     per_m: Dict[Tuple[str, str], Dict[float, str]] = {}
     for sweep, hardware, m, n, digest in con.execute(
             f"""SELECT sweep, hardware, flop_vs_bw, {digest_sql(FIGURE_COLUMNS)} FROM "{PROJECTION}"
                 WHERE status = 'ok' GROUP BY ALL""").fetchall():
         per_m.setdefault((sweep, hardware), {})[float(m)] = f"{n}:{digest}"
-    return [Partition(s, h, int(n), bool(placed), per_m.get((s, h), {}), shape) for s, h, n, placed, shape in heads]
+    return [Partition(s, h, int(n), bool(placed), per_m.get((s, h), {}), shape, int(configs))
+            for s, h, n, placed, shape, configs in heads]
 
 
 def choose_m(values: Sequence[float], cap: int) -> Tuple[List[float], List[float]]:

@@ -1,6 +1,7 @@
 """``commscale report``: the findings, figures, tables and provenance of the lake as one
-HTML page and a Markdown twin (``analysis.report``). ``commscale run``, ``search`` and
-``calibrate`` end by writing it too (``write_and_announce``), unless ``--no-report``."""
+HTML page and a Markdown twin (``analysis.report``). ``commscale run`` and ``calibrate``
+end by writing it too (``write_and_announce``), unless ``--no-report``; ``search`` leaves
+it to ``commscale report``."""
 
 from __future__ import annotations
 
