@@ -11,7 +11,9 @@ and pandas imported anew; what a person waits for) and the report's own time ins
   <= 2 s for five sweeps); then once with another --first, which rewrites the page but
   draws no figure;
 - after one new sweep: the report of five sweeps after the fifth was run (only its
-  figures drawn).
+  figures drawn);
+- an idle `commscale run` of a sweep the lake holds whole, over one sweep and over five:
+  no Ray starts, the summary is printed and the report it writes is kept as it was.
 
 The lakes are built with the CLI (`commscale run sweep.name=s1 --num-cpus 1`, then
 `hardware=b200`, `sweep=casestudy`, `sweep=smoke`, `hardware=h100`) in a scratch folder.
@@ -96,6 +98,15 @@ def main() -> None:
     idle = [_report(five, work / "five" / "report") for _ in range(args.repeats)]
     _print("idle, five sweeps (page kept)", idle)
     _print("idle, five sweeps, --first s1 (page rewritten)", [_report(five, work / "five" / "report", "--first", "s1")])
+    for label, lake, overrides in (("one sweep", one, SWEEPS[0]), ("five sweeps", five, SWEEPS[3])):
+        walls = []
+        for _ in range(args.repeats):
+            started = time.perf_counter()
+            done = _run("run", *overrides, "--lake", str(lake), "--num-cpus", "1", cwd=lake.parent)
+            walls.append(time.perf_counter() - started)
+        said = next(line for line in done.stdout.splitlines() if line.startswith("Report:"))
+        print(f"{'idle `commscale run` (nothing to compute), ' + label:<44} median of {len(walls)}: "
+              f"{statistics.median(walls):6.2f} s wall, no Ray started; {said[said.find('('):]}")
     floor = []
     for _ in range(args.repeats):
         started = time.perf_counter()
