@@ -38,9 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RAY_ALONE = r'''
 import json, time
 began = time.perf_counter()
-from sweeps.cluster.session import ray_session
+from sweeps.cluster.session import ray_session, wait_stopped
 imported = time.perf_counter()
-from sweeps.cluster.session import wait_stopped
 with ray_session() as session:
     started = time.perf_counter()
 wait_stopped()

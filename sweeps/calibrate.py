@@ -47,7 +47,7 @@ from tasks.measure.stability import STATUS_UNSTABLE
 from tasks.model.projection import Calibration
 from tasks.model.specs import LinkTier
 
-__all__ = ["CalibrationResult", "calibrate", "load_calibration", "measured_label", "link_tier"]
+__all__ = ["CalibrationResult", "calibrate", "timed_rows", "load_calibration", "measured_label", "link_tier"]
 
 
 def measured_label(name: str, calibration_id: str) -> str:
@@ -68,6 +68,12 @@ class CalibrationResult:
     not_fitted: Optional[str] = None  # why no fit was made (calibration_id None)
 
 
+def timed_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The ``baseline`` rows that were measured, stable or not: an unstable one the time cap
+    left unmeasured has no times, and an infeasible or out-of-memory one none either."""
+    return rows[rows["status"].isin(["ok", STATUS_UNSTABLE]) & rows["plain_step_s"].notna()]
+
+
 def calibrate(spec: CalibrationSpec, lake: Lake, **run_options) -> CalibrationResult:
     """Measure, fit and judge ``spec`` into ``lake``; ``run_options`` go to ``run_job``."""
     job = calibration_job(spec)
@@ -76,8 +82,7 @@ def calibrate(spec: CalibrationSpec, lake: Lake, **run_options) -> CalibrationRe
     report = run_job(job, lake, chunk_size=max(1, job.points.num_rows), **run_options)
     measure_s = time.perf_counter() - started
     rows = read_rows(lake, BASELINE, job.points, status=None)
-    # Measured rows, stable or not; an unstable one the time cap left unmeasured has no times.
-    ok = rows[rows["status"].isin(["ok", STATUS_UNSTABLE]) & rows["plain_step_s"].notna()]
+    ok = timed_rows(rows)
     fit_rows, held = ok[ok["role"] != "held_out"], ok[ok["role"] == "held_out"]
     planned = int((job.points.column("role").to_numpy(zero_copy_only=False) != "held_out").sum())
     not_fitted = why_not_fit(planned, fit_rows, int((ok["status"] == "ok").sum()))

@@ -146,7 +146,8 @@ def _pending(lake: Lake, job: SweepJob, restart: bool, console: Console) -> Tupl
     lake serves it); one that does not exist yet is created. A damaged data file of the
     kind is refused now, not after the work."""
     kind = job.workload.kind
-    if restart or not lake.exists():
+    writable = restart or not lake.exists()
+    if writable:
         lake.ensure_writable()
     else:
         lake.ensure_readable()
@@ -161,11 +162,11 @@ def _pending(lake: Lake, job: SweepJob, restart: bool, console: Console) -> Tupl
     # A fresh sweep runs its points as planned (no copy of them is made).
     pending = job.points.filter(pc.invert(pc.is_in(job.points.column("key"), value_set=done))) if len(done) \
         else job.points
-    if any(recorded.get(field) != value for field, value in manifest.items()):  # new, changed, or run again
+    changed = any(recorded.get(field) != value for field, value in manifest.items())  # new, changed, run again
+    if (changed or pending.num_rows) and not writable:
         lake.ensure_writable()
+    if changed:
         lake.record_sweep(manifest)
-    elif pending.num_rows:
-        lake.ensure_writable()
     return pending, restarted
 
 

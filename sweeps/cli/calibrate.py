@@ -107,7 +107,7 @@ def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str
               restart: bool, no_report: bool) -> None:
     """Measure a layer on a device, fit operator models, and judge them on held-out
     configurations (e.g. `calibrate calibration=cpu`). Then `run calibration=NAME` projects with it."""
-    from sweeps.calibrate import calibrate as run_calibration
+    from sweeps.calibrate import calibrate as run_calibration, timed_rows
     from sweeps.config import load_run_config
     from sweeps.errors import ConfigError
 
@@ -128,7 +128,7 @@ def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str
         out.print(f"[red]Not fitted[/]: {result.not_fitted}; see the baseline rows' status and reason.",
                   soft_wrap=True)
         sys.exit(1)
-    ok = measured[measured["status"].isin(["ok", STATUS_UNSTABLE]) & measured["plain_step_s"].notna()]
+    ok = timed_rows(measured)
     base = ok[ok["role"] == "baseline"]
     if len(base):
         b = base.iloc[0]
@@ -136,7 +136,7 @@ def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str
                   f"{1e3 * b['plain_step_s']:.1f} ms, {100 * b['unattributed_kernel_s'] / b['step_s']:.1f}% of it in "
                   f"kernels outside every operator class, {100 * b['unattributed_s'] / b['step_s']:.1f}% outside "
                   "every region in all", soft_wrap=True)
-    _render_unstable(out, result.measured)
+    _render_unstable(out, measured)
     if result.accuracy is not None and len(result.accuracy):
         render_accuracy(out, result.accuracy, f"calibration {spec.name}@{result.calibration_id}")
     out.print(f"\nLake: {lake} (kind=baseline, kind=opmodel, kind=accuracy). Project with it:  "

@@ -34,12 +34,11 @@ def run_line(out: Console, report: "RunReport", what: str, *, unit: str = "point
     [, statuses][, F failed]; where; time`` (``unit``, ``new`` and the ``timing`` part as a
     command words them)."""
     counts = ", ".join(f"{n} {status}" for status, n in sorted(report.by_status.items()) if status != "ok")
+    meanwhile = f", {report.concurrent} committed meanwhile by another run of this sweep" if report.concurrent else ""
     failed = f", {len(report.failures)} failed" if report.failures else ""
-    if report.concurrent:
-        failed = f", {report.concurrent} committed meanwhile by another run of this sweep" + failed
     timing = timing or f"{report.elapsed_s:.1f} s"
     out.print(f"{what}: {report.planned} {unit}, {report.committed} {new}, {report.cached} already in the lake"
-              f"{', ' + counts if counts else ''}{failed}; {report.where}; {timing}"
+              f"{meanwhile}{', ' + counts if counts else ''}{failed}; {report.where}; {timing}"
               + ("; restarted" if report.restarted else ""), soft_wrap=True)
 
 

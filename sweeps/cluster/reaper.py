@@ -43,14 +43,15 @@ while True:
         if os.read(0, 1):  # the driver stopped its cluster itself
             sys.exit(0)
         break  # end of file: the driver is gone
-    table, family, grew = processes(), {driver}, True
-    while grew:
-        grew = False
-        for pid, (parent, started) in table.items():
-            if parent in family and pid not in family and pid != me:
-                family.add(pid)
-                known.setdefault(pid, started)
-                grew = True
+    table, children = processes(), {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    pending = list(children.get(driver, []))
+    while pending:  # the driver's descendants, breadth first
+        pid = pending.pop()
+        if pid != me:
+            known.setdefault(pid, table[pid][1])
+            pending += children.get(pid, [])
 table = processes()
 for pid, started in known.items():
     if pid in table and table[pid][1] == started:  # the same process, not a reused pid
@@ -62,8 +63,8 @@ for pid, started in known.items():
 
 
 class Reaper:
-    """Start with ``Reaper.start()`` right after the embedded cluster; ``stand_down()``
-    once the cluster has stopped."""
+    """Start with ``Reaper.start()`` before the embedded cluster starts (a driver killed
+    during Ray's start leaves nothing either); ``stand_down()`` once the cluster has stopped."""
 
     def __init__(self, process: subprocess.Popen) -> None:
         self._process: Optional[subprocess.Popen] = process
