@@ -3,9 +3,10 @@ types."""
 
 from __future__ import annotations
 
-from sweeps.config.checks import check_fraction, check_name, check_non_negative, check_positive
-from sweeps.config.limits import HARDWARE, LINK_TIER, MODEL, check_fields
+from sweeps.config.checks import check_choices, check_fraction, check_name, check_non_negative, check_positive
+from sweeps.config.limits import FRACTION, HARDWARE, LINK_TIER, MODEL, check_fields, check_range
 from sweeps.errors import ConfigError
+from tasks.model.roofline import GEMM_DTYPES
 from tasks.model.specs import HardwareProfile, TransformerModel
 
 __all__ = ["validate_hardware", "validate_model"]
@@ -24,8 +25,24 @@ def validate_hardware(hw: HardwareProfile) -> None:
         check_positive(f"hardware.{tier_name}.bandwidth_GBps", tier.bandwidth_GBps)
         check_non_negative(f"hardware.{tier_name}.latency_us", tier.latency_us)
         check_fraction(f"hardware.{tier_name}.efficiency", tier.efficiency)
+        check_non_negative(f"hardware.{tier_name}.nvls_efficiency", tier.nvls_efficiency)
+        check_non_negative(f"hardware.{tier_name}.nvls_latency_us", tier.nvls_latency_us)
         check_fields(f"hardware.{tier_name}", tier, LINK_TIER)
+    if hw.inter_node.nvls_efficiency != 0:
+        raise ConfigError("hardware.inter_node.nvls_efficiency", hw.inter_node.nvls_efficiency,
+                          "in-switch reduction (NVLS) is modelled inside a node only; set 0")
     check_fields("hardware", hw, HARDWARE)
+    _check_gemm_ceiling(hw)
+
+
+def _check_gemm_ceiling(hw: HardwareProfile) -> None:
+    """Each ``gemm_ceiling`` key is a known dtype with a fraction in (0, 1]; bf16 is there."""
+    for dtype, ceiling in hw.gemm_ceiling.items():
+        check_choices("hardware.gemm_ceiling", [dtype], list(GEMM_DTYPES), verb="has a key that is no dtype; use")
+        check_range(f"hardware.gemm_ceiling.{dtype}", ceiling, FRACTION)
+    if "bf16" not in hw.gemm_ceiling:
+        raise ConfigError("hardware.gemm_ceiling", dict(hw.gemm_ceiling), "needs a bf16 entry (the default dtype "
+                                                                         "of the GEMM law)")
 
 
 def validate_model(model: TransformerModel) -> None:

@@ -4,7 +4,8 @@ from torch.
 - ``specs``: the model and hardware dataclasses (also the YAML schemas);
 - ``layer``: a tensor-parallel layer's GEMMs, element-wise work and message sizes;
 - ``roofline``: kernel times from a hardware profile;
-- ``collectives``: collective time per op and link tier (the one α-β definition);
+- ``gemm_published``: published matmul throughput beside the GEMM law's prediction of it;
+- ``collectives``: collective time per op, link tier and algorithm (NCCL's protocol curve, defined once);
 - ``communication``: one layer's TP and DP collectives;
 - ``operators`` and ``opmodel``: operator classes and the fitted operator models' evaluation;
 - ``projection``: the per-layer projection of the study's grid;

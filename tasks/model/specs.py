@@ -36,20 +36,28 @@ class TransformerModel:
     kv_heads: Optional[int] = None
     vocab: Optional[int] = None
     source: str = MISSING
+    gated_mlp: bool = False  # SwiGLU-style: gate and up of ffn_hidden, then down (three matrices)
 
 
 @dataclass
 class LinkTier:
     """One tier of links (scale-up inside a node, scale-out across nodes).
 
-    A ring collective over n devices on this tier pays ``latency_us`` per step
-    (the α term) and moves bytes at ``bandwidth_GBps * efficiency`` per device and
-    direction (the β term, as nccl-tests' bus bandwidth).
+    A ring collective over n devices on this tier pays ``latency_us`` per step under
+    NCCL's lowest-latency protocol (LL; the other protocols pay fixed multiples of it)
+    and saturates at the bus bandwidth ``bandwidth_GBps * efficiency`` per device and
+    direction (nccl-tests' busbw); ``tasks.model.collectives`` holds the curve between.
+
+    ``nvls_efficiency`` is the share of the in-switch reduction's bound (NVLS,
+    NVSwitch gen 3+) an all-reduce reaches, 0 where the tier has no in-switch reduction;
+    ``nvls_latency_us`` is the fixed latency of one such all-reduce.
     """
 
     bandwidth_GBps: float = MISSING
     latency_us: float = MISSING
     efficiency: float = 1.0
+    nvls_efficiency: float = 0.0
+    nvls_latency_us: float = 0.0
 
 
 @dataclass
@@ -62,6 +70,13 @@ class HardwareProfile:
     ``gemm_half_efficiency_gflop`` GFLOP reaches half of that. Every kernel costs at
     least ``kernel_launch_us`` (Erdil and Schneider-Joseph, arXiv 2411.01137, §7 of
     method.md). ``sources`` maps each field name to where its figure comes from.
+
+    The shape-aware GEMM law (``roofline.gemm_kernel_time``) reads ``compute_units``
+    (SMs or CUs, over which a GEMM's output tiles run in waves), the peak of each dtype
+    (``peak_tflops`` for bf16 and fp16, ``peak_fp8_tflops`` for fp8, ``None`` where the
+    datasheet gives none) and ``gemm_ceiling``: dtype -> the fraction of that peak the
+    best-shaped large GEMM reaches (a measured maximum achievable matmul FLOP/s); fp16
+    takes bf16's entry unless it has its own.
     """
 
     name: str = MISSING
@@ -75,6 +90,9 @@ class HardwareProfile:
     gemm_half_efficiency_gflop: float = MISSING
     memory_efficiency: float = MISSING
     kernel_launch_us: float = MISSING
+    compute_units: int = MISSING
+    gemm_ceiling: Dict[str, float] = MISSING
+    peak_fp8_tflops: Optional[float] = None
     intra_node: LinkTier = field(default_factory=LinkTier)
     inter_node: LinkTier = field(default_factory=LinkTier)
     sources: Dict[str, str] = field(default_factory=dict)

@@ -12,10 +12,13 @@ from tasks.model.specs import LinkTier
 
 
 def test_ring_allreduce_matches_hand_computation():
-    # 4 devices, 64 MiB, α = 2 us, 150 GB/s bus bandwidth:
-    # 2*3 steps * 2 us + 2*3/4 * 64 MiB / 150 GB/s
-    expected = 6 * 2e-6 + 1.5 * (64 * 2**20) / 150e9
+    # 4 devices, 64 MiB, α = 2 us (LL), 150 GB/s bus bandwidth: Simple wins at this size,
+    # 2*3 steps * (14/2.7) * 2 us + 2*3/4 * 64 MiB / 150 GB/s
+    expected = 6 * (14.0 / 2.7) * 2e-6 + 1.5 * (64 * 2**20) / 150e9
     assert collectives.collective_time("all_reduce", 4, 64 * 2**20, 2e-6, 150e9) == pytest.approx(expected, rel=1e-12)
+    line = (collectives.Protocol("line", 1.0, 1.0),)
+    assert collectives.collective_time("all_reduce", 4, 64 * 2**20, 2e-6, 150e9, protocols=line) == pytest.approx(
+        6 * 2e-6 + 1.5 * (64 * 2**20) / 150e9, rel=1e-12)
 
 
 def test_ring_allreduce_of_one_device_is_free():
@@ -30,7 +33,10 @@ def test_ring_bandwidth_term_grows_as_2_n_minus_1_over_n():
 
 def test_link_tier_applies_efficiency_and_units():
     tier = LinkTier(bandwidth_GBps=100.0, latency_us=1.0, efficiency=0.5)
-    assert collectives.collective_time("all_reduce", 2, 1e9, *collectives.tier_figures(tier)) == pytest.approx(2 * 1e-6 + 1e9 / 50e9)
+    alpha, busbw = collectives.tier_figures(tier)
+    assert (alpha, busbw) == pytest.approx((1e-6, 50e9))
+    assert collectives.collective_time("all_reduce", 2, 1e9, alpha, busbw) == pytest.approx(
+        2 * (14.0 / 2.7) * 1e-6 + 1e9 / 50e9)
 
 
 def test_tiny_gemm_costs_the_efficiency_curves_fixed_term(study_hw):

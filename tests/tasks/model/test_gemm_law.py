@@ -1,0 +1,125 @@
+"""The shape-aware GEMM law: wave and tile quantization, per-dtype peaks and ceilings, and
+the published matmul throughput of conf/data/gemm_efficiency.csv."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from conf import CONF_DIR
+from sweeps.config import load_preset
+from sweeps.config.specs import validate_hardware
+from sweeps.errors import ConfigError
+from tasks.model import roofline
+from tasks.model.gemm_published import PROFILE_OF_GPU, predict_row, read_gemm_rows
+
+ROWS = read_gemm_rows(CONF_DIR / "data" / "gemm_efficiency.csv")
+
+
+def _reference_time(m, n, k, batch, hw, dtype, element_bytes):
+    """The law written out per element in float64, as its docstring states it."""
+    unit_rate = roofline.peak_flops(hw, dtype) * roofline.gemm_ceiling(hw, dtype) / hw.compute_units
+    best_rate = max(1 / (1 + roofline.TILE_STAGING * (1 / tm + 1 / tn)) for tm, tn in roofline.GEMM_TILES)
+    compute = min(math.ceil(batch * math.ceil(m / tm) * math.ceil(n / tn) / hw.compute_units)
+                  * tm * tn * best_rate * (1 + roofline.TILE_STAGING * (1 / tm + 1 / tn))
+                  for tm, tn in roofline.GEMM_TILES) * 2 * (k + roofline.K_OVERHEAD) / unit_rate
+    memory = element_bytes * batch * (m * k + k * n + m * n) / (hw.hbm_tbps * 1e12 * hw.memory_efficiency)
+    return max(compute, memory, hw.kernel_launch_us * 1e-6)
+
+
+def test_vectorised_law_matches_the_per_element_formula(h100):
+    rng = np.random.default_rng(7)
+    m, n, k = (rng.integers(1, 20000, 300).astype(float) for _ in range(3))
+    batch = rng.integers(1, 100, 300).astype(float)
+    m[:4] = [128 * 132, 256 * 132, 2048, 1]  # tile counts at exact multiples of the SM count
+    got = roofline.gemm_kernel_time(m, n, k, batch, h100, "bf16", 2)
+    want = [_reference_time(*args, h100, "bf16", 2) for args in zip(m, n, k, batch)]
+    assert got.dtype == np.float64 and got == pytest.approx(want, rel=1e-5)
+
+
+def test_scalars_and_mixed_shapes_broadcast(h100):
+    one = roofline.gemm_kernel_time(4096, 4096, 4096, 1, h100)
+    assert np.shape(one) == () and one > 0
+    many = roofline.gemm_kernel_time(4096, np.array([4096.0, 8192.0]), 4096, np.array([[1.0], [2.0]]), h100)
+    assert many.shape == (2, 2) and many[0, 0] == pytest.approx(one)
+
+
+def test_tiles_just_over_a_wave_cost_more_per_flop_than_just_under(h100):
+    # 132 SMs: 2048 x 16 * 128 with 256 x 128 tiles is 8 x 16 = 128 tiles (one wave);
+    # two more tile rows make 136 tiles, two waves, for 6% more FLOPs.
+    under = roofline.gemm_tflops(2048, 16 * 128, 8192, h100)
+    over = roofline.gemm_tflops(2048 + 2 * 128, 16 * 128, 8192, h100)
+    assert over < 0.8 * under
+
+
+def test_short_k_is_less_efficient_than_long_k(h100):
+    assert roofline.gemm_tflops(8192, 8192, 256, h100) < 0.85 * roofline.gemm_tflops(8192, 8192, 8192, h100)
+
+
+def test_a_batched_gemm_has_batch_times_the_tiles(h100):
+    # Compute-bound: 5 x (1024 x 1024) tiles like one 5120 x 1024 GEMM; with 256 x 128 tiles,
+    # 4 x 32 = 128 fill one wave of 132 SMs where 5 x 32 = 160 need two.
+    batched = roofline.gemm_kernel_time(1024, 1024, 8192, 5, h100)
+    assert batched == pytest.approx(roofline.gemm_kernel_time(5 * 1024, 1024, 8192, 1, h100), rel=1e-6)
+    assert batched > roofline.gemm_kernel_time(1024, 1024, 8192, 4, h100) * 1.2
+
+
+def test_a_large_gemm_reaches_the_dtypes_ceiling_and_not_more(h100):
+    for dtype in ("bf16", "fp8"):
+        achieved = roofline.gemm_tflops(16384, 16896, 65536, h100, dtype) * 1e12 / roofline.peak_flops(h100, dtype)
+        assert 0.99 * h100.gemm_ceiling[dtype] < achieved <= h100.gemm_ceiling[dtype]
+
+
+def test_peaks_and_ceilings_per_dtype(h100):
+    assert roofline.peak_flops(h100, "bf16") == pytest.approx(989e12)
+    assert roofline.peak_flops(h100, "fp8") == pytest.approx(1979e12)
+    assert roofline.gemm_ceiling(h100, "fp16") == h100.gemm_ceiling["bf16"]
+    assert roofline.gemm_ceiling(h100, "fp8") == pytest.approx(0.7087)
+    fp16_own = dataclasses.replace(h100, gemm_ceiling={"bf16": 0.8, "fp16": 0.7})
+    assert roofline.gemm_ceiling(fp16_own, "fp16") == 0.7
+
+
+@pytest.mark.parametrize("profile, field", [("a100-80gb", "hardware.peak_fp8_tflops"),
+                                            ("mi210x4", "hardware.peak_fp8_tflops"),
+                                            ("mi300x", "hardware.gemm_ceiling.fp8")])
+def test_fp8_on_a_profile_without_fp8_names_the_missing_field(profile, field):
+    hw = load_preset("hardware", profile)
+    with pytest.raises(roofline.MissingFigure) as info:
+        roofline.gemm_kernel_time(4096, 4096, 4096, 1, hw, "fp8", 1)
+    assert info.value.field == field and str(info.value).startswith(field) and profile in str(info.value)
+
+
+def test_an_unknown_dtype_is_refused(h100):
+    with pytest.raises(ValueError, match="dtype='fp32': choose from bf16, fp16, fp8"):
+        roofline.peak_flops(h100, "fp32")
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r.profile and r.tolerance],
+                         ids=lambda r: f"{r.gpu}-{r.dtype}-{'x'.join(map(str, r.shape or ('best',)))}")
+def test_published_rows_within_target(row):
+    predicted, _ = predict_row(row, load_preset("hardware", row.profile))
+    assert abs(predicted / row.tflops - 1) <= row.tolerance
+
+
+def test_the_targets_cover_the_curve_from_2048_and_every_mamf_row():
+    targeted = [r for r in ROWS if r.profile and r.tolerance]
+    curve = [r.shape[0] for r in targeted if r.confidence == "~"]
+    assert curve == [2048, 3072, 4096, 6144, 8192]
+    assert sum(r.tolerance == 0.05 for r in targeted) == 8
+    assert {r.gpu for r in ROWS} - set(PROFILE_OF_GPU) == {"A100-PCIe", "GH200", "GB200", "MI325X"}
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"compute_units": 0}, "hardware.compute_units"),
+    ({"peak_fp8_tflops": -1.0}, "hardware.peak_fp8_tflops"),
+    ({"gemm_ceiling": {"bf16": 1.2}}, "hardware.gemm_ceiling.bf16"),
+    ({"gemm_ceiling": {"bf16": 0.8, "fp32": 0.5}}, "hardware.gemm_ceiling"),
+    ({"gemm_ceiling": {"fp8": 0.7}}, "hardware.gemm_ceiling"),
+])
+def test_hardware_checks_name_the_bad_gemm_field(h100, change, field):
+    with pytest.raises(ConfigError) as info:
+        validate_hardware(dataclasses.replace(h100, **change))
+    assert info.value.field == field
