@@ -16,3 +16,13 @@ def study_hw():
 @pytest.fixture(scope="session")
 def h100():
     return load_preset("hardware", "h100")
+
+
+@pytest.fixture(scope="session")
+def gpt3():
+    return load_preset("model", "gpt3")
+
+
+@pytest.fixture(scope="session")
+def llama():
+    return load_preset("model", "llama3-70b")

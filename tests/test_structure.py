@@ -69,9 +69,10 @@ def test_the_checker_sees_what_it_must_refuse(tmp_path):
 ONE_DEFINITION = [
     ("the ring's bus factor (n-1)/n", r"\(\s*n\s*-\s*1(\.0)?\s*\)\s*/\s*n\b", "tasks/model/collectives.py"),
     ("the ring's (n-1) steps", r"\*\s*\(\s*n\s*-\s*1(\.0)?\s*\)(?!\s*/)", "tasks/model/collectives.py"),
-    ("12 H^2 weights per layer", r"\b12(\.0)?\s*\*.*\*\*\s*2", "tasks/model/layer.py"),
+    ("a layer's weights (12 H^2 for the study's block)", r"mlp_matrices\s*\*\s*h\b", "tasks/model/layer.py"),
     ("Korthikanti's 5 A SL / H attention activations", r"\b5(\.0)?\s*\*\s*[\w\[\]\"']*heads", "tasks/model/memory.py"),
-    ("Korthikanti's 24 / TP split activations", r"\b24(\.0)?\s*/\s*\w*tp", "tasks/model/memory.py"),
+    ("Korthikanti's split activations (24 / TP for the study's block)", r"\bsplit\s*/\s*tp\b",
+     "tasks/model/memory.py"),
     ("the torch dtypes", r"torch\.(float32|float16|bfloat16)\b", "tasks/device.py"),
     ("the dtype widths", r"[\"']fp32[\"']\s*:\s*4\b", "tasks/device.py"),
     ("the cuda rule", r"startswith\(\s*[\"']cuda", "tasks/device.py"),

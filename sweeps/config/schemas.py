@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 from omegaconf import MISSING
 
 from tasks.model.space import LayoutSpace
+from tasks.model.stack import Stack
 from tasks.model.specs import HardwareProfile, TransformerModel
 
 __all__ = ["LinkPlacement", "SweepMode", "RoiSpec", "Scenario", "SweepSpec", "LayerPoint", "Variations",
@@ -190,7 +191,8 @@ class SearchSpec:
     """One layout search (a preset of ``conf/search``).
 
     ``trials`` is the budget of completed trials; ``batch`` trials are asked at once and
-    evaluated in parallel as Ray tasks; ``memory_fraction`` of HBM is usable.
+    evaluated in parallel as Ray tasks; ``memory_fraction`` of HBM is usable; ``stack``
+    names the software stack, a preset of ``conf/stack`` (``tasks.model.stack``).
     """
 
     name: str = MISSING
@@ -209,6 +211,7 @@ class SearchSpec:
     top: int = 10
     space: LayoutSpace = field(default_factory=LayoutSpace)
     scaling: ScalingSpec = field(default_factory=ScalingSpec)
+    stack: str = "megatron-2022"
 
 
 #: The groups of a run config, each one YAML preset of ``conf/GROUP/``.
@@ -217,4 +220,4 @@ GROUPS: Dict[str, type] = {"model": TransformerModel, "hardware": HardwareProfil
 #: Groups that may be chosen as null (none).
 OPTIONAL_GROUPS = ("model", "calibration")
 #: The schema of every preset folder of ``conf/``.
-PRESET_SCHEMAS: Dict[str, type] = {**GROUPS, "search": SearchSpec}
+PRESET_SCHEMAS: Dict[str, type] = {**GROUPS, "search": SearchSpec, "stack": Stack}

@@ -10,7 +10,7 @@ status 2) before any work starts, and before the lake is touched.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Sequence, Tuple
 
 from sweeps.config.checks import check_choices, check_fraction, check_name, check_positive
@@ -24,7 +24,9 @@ from tasks.model.layout import CODED_FIELDS
 from tasks.model.projection import COST_MODEL_VERSION
 from tasks.model.search_rows import OBJECTIVES, no_fit_reason
 from tasks.model.space import constraint_counts, enumerate_layouts
+from tasks.model.roofline import MissingFigure, gemm_ceiling, peak_flops
 from tasks.model.specs import HardwareProfile, TransformerModel, fingerprint
+from tasks.model.stack import Stack
 from tasks.model.step import STEP_MODEL_VERSION, StepContext, step_columns
 
 __all__ = ["SearchSetup", "SAMPLERS", "DEFAULT_PRESET", "load_search", "validate_search", "check_space"]
@@ -44,11 +46,13 @@ class SearchSetup:
     spec: SearchSpec
     model: TransformerModel
     hardware: HardwareProfile
+    stack: Stack = field(default_factory=Stack)
 
     @property
     def step_context(self) -> StepContext:
         return StepContext(self.model, self.hardware, devices=self.spec.devices, global_batch=self.spec.global_batch,
-                           dtype_bytes=self.spec.dtype_bytes, memory_fraction=self.spec.memory_fraction)
+                           dtype_bytes=self.spec.dtype_bytes, memory_fraction=self.spec.memory_fraction,
+                           stack=self.stack)
 
     @property
     def sampler(self) -> str:
@@ -63,7 +67,7 @@ class SearchSetup:
         for volatile in ("description", "trials", "batch", "seed", "top", "scaling", "name"):
             spec.pop(volatile)
         return {**spec, "sampler": self.sampler, "parameters": TRIAL_PARAMETERS, "model_fp": fingerprint(self.model),
-                "hardware_fp": fingerprint(self.hardware), "cost_model": f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"}
+                "hardware_fp": fingerprint(self.hardware), "stack_fp": fingerprint(self.stack), "cost_model": f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"}
 
     @property
     def study_name(self) -> str:
@@ -91,7 +95,22 @@ def load_search(overrides: Sequence[str] = ()) -> SearchSetup:
     model, hardware = load_preset("model", spec.model), load_preset("hardware", spec.hardware)
     validate_model(model)
     validate_hardware(hardware)
-    return SearchSetup(spec, model, hardware)
+    return SearchSetup(spec, model, hardware, load_stack(spec.stack, hardware))
+
+
+def load_stack(name: str, hardware: HardwareProfile) -> Stack:
+    """The stack preset ``name`` of ``conf/stack``, refused (``ConfigError`` naming
+    ``search.stack``) when ``hardware`` lacks what it needs (an fp8 peak for fp8 GEMMs)."""
+    try:
+        stack = load_preset("stack", name)
+    except ValueError as exc:  # Stack's own checks (attention kind, precision)
+        raise ConfigError("search.stack", name, str(exc)) from None
+    try:
+        peak_flops(hardware, stack.gemm_precision)
+        gemm_ceiling(hardware, stack.gemm_precision)
+    except MissingFigure as exc:
+        raise ConfigError("search.stack", name, f"runs {stack.gemm_precision} GEMMs, but {exc}") from None
+    return stack
 
 
 def validate_search(spec: SearchSpec) -> None:

@@ -106,17 +106,19 @@ def optimum_gap(setup: SearchSetup, best: pd.DataFrame, limit: int = 100_000,
 
 
 #: The parts a step's time splits into (seconds, summing to ``step_time_s``), by name.
-STEP_TERMS: Tuple[str, ...] = ("compute", "PP bubble", "TP comm", "PP send/recv", "DP/ZeRO comm")
+STEP_TERMS: Tuple[str, ...] = ("compute", "PP bubble", "TP comm", "PP send/recv", "DP/ZeRO comm", "optimizer")
 
 
 def step_terms(row) -> dict:
     """A ``search`` row's step time split into ``STEP_TERMS``: the pipeline's idle ticks
-    (``bubble_fraction`` of the ticks' compute, TP and PP time) as the bubble, and the DP
-    and ZeRO traffic left exposed (exposed communication less TP and PP)."""
+    (``bubble_fraction`` of the ticks' compute and exposed TP and PP time) as the bubble,
+    the DP and ZeRO traffic left exposed (exposed communication less TP and PP), and the
+    optimizer step."""
     busy = 1.0 - row["bubble_fraction"]
-    compute, tp, pp = row["compute_s"], row["tp_comm_s"], row["pp_comm_s"]
+    compute, tp, pp = row["compute_s"], row["tp_exposed_s"], row["pp_exposed_s"]
     return {"compute": busy * compute, "PP bubble": row["bubble_fraction"] * (compute + tp + pp),
-            "TP comm": busy * tp, "PP send/recv": busy * pp, "DP/ZeRO comm": row["exposed_comm_s"] - tp - pp}
+            "TP comm": busy * tp, "PP send/recv": busy * pp, "DP/ZeRO comm": row["exposed_comm_s"] - tp - pp,
+            "optimizer": row["optimizer_s"]}
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,14 @@ micro-batch, ``tp`` tensor-parallel degree, ``p`` bytes per element.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Dict, Tuple
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 
 __all__ = [
+    "Block",
+    "STUDY_BLOCK",
     "Gemm",
     "FORWARD_GEMMS",
     "PASSES",
@@ -28,7 +30,42 @@ __all__ = [
     "tp_allreduces_per_layer",
     "layer_params",
     "dp_gradient_bytes",
+    "attention_core_flops",
+    "training_flops_per_layer",
 ]
+
+
+@dataclass(frozen=True)
+class Block:
+    """What a layer's shape needs beyond H and the heads (method.md §3 takes the defaults).
+
+    ``kv_heads``: key/value heads (grouped-query attention, Ainslie et al. 2023; None: as
+    many as query heads). ``ffn``: the MLP's width (None: 4H). ``gated``: a gated MLP
+    (SwiGLU, Shazeer 2020: gate and up projections of width ``ffn``, then down: three
+    matrices) rather than two. ``flash``: fused attention (Dao et al. 2022): the scores and
+    context products, softmax and its dropout run inside one kernel that never stores the
+    SL x SL matrix (``tasks.model.attention`` times it), so they are not GEMMs or
+    element-wise kernels of the layer here.
+    """
+
+    kv_heads: Optional[float] = None
+    ffn: Optional[float] = None
+    gated: bool = False
+    flash: bool = False
+
+    def kv(self, heads):
+        return heads if self.kv_heads is None else self.kv_heads
+
+    def width(self, h):
+        return 4.0 * h if self.ffn is None else self.ffn
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.gated else 2
+
+
+#: The study's layer: multi-head attention, a 4H GELU MLP, the score matrix materialised.
+STUDY_BLOCK = Block()
 
 
 #: The three passes every GEMM runs in training: forward, input-gradient, weight-gradient.
@@ -58,26 +95,32 @@ class Gemm:
         return p * self.batch * (self.m * self.k + self.k * self.n + self.m * self.n)
 
 
-def _forward(h, heads, sl, b, tp) -> Dict[str, Tuple]:
-    """Forward GEMMs as (m, n, k, batch), method.md §3 table; tokens = sl * b."""
+def _forward(h, heads, sl, b, tp, block: Block) -> Dict[str, Tuple]:
+    """Forward GEMMs as (m, n, k, batch), method.md §3 table; tokens = sl * b. The QKV
+    projection is H + 2 x kv_heads x head_dim wide; FC1 is ``ffn`` wide (twice, gate and
+    up, for a gated MLP); under fused attention scores and context are not GEMMs."""
     tokens = sl * b
     head_dim = h / heads
     heads_per_device = heads / tp
-    return {
-        "qkv": (tokens, 3 * h / tp, h, 1.0),
+    ffn = block.width(h)
+    shapes = {
+        "qkv": (tokens, (h + 2 * block.kv(heads) * head_dim) / tp, h, 1.0),
         "scores": (sl, sl, head_dim, b * heads_per_device),
         "context": (sl, head_dim, sl, b * heads_per_device),
         "attn_out": (tokens, h, h / tp, 1.0),
-        "fc1": (tokens, 4 * h / tp, h, 1.0),
-        "fc2": (tokens, h, 4 * h / tp, 1.0),
+        "fc1": (tokens, (block.mlp_matrices - 1) * ffn / tp, h, 1.0),
+        "fc2": (tokens, h, ffn / tp, 1.0),
     }
+    if block.flash:
+        del shapes["scores"], shapes["context"]
+    return shapes
 
 
 #: Names of the forward GEMMs of a layer, in execution order.
 FORWARD_GEMMS: Tuple[str, ...] = ("qkv", "scores", "context", "attn_out", "fc1", "fc2")
 
 
-def gemm_shapes(h, heads, sl, b, tp) -> Tuple[Gemm, ...]:
+def gemm_shapes(h, heads, sl, b, tp, block: Block = STUDY_BLOCK) -> Tuple[Gemm, ...]:
     """Every GEMM of one layer's training step on one of ``tp`` devices.
 
     For a forward product Y = X W with X (m x k), W (k x n): the input-gradient GEMM
@@ -85,7 +128,7 @@ def gemm_shapes(h, heads, sl, b, tp) -> Tuple[Gemm, ...]:
     Each has the forward's FLOP count (method.md §3: backward costs twice the forward).
     """
     gemms = []
-    for name, (m, n, k, batch) in _forward(h, heads, sl, b, tp).items():
+    for name, (m, n, k, batch) in _forward(h, heads, sl, b, tp, block).items():
         gemms.append(Gemm(name, "fwd", m, n, k, batch))
         gemms.append(Gemm(name, "ig", m, k, n, batch))
         gemms.append(Gemm(name, "wg", k, n, m, batch))
@@ -101,17 +144,37 @@ def layer_training_flops(h, sl, b, tp):
     return 72.0 * b * sl * h**2 * (1.0 + sl / (6.0 * h)) / tp
 
 
-#: Memory-bound kernels of one layer's forward pass: name -> (element count per device,
-#: element accesses per element: reads + writes, a dropout mask counted as one access).
-#: Element counts follow method.md §3: SL*B*H/TP, softmax and its dropout B*A*SL^2/TP.
-_ELEMENTWISE: Dict[str, Tuple[Callable, int, int]] = {
-    # name: (elements(h, heads, sl, b, tp), accesses per element, kernels per layer)
-    "layernorm": (lambda h, a, sl, b, tp: sl * b * h / tp, 2, 2),
-    "softmax": (lambda h, a, sl, b, tp: b * a * sl * sl / tp, 2, 1),
-    "attn_dropout": (lambda h, a, sl, b, tp: b * a * sl * sl / tp, 3, 1),
-    "gelu": (lambda h, a, sl, b, tp: sl * b * 4 * h / tp, 2, 1),
-    "dropout": (lambda h, a, sl, b, tp: sl * b * h / tp, 3, 2),
-    "residual_add": (lambda h, a, sl, b, tp: sl * b * h / tp, 3, 2),
+def attention_core_flops(h, sl, b, tp):
+    """Forward FLOPs of the attention core on one device, 4 * b * sl^2 * h / tp: the scores
+    Q K^T and the context P V, counted over the whole SL x SL matrix as Megatron-LM counts
+    them (Narayanan et al. 2021, Eq. 3), whatever the kernel skips of a causal mask."""
+    return 4.0 * b * sl**2 * h / tp
+
+
+def training_flops_per_layer(h, heads, sl, b, tp, block: Block = STUDY_BLOCK):
+    """Model FLOPs of one layer's forward and backward pass on one device: three times the
+    forward's linear GEMMs plus three times the attention core (the backward costs twice the
+    forward). Equals ``layer_training_flops`` for the study's block."""
+    linear = sum(g.flops for g in gemm_shapes(h, heads, sl, b, tp, replace(block, flash=True)) if g.pass_ == "fwd")
+    return 3.0 * (linear + attention_core_flops(h, sl, b, tp))
+
+
+#: Memory-bound kernels of one layer: name -> (element count per device, element accesses
+#: per element in the forward kernel and in its backward: reads + writes, a dropout mask
+#: counted as one access; kernels per layer). Element counts follow method.md §3: SL*B*H/TP,
+#: softmax and its dropout B*A*SL^2/TP, the MLP's activation SL*B*ffn/TP. Backward accesses
+#: are what each gradient kernel reads and writes: LayerNorm, softmax and GELU read their
+#: saved input (or output) and the incoming gradient and write the outgoing one (3); a dropout
+#: reads the gradient and its mask and writes (3); a residual add's backward is the sum of the
+#: two branches' gradients where they meet (3).
+_ELEMENTWISE: Dict[str, Tuple[Callable, int, int, int]] = {
+    # name: (elements(h, heads, sl, b, tp, ffn), forward accesses, backward accesses, kernels per layer)
+    "layernorm": (lambda h, a, sl, b, tp, f: sl * b * h / tp, 2, 3, 2),
+    "softmax": (lambda h, a, sl, b, tp, f: b * a * sl * sl / tp, 2, 3, 1),
+    "attn_dropout": (lambda h, a, sl, b, tp, f: b * a * sl * sl / tp, 3, 3, 1),
+    "gelu": (lambda h, a, sl, b, tp, f: sl * b * f / tp, 2, 3, 1),
+    "dropout": (lambda h, a, sl, b, tp, f: sl * b * h / tp, 3, 3, 2),
+    "residual_add": (lambda h, a, sl, b, tp, f: sl * b * h / tp, 3, 3, 2),
 }
 
 #: Names of the memory-bound kernel classes of a layer.
@@ -119,28 +182,42 @@ ELEMENTWISE_KERNELS: Tuple[str, ...] = tuple(_ELEMENTWISE)
 
 #: Kernels on the full SL*B*H activation, which Megatron's tensor parallelism replicates
 #: on every TP rank; only sequence parallelism splits them by TP (Korthikanti et al.,
-#: arXiv 2205.05198, §4.2.2). The table above counts them split, as method.md §3 does.
+#: arXiv 2205.05198, §4.2.2). The study's table counts them split, as method.md §3 does.
 REPLICATED_WITHOUT_SP: Tuple[str, ...] = ("layernorm", "dropout", "residual_add")
 
+#: Kernels that fused attention absorbs into its own kernel.
+INSIDE_FUSED_ATTENTION: Tuple[str, ...] = ("softmax", "attn_dropout")
 
-def elementwise_elements(name: str, h, heads, sl, b, tp, *, sequence_parallel: bool = True):
+
+def _accesses(name: str, accesses: int, block: Block, backward: bool = False) -> int:
+    """A gated MLP's activation reads two inputs (forward +1) and writes two gradients (+2)."""
+    return accesses + (2 if backward else 1) if (name == "gelu" and block.gated) else accesses
+
+
+def elementwise_elements(name: str, h, heads, sl, b, tp, *, sequence_parallel: bool = True,
+                         block: Block = STUDY_BLOCK):
     """Elements one layer's ``name`` kernels touch per device, all of its kernels together
     (element count per kernel x kernels per layer). Without sequence parallelism the
     replicated kernels (``REPLICATED_WITHOUT_SP``) touch the whole SL*B*H on every rank."""
-    elements, _, count = _ELEMENTWISE[name]
+    elements, _, _, count = _ELEMENTWISE[name]
     split = 1 if (not sequence_parallel and name in REPLICATED_WITHOUT_SP) else tp
-    return elements(h, heads, sl, b, split) * count
+    return elements(h, heads, sl, b, split, block.width(h)) * count
 
 
-#: A memory-bound kernel's backward moves about twice the bytes of its forward (it reads
-#: the saved input and the incoming gradient and writes the outgoing one). Assumption.
-ELEMENTWISE_BACKWARD_FACTOR = 2.0
+def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True, block: Block = STUDY_BLOCK):
+    """Yield (name, bytes moved by one forward kernel, by its backward kernel, kernels per
+    layer) per class.
 
-
-def elementwise_kernels(h, heads, sl, b, tp, p: float):
-    """Yield (name, bytes moved by one forward kernel, kernels per layer) per class."""
-    for name, (elements, accesses, count) in _ELEMENTWISE.items():
-        yield name, elements(h, heads, sl, b, tp) * accesses * p, count
+    ``sequence_parallel`` (a bool or bool array): whether the replicated kernels are split
+    by TP; the study's table (method.md §3) splits them, so it is the default. Under fused
+    attention the softmax and its dropout are left out (inside the attention kernel)."""
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    for name, (elements, fwd, bwd, count) in _ELEMENTWISE.items():
+        if block.flash and name in INSIDE_FUSED_ATTENTION:
+            continue
+        split = np.where(sp, tp, 1.0) if name in REPLICATED_WITHOUT_SP else tp
+        touched = elements(h, heads, sl, b, split, block.width(h)) * p
+        yield name, touched * _accesses(name, fwd, block), touched * _accesses(name, bwd, block, True), count
 
 
 def tp_allreduce_bytes(h, sl, b, p: float):
@@ -153,13 +230,19 @@ def tp_allreduce_bytes(h, sl, b, p: float):
 tp_allreduces_per_layer = 4
 
 
-def layer_params(h):
-    """Weights of one layer (all TP ranks together), 12 H^2: QKV (3 H^2) + attention output
-    (H^2) + FC1 (4 H^2) + FC2 (4 H^2); biases and LayerNorm weights are O(H) and left out
-    (method.md §3)."""
-    return 12.0 * np.asarray(h, dtype=np.float64) ** 2
+def layer_params(h, heads=None, block: Block = STUDY_BLOCK):
+    """Weights of one layer (all TP ranks together), 12 H^2 for the study's block: QKV
+    (3 H^2) + attention output (H^2) + FC1 (4 H^2) + FC2 (4 H^2); biases and LayerNorm
+    weights are O(H) and left out (method.md §3). In general: QKV H x (H + 2 kv_heads x
+    head_dim), output H^2, and ``mlp_matrices`` x H x ffn (``heads`` is needed only when
+    kv_heads differs from it)."""
+    h = np.asarray(h, dtype=np.float64)
+    kv_share = 1.0 if block.kv_heads is None or heads is None else block.kv_heads / np.asarray(heads, np.float64)
+    attention = h * (h + 2.0 * h * kv_share) + h * h
+    return attention + block.mlp_matrices * h * block.width(h)
 
 
-def dp_gradient_bytes(h, tp, p: float):
-    """Bytes of one layer's weight gradients on one device, p * 12 H^2 / TP."""
-    return p * layer_params(h) / tp
+def dp_gradient_bytes(h, tp, p: float, heads=None, block: Block = STUDY_BLOCK):
+    """Bytes of one layer's weight gradients on one device, p * 12 H^2 / TP for the study's
+    block (``layer_params`` / TP in general)."""
+    return p * layer_params(h, heads, block) / tp

@@ -86,7 +86,8 @@ LAYOUT_LEGEND = ("tpN/ppN/dpN: tensor-, pipeline-, data-parallel degree; pp2(i5)
 STRUCTURAL_CONSTRAINTS: Dict[str, str] = {
     "tp_divides_heads": "TP divides the model's attention heads",
     "tp_pp_divides_devices": "TP x PP divides the device count",
-    "stages_divide_layers": "PP x virtual stages divides the model's layers",
+    "stages_hold_layers": "every model chunk holds a layer: layers >= PP x virtual stages (an uneven split puts "
+                          "the extra layers on the first stages, as Megatron-Core's uneven pipeline split does)",
     "batch_divisible": "the global batch is divisible by DP x micro-batch",
     "schedule_fits": "an interleaved schedule has PP > 1, virtual stages > 1 and micro-batches a multiple of PP; "
                      "1F1B has one virtual stage",
@@ -157,7 +158,7 @@ def structural_violations(layouts: Mapping[str, np.ndarray], *, heads: int, laye
     return {
         "tp_divides_heads": heads % tp != 0,
         "tp_pp_divides_devices": splits,
-        "stages_divide_layers": layers % (pp * v) != 0,
+        "stages_hold_layers": layers < pp * v,
         "batch_divisible": batch_bad | splits,
         "schedule_fits": schedule_bad,
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tasks.model.layer import STUDY_BLOCK, Block
 from tasks.model.layout import code
 
 __all__ = [
@@ -16,6 +17,8 @@ __all__ = [
     "GRADIENT_BYTES",
     "OPTIMIZER_BYTES",
     "model_state_bytes",
+    "model_state_shard_params",
+    "FP8_WEIGHT_BYTES",
     "layer_activation_bytes",
     "in_flight_microbatches",
     "logits_bytes",
@@ -43,7 +46,19 @@ def model_state_bytes(params, dp, zero):
     return params * (weights + gradients + optimizer)
 
 
-def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute):
+#: Transformer Engine keeps an fp8 copy of each weight beside the 16-bit one when the linear
+#: GEMMs run in fp8 (one byte per parameter).
+FP8_WEIGHT_BYTES = 1.0
+
+
+def model_state_shard_params(params, dp, zero):
+    """Parameters whose optimizer states this device holds and updates: all of ``params``
+    for plain DP, 1/DP of them under any ZeRO stage or FSDP."""
+    params = np.asarray(params, dtype=np.float64)
+    return np.where(np.asarray(zero) == code("zero", "none"), params, params / np.asarray(dp, dtype=np.float64))
+
+
+def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, block: Block = STUDY_BLOCK):
     """Activations one layer keeps for its backward pass, per micro-batch, per device.
 
     Korthikanti et al. (arXiv 2205.05198), Table 2, 16-bit activations and 1-byte dropout
@@ -52,14 +67,23 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute):
     parallelism splits those too. Selective recomputation drops the 5*A*SL/H attention
     core; full recomputation keeps only the layer's input, 2*SL*B*H (split by TP under
     sequence parallelism).
+
+    The same accounting for any ``block``: of the 24 split terms, 4*SL*B*H are K and V
+    (scaled by kv_heads / heads under grouped-query attention) and 16*SL*B*H the MLP's
+    activation inputs and outputs (4*SL*B*ffn, 6*SL*B*ffn for a gated MLP's two inputs);
+    fused attention stores no score matrix (its softmax statistics, 4 bytes per row and
+    head, are negligible and left out), so the 5*A*SL/H core is gone.
     """
     sl, b, h, heads, tp = (np.asarray(x, dtype=np.float64) for x in (sl, b, h, heads, tp))
     sp = np.asarray(sequence_parallel, dtype=bool)
     recompute = np.asarray(recompute)
     sbh = sl * b * h
-    core = 5.0 * heads * sl / h / tp
+    core = 0.0 if block.flash else 5.0 * heads * sl / h / tp
+    kv_share = 1.0 if block.kv_heads is None else block.kv_heads / heads
+    mlp = (6.0 if block.gated else 4.0) * block.width(h) / h
+    split = 4.0 + 4.0 * kv_share + mlp
     replicated = np.where(sp, 10.0 / tp, 10.0)
-    stored = sbh * (replicated + 24.0 / tp + np.where(recompute == code("recompute", "selective"), 0.0, core))
+    stored = sbh * (replicated + split / tp + np.where(recompute == code("recompute", "selective"), 0.0, core))
     full = 2.0 * sbh / np.where(sp, tp, 1.0)
     return np.where(recompute == code("recompute", "full"), full, stored)
 

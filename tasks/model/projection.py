@@ -14,8 +14,9 @@ from typing import Dict, Mapping, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
-from tasks.model import layer, metrics, roofline
+from tasks.model import layer, metrics
 from tasks.model.communication import dp_gradient_time, tp_layer_time
+from tasks.model.layer_cost import layer_cost
 from tasks.model.operators import MODELLED_CLASSES, op_family
 from tasks.model.opmodel import MeasuredRange, OperatorModel, predict
 from tasks.model.specs import HardwareProfile, LinkTier, fingerprint
@@ -36,7 +37,7 @@ __all__ = [
 
 #: Bumped whenever a formula or assumption of the cost model changes its numbers; part
 #: of every result key, so a changed model never reuses an old result.
-COST_MODEL_VERSION = "spec-2"  # 2: overlap_percent counts dp_slowdown, as exposed_comm_s does
+COST_MODEL_VERSION = "spec-3"  # 3: size-dependent collectives, shape-aware GEMMs; 2: overlap counts dp_slowdown
 
 #: Version of the projection table's schema (the lake's ``schema_version`` column).
 #: 2 added ``status`` and ``reason``; 3 the uncertainty band of a measured calibration.
@@ -103,23 +104,11 @@ PROJECTION_SCHEMA = pa.schema(list(POINT_SCHEMA) + [pa.field(n, t) for n, t in _
 
 
 def layer_times(h, heads, sl, b, tp, p, hw: HardwareProfile):
-    """Forward GEMM, backward GEMM and element-wise time of one layer, per device.
-
-    The input- and weight-gradient GEMMs touch the same three matrices and do the same
-    FLOPs as their forward GEMM (``layer.gemm_shapes``), so under a roofline each costs
-    what the forward costs: backward GEMM time = 2 x forward GEMM time.
-    """
-    t_fwd = np.zeros(np.shape(h))
-    for gemm in layer.gemm_shapes(h, heads, sl, b, tp):
-        if gemm.pass_ == "fwd":
-            t_fwd += roofline.gemm_time(gemm.flops, gemm.bytes(p), hw)
-    t_elem = np.zeros(np.shape(h))
-    for _, fwd_bytes, count in layer.elementwise_kernels(h, heads, sl, b, tp, p):
-        t_elem += count * (
-            roofline.memory_bound_time(fwd_bytes, hw)
-            + roofline.memory_bound_time(layer.ELEMENTWISE_BACKWARD_FACTOR * fwd_bytes, hw)
-        )
-    return t_fwd, 2.0 * t_fwd, t_elem
+    """Forward GEMM, backward GEMM and element-wise time of one layer of the study's block
+    (method.md §3: multi-head attention, a 4H MLP, the score matrix materialised), per
+    device: ``tasks.model.layer_cost`` for the study's stack."""
+    cost = layer_cost(h, heads, sl, b, tp, hw, p=p)
+    return cost.gemm_fwd, cost.gemm_bwd, cost.elementwise_fwd + cost.elementwise_bwd
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,8 @@ _METRICS = [("step_time_s", pa.float64()), ("exposed_comm_s", pa.float64()), ("e
             ("latency_s", pa.float64())]
 _DETAIL = [("microbatches", pa.int64()), ("bubble_fraction", pa.float64()), ("compute_s", pa.float64()),
            ("tp_comm_s", pa.float64()), ("pp_comm_s", pa.float64()), ("dp_comm_s", pa.float64()),
-           ("dp_traffic_bytes", pa.float64()), ("family", pa.string())]
+           ("dp_traffic_bytes", pa.float64()), ("tp_exposed_s", pa.float64()), ("pp_exposed_s", pa.float64()),
+           ("optimizer_s", pa.float64()), ("family", pa.string())]
 _CASE = [("key", pa.string()), ("model", pa.string()), ("hardware", pa.string()), ("devices", pa.int64()),
          ("global_batch", pa.int64())]
 

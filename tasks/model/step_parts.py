@@ -10,14 +10,17 @@ from typing import Dict, List
 
 import numpy as np
 
-from tasks.model import layer
+from tasks.model import layer, metrics
 from tasks.model.collectives import tier_time
 from tasks.model.communication import RECOMPUTED_TP_COLLECTIVES, TP_COLLECTIVES_PER_LAYER
 from tasks.model.layout import Layout
-from tasks.model.projection import layer_times
+from tasks.model.layer_cost import layer_cost
 from tasks.model.step import StepContext
+from tasks.model.step_comm import tp_collective, tp_exposed_per_pass
+from tasks.model.step_compute import stage_layer_cost
+from tasks.model.step_context import as_layouts, dp_ranks_per_node
 
-__all__ = ["LayerCollective", "layer_collectives", "layer_parts"]
+__all__ = ["LayerCollective", "layer_collectives", "layer_parts", "layer_pass_times"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     if layout.dp > 1:
         dp_ops = {"none": (("all_reduce", 1),), "zero1": (("reduce_scatter", 1), ("all_gather", 1))}.get(
             layout.zero, (("all_gather", 2), ("reduce_scatter", 1)))
-        message = float(layer.dp_gradient_bytes(model.hidden, layout.tp, p))
+        message = float(layer.dp_gradient_bytes(model.hidden, layout.tp, p, model.heads, ctx.block))
         out += [LayerCollective("dp", op, count, layout.dp, message, layout.tp * layout.dp > per_node)
                 for op, count in dp_ops]
     return out
@@ -60,9 +63,28 @@ def layer_parts(layout: Layout, ctx: StepContext) -> Dict[str, float]:
     forward, input-gradient and weight-gradient GEMMs), ``tp_comm_s`` and ``dp_comm_s``
     (``layer_collectives`` on the link tier each group spans, not overlapped)."""
     model, hw = ctx.model, ctx.hardware
-    t_fwd, t_bwd, _ = layer_times(np.array([float(model.hidden)]), float(model.heads), float(model.seq_len),
-                                  float(layout.micro_batch), float(layout.tp), float(ctx.dtype_bytes), hw)
-    parts = {"gemm_s": float(t_fwd[0] + t_bwd[0]), "tp_comm_s": 0.0, "dp_comm_s": 0.0}
+    cost = layer_cost(float(model.hidden), float(model.heads), float(model.seq_len), float(layout.micro_batch),
+                      float(layout.tp), hw, p=float(ctx.dtype_bytes), block=ctx.block, stack=ctx.stack,
+                      sequence_parallel=layout.sequence_parallel)
+    parts = {"gemm_s": float(cost.gemm_fwd + cost.gemm_bwd), "tp_comm_s": 0.0, "dp_comm_s": 0.0}
+    local_dp = float(dp_ranks_per_node(layout.tp, layout.dp, hw.devices_per_node))
     for c in layer_collectives(layout, ctx):
-        parts[f"{c.group}_comm_s"] += c.count * float(tier_time(c.op, c.ranks, c.message_bytes, c.crosses_nodes, hw))
+        local = {"dp": local_dp}.get(c.group, 1)
+        parts[f"{c.group}_comm_s"] += c.count * float(tier_time(c.op, c.ranks, c.message_bytes, c.crosses_nodes, hw,
+                                                                local_ranks=local))
     return parts
+
+
+def layer_pass_times(layout: Layout, ctx: StepContext) -> Dict[str, float]:
+    """One layer's forward and backward time for one micro-batch, in seconds, as the step
+    model charges them: compute plus the TP time the step waits for; the backward includes
+    what recomputation repeats (full: the whole forward with its collectives; selective: the
+    attention core's forward). Korthikanti et al. (arXiv 2205.05198) Table 4 times these."""
+    lay = as_layouts(layout.columns(), np.asarray([float(layout.dp)]), ctx)
+    cost = stage_layer_cost(lay, ctx)
+    fwd_tp, bwd_tp = tp_exposed_per_pass(tp_collective(lay, ctx), lay.tp, cost, ctx)
+    forward = metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw) + fwd_tp
+    repeat = np.where(lay.full, forward, np.where(lay.selective, metrics.apply_flop_vs_bw(cost.core_fwd,
+                                                                                          ctx.flop_vs_bw), 0.0))
+    backward = metrics.apply_flop_vs_bw(cost.backward, ctx.flop_vs_bw) + bwd_tp + repeat
+    return {"forward_s": float(forward[0]), "backward_s": float(backward[0])}

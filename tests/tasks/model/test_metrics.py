@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tasks.model import metrics
@@ -52,6 +52,9 @@ def test_serialized_fraction_grows_with_tp(study_hw, h, sl, b, tp_exp):
 @settings(max_examples=60, deadline=None)
 @given(h_exp=st.integers(10, 15), sl=powers(10, 13), b=st.sampled_from([1, 4]), tp=powers(2, 8))
 def test_serialized_fraction_falls_with_h_at_fixed_tp(study_hw, h_exp, sl, b, tp):
+    # Below one output tile's width per device (H/TP < 128), a GEMM's time stops shrinking
+    # with its width (tile quantization), so doubling H doubles TP traffic for no compute.
+    assume(2**h_exp / tp >= 128)
     r = _project(study_hw, [2**h_exp, 2 ** (h_exp + 1)], sl, b, tp)
     assert r["serialized_fraction"][1] < r["serialized_fraction"][0]
 

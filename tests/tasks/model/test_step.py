@@ -6,19 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sweeps.config import load_preset
 from tasks.model import memory
 from tasks.model.layout import RECOMPUTE_MODES, ZERO_MODES, Layout, family
 from tasks.model.space import LayoutSpace, best_index, enumerate_layouts, exhaustive
+from tasks.model.collectives import tier_time
 from tasks.model.step import STATUS_CODES, StepContext, reasons, step_columns
 
 Z = {name: i for i, name in enumerate(ZERO_MODES)}
 R = {name: i for i, name in enumerate(RECOMPUTE_MODES)}
-
-
-@pytest.fixture(scope="module")
-def gpt3():
-    return load_preset("model", "gpt3")
 
 
 def _one(layout: Layout, ctx: StepContext) -> dict:
@@ -91,15 +86,16 @@ def test_zero3_moves_1_5_times_plain_dp_traffic(gpt3, h100):
         4 * traffic["zero3"])
 
 
-def test_tp_time_is_the_alpha_beta_ring_and_sequence_parallelism_keeps_it(gpt3, h100):
+def test_tp_time_is_the_collective_model_and_sequence_parallelism_splits_each_all_reduce(gpt3, h100):
     ctx = StepContext(gpt3, h100, devices=8, global_batch=1, memory_fraction=1e6)
-    tier = h100.intra_node
     message = 2 * 2048 * 1 * 12288
-    ring = 2 * 7 * tier.latency_us * 1e-6 + 2 * 7 / 8 * message / (tier.bandwidth_GBps * 1e9 * tier.efficiency)
+    ring = float(tier_time("all_reduce", 8, message, False, h100))
+    split = float(tier_time("reduce_scatter", 8, message, False, h100) + tier_time("all_gather", 8, message, False,
+                                                                                    h100))
     plain = _one(Layout(tp=8, pp=1, dp=1, micro_batch=1), ctx)
     assert plain["tp_comm_s"] == pytest.approx((4 * 96 + 1) * ring)
     assert _one(Layout(tp=8, pp=1, dp=1, micro_batch=1, sequence_parallel=True), ctx)["tp_comm_s"] == pytest.approx(
-        plain["tp_comm_s"])
+        (4 * 96 + 1) * split)
     full = _one(Layout(tp=8, pp=1, dp=1, micro_batch=1, recompute="full"), ctx)
     assert full["tp_comm_s"] == pytest.approx((6 * 96 + 1) * ring)
     assert full["compute_s"] > plain["compute_s"]

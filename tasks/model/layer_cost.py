@@ -1,0 +1,111 @@
+"""The compute time of one Transformer layer on one device, piece by piece, defined once for
+the per-layer projection (``tasks.model.projection``) and the whole-step model
+(``tasks.model.step``).
+
+GEMMs come from ``layer.gemm_shapes`` timed by ``roofline.gemm_kernel_time`` (tile and wave
+quantization, the precision's peak and ceiling); the layer's linear GEMMs run in the stack's
+``gemm_precision``, the attention core's products in 16 bits. Fused attention is timed by
+``tasks.model.attention``; memory-bound kernels by ``roofline.memory_bound_time`` over the
+bytes ``layer.elementwise_kernels`` says each pass moves.
+Vectorised over NumPy arrays; seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tasks.model import layer, roofline
+from tasks.model.attention import fused_attention_times
+from tasks.model.layer import STUDY_BLOCK, Block
+from tasks.model.specs import HardwareProfile
+from tasks.model.stack import Stack
+
+__all__ = ["LayerCost", "layer_cost", "ATTENTION_CORE_GEMMS"]
+
+#: The attention core's products when the score matrix is materialised.
+ATTENTION_CORE_GEMMS = ("scores", "context")
+_STUDY_STACK = Stack()
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Seconds of one layer's pieces for one micro-batch on one device (arrays).
+
+    ``gemm_fwd``/``gemm_bwd``: every GEMM of the forward / backward pass (input- and
+    weight-gradient), the materialised attention core's included; ``linear_fwd``/``linear_bwd``:
+    the part of those that are the linear layers (what TP collectives can hide behind);
+    ``attention_fwd``/``attention_bwd``: fused attention kernels (0 when materialised);
+    ``elementwise_fwd``/``elementwise_bwd``: memory-bound kernels; ``core_fwd``: the
+    attention core's forward (what selective recomputation repeats); ``kernels_fwd``:
+    kernels launched in the forward pass."""
+
+    gemm_fwd: np.ndarray
+    gemm_bwd: np.ndarray
+    linear_fwd: np.ndarray
+    linear_bwd: np.ndarray
+    attention_fwd: np.ndarray
+    attention_bwd: np.ndarray
+    elementwise_fwd: np.ndarray
+    elementwise_bwd: np.ndarray
+    core_fwd: np.ndarray
+    kernels_fwd: int
+
+    @property
+    def forward(self) -> np.ndarray:
+        return self.gemm_fwd + self.attention_fwd + self.elementwise_fwd
+
+    @property
+    def backward(self) -> np.ndarray:
+        return self.gemm_bwd + self.attention_bwd + self.elementwise_bwd
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.forward + self.backward
+
+
+def _gemm_times(h, heads, sl, b, tp, hw: HardwareProfile, *, block: Block, stack: Stack, p: float):
+    """(all forward, all backward, linear forward, linear backward, core forward) GEMM seconds."""
+    zero = np.zeros(np.broadcast(h, sl, b, tp).shape)
+    fwd, bwd, lin_fwd, lin_bwd, core = zero.copy(), zero.copy(), zero.copy(), zero.copy(), zero.copy()
+    for g in layer.gemm_shapes(h, heads, sl, b, tp, block):
+        is_core = g.name in ATTENTION_CORE_GEMMS
+        precision = "bf16" if is_core else stack.gemm_precision
+        t = roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, hw, precision, 1.0 if precision == "fp8" else p)
+        if g.pass_ == "fwd":
+            fwd, lin_fwd, core = fwd + t, lin_fwd + (0.0 if is_core else t), core + (t if is_core else 0.0)
+        else:
+            bwd, lin_bwd = bwd + t, lin_bwd + (0.0 if is_core else t)
+    return fwd, bwd, lin_fwd, lin_bwd, core
+
+
+def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, block: Block = STUDY_BLOCK,
+               stack: Stack = _STUDY_STACK, sequence_parallel=True) -> LayerCost:
+    """Every compute piece of one layer (see ``LayerCost``). ``block.flash`` must agree with
+    ``stack.attention``; ``sequence_parallel`` (bool or bool array) splits the replicated
+    element-wise kernels by TP (the study's table splits them: the default)."""
+    if block.flash != stack.flash:
+        raise ValueError(f"block.flash={block.flash} disagrees with stack.attention={stack.attention!r}")
+    gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core = _gemm_times(h, heads, sl, b, tp, hw, block=block, stack=stack, p=p)
+    elem_fwd = np.zeros(np.shape(gemm_fwd))
+    elem_bwd = np.zeros(np.shape(gemm_fwd))
+    kernels = 0
+    for name, fwd_bytes, bwd_bytes, count in layer.elementwise_kernels(h, heads, sl, b, tp, p, block=block,
+                                                                       sequence_parallel=sequence_parallel):
+        t = count * roofline.memory_bound_time(fwd_bytes, hw)
+        elem_fwd = elem_fwd + t
+        elem_bwd = elem_bwd + count * roofline.memory_bound_time(bwd_bytes, hw)
+        kernels += count
+        if name in layer.INSIDE_FUSED_ATTENTION:
+            core = core + t
+    if block.flash:
+        attn_fwd, attn_bwd = fused_attention_times(h, sl, b, tp, hw, causal=stack.causal)
+        core = core + attn_fwd
+        kernels += 1
+    else:
+        attn_fwd = attn_bwd = np.zeros(np.shape(gemm_fwd))
+    kernels += sum(1 for g in layer.gemm_shapes(1.0, 1.0, 1.0, 1.0, 1.0, block) if g.pass_ == "fwd")
+    return LayerCost(gemm_fwd=gemm_fwd, gemm_bwd=gemm_bwd, linear_fwd=linear_fwd, linear_bwd=linear_bwd,
+                     attention_fwd=attn_fwd, attention_bwd=attn_bwd, elementwise_fwd=elem_fwd,
+                     elementwise_bwd=elem_bwd, core_fwd=core, kernels_fwd=kernels)

@@ -1,0 +1,58 @@
+"""What the training software does, as data: the attention kernel, the GEMMs' precision and
+which communication it overlaps with compute.
+
+A ``Stack`` is part of a whole-step model's context (``tasks.model.step.StepContext``) and of
+a validated run. Its defaults are the study's 2022 Megatron-LM stack (Pati et al., arXiv
+2302.02825; Korthikanti et al., arXiv 2205.05198): materialised attention, 16-bit GEMMs,
+TP and PP communication serialized, the DP gradient all-reduce overlapped with the backward
+pass. Named stacks are the presets of ``conf/stack`` (``megatron-2022``, ``megatron-core-2024``,
+``megatron-core-2024-fp8``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Tuple
+
+__all__ = ["ATTENTION_KINDS", "GEMM_PRECISIONS", "Stack"]
+
+#: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
+#: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.attention``).
+ATTENTION_KINDS: Tuple[str, ...] = ("materialised", "flash")
+#: Precisions of the layer's linear GEMMs (QKV, attention output, MLP). Under "fp8" they run
+#: at the device's fp8 rate, as Transformer Engine runs them (Micikevicius et al. 2022, FP8
+#: formats); attention, element-wise kernels, communication and master weights keep 16/32 bits.
+GEMM_PRECISIONS: Tuple[str, ...] = ("bf16", "fp16", "fp8")
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The software stack's choices, each a switch of the cost model.
+
+    ``attention``: one of ``ATTENTION_KINDS``; ``causal``: a causal mask (a fused kernel skips
+    the masked half); ``gemm_precision``: one of ``GEMM_PRECISIONS``.
+    ``dp_overlap``: DP gradient reduction bucketed and overlapped with the backward pass (as
+    Megatron's DDP with overlap_grad_reduce, PyTorch DDP and FSDP do); off, it runs after it.
+    ``tp_overlap``: TP collectives overlapped with the GEMMs they feed (Megatron-Core /
+    Transformer Engine communication-GEMM overlap; Wang et al. 2022); off, serialized.
+    ``pp_overlap``: pipeline sends and receives overlapped with compute (Megatron-Core's
+    overlap_p2p_comm); off, serialized.
+    """
+
+    attention: str = "materialised"
+    causal: bool = True
+    gemm_precision: str = "bf16"
+    dp_overlap: bool = True
+    tp_overlap: bool = False
+    pp_overlap: bool = False
+
+    def __post_init__(self) -> None:
+        if self.attention not in ATTENTION_KINDS:
+            raise ValueError(f"stack.attention={self.attention!r}: choose one of {', '.join(ATTENTION_KINDS)}")
+        if self.gemm_precision not in GEMM_PRECISIONS:
+            raise ValueError(f"stack.gemm_precision={self.gemm_precision!r}: choose one of "
+                             f"{', '.join(GEMM_PRECISIONS)}")
+
+    @property
+    def flash(self) -> bool:
+        return self.attention == "flash"

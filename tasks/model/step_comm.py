@@ -1,0 +1,154 @@
+"""Communication of a whole step: TP, PP and DP/ZeRO collectives, what of them the stack
+overlaps with compute, the bytes DP moves, and the latency floor (method.md §3 and §6;
+Korthikanti et al., arXiv 2205.05198; Rajbhandari et al., ZeRO, 2020; Narayanan et al. 2021).
+Vectorised over layouts; seconds and bytes."""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+
+from tasks.model import layer, metrics
+from tasks.model.collectives import bus_factor, ring_steps, spanning_figures, tier_figures, tier_time
+from tasks.model.communication import RECOMPUTED_TP_COLLECTIVES, TP_COLLECTIVES_PER_LAYER, tp_collective_time
+from tasks.model.layer_cost import LayerCost
+from tasks.model.layout import code
+from tasks.model.step_context import StepContext, StepLayouts
+
+__all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_comm", "dp_traffic", "latency_floor", "embedding_matrices"]
+
+
+def _tp_collectives_per_layer(lay: StepLayouts) -> np.ndarray:
+    return TP_COLLECTIVES_PER_LAYER + np.where(lay.full, RECOMPUTED_TP_COLLECTIVES, 0)
+
+
+def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
+    """(forward, backward) TP time of one layer the step waits for, given ``one`` collective's
+    time among ``tp`` ranks: each pass runs two. Serialized, all of it. With ``stack.tp_overlap`` each
+    collective is split into TP chunks pipelined with the chunks of the GEMM it feeds (Wang
+    et al., ASPLOS 2023, "Overlap communication with dependent computation via
+    decomposition"; Transformer Engine's communication-GEMM overlap): the pass's two hide
+    behind its linear GEMMs as far as those last, except one chunk each, 1/TP of it, which
+    has no GEMM chunk beside it."""
+    if not ctx.stack.tp_overlap:
+        return 2.0 * one, 2.0 * one
+    tp = np.maximum(np.asarray(tp, dtype=np.float64), 1.0)
+    lin_fwd = metrics.apply_flop_vs_bw(cost.linear_fwd, ctx.flop_vs_bw)
+    lin_bwd = metrics.apply_flop_vs_bw(cost.linear_bwd, ctx.flop_vs_bw)
+    floor = 2.0 * one / tp
+    return np.maximum(floor, 2.0 * one - lin_fwd), np.maximum(floor, 2.0 * one - lin_bwd)
+
+
+def tp_collective(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """One TP collective of a layer (an all-reduce, or reduce-scatter + all-gather under
+    sequence parallelism) on the tier the TP group spans; 0 at TP 1."""
+    m, hw = ctx.model, ctx.hardware
+    one = tp_collective_time(float(m.hidden), float(m.seq_len), lay.micro_batch, lay.tp, float(ctx.dtype_bytes),
+                             lay.tp_crosses(hw), hw, lay.sequence_parallel)
+    return np.where(lay.tp > 1, one, 0.0)
+
+
+def tp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np.ndarray]:
+    """TP communication of one micro-batch on the busiest stage: 4 collectives per layer (6
+    under full recomputation, whose forward hides its own as the first did) and one for the
+    vocabulary-parallel embedding. ``total``: all of it; ``exposed``: what the step waits for
+    (``tp_exposed_per_pass``)."""
+    one = tp_collective(lay, ctx)
+    embedding = one if ctx.vocab > 0 else 0.0
+    total = lay.layers_per_stage * _tp_collectives_per_layer(lay) * one + embedding
+    fwd, bwd = tp_exposed_per_pass(one, lay.tp, cost, ctx)
+    exposed = lay.layers_per_stage * (fwd * np.where(lay.full, 2.0, 1.0) + bwd) + embedding
+    return {"total": total, "exposed": exposed}
+
+
+def pp_comm(lay: StepLayouts, ctx: StepContext, compute_mb: np.ndarray) -> Dict[str, np.ndarray]:
+    """PP: each micro-batch's activations forward and its gradient backward per stage
+    boundary, v times for the interleaved schedule. Each TP rank sends 1/TP of the activation
+    (already split under sequence parallelism; otherwise Megatron's scatter/gather
+    optimisation, Narayanan et al. 2021 §4.1, which then all-gathers it inside the node,
+    left out here as cheap beside the cross-stage send). With ``stack.pp_overlap`` the sends
+    hide behind the micro-batch's compute."""
+    hw = ctx.hardware
+    (a_in, bw_in), (a_out, bw_out) = tier_figures(hw.intra_node), tier_figures(hw.inter_node)
+    crosses = lay.pp_crosses(hw)
+    alpha, bandwidth = np.where(crosses, a_out, a_in), np.where(crosses, bw_out, bw_in)
+    message = layer.tp_allreduce_bytes(float(ctx.model.hidden), float(ctx.model.seq_len), lay.micro_batch,
+                                       float(ctx.dtype_bytes))
+    p2p_bytes = message / lay.tp
+    total = np.where(lay.pp > 1, 2.0 * lay.stages * (alpha + p2p_bytes / bandwidth), 0.0)
+    exposed = np.maximum(0.0, total - compute_mb) if ctx.stack.pp_overlap else total
+    return {"total": total, "exposed": exposed}
+
+
+def embedding_matrices(lay: StepLayouts) -> np.ndarray:
+    """Embedding matrices on the busiest stage: input and output (tied or not) when PP = 1."""
+    return np.where(lay.pp > 1, 1.0, 2.0)
+
+
+def _stage_bytes(lay: StepLayouts, ctx: StepContext) -> tuple:
+    """(one layer's, the stage's embeddings') gradient bytes on one device."""
+    m, p = ctx.model, float(ctx.dtype_bytes)
+    per_layer = layer.dp_gradient_bytes(float(m.hidden), lay.tp, p, float(m.heads), ctx.block)
+    return per_layer, embedding_matrices(lay) * p * ctx.vocab * float(m.hidden) / lay.tp
+
+
+def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """DP / ZeRO traffic (Rajbhandari et al. 2020): one collective per layer and one for the
+    stage's embedding matrices; plain DP and ZeRO-1 reduce gradients once per step, hidden
+    behind the last micro-batch's backward as far as it lasts when ``stack.dp_overlap``,
+    after it otherwise; ZeRO-1 all-gathers the updated weights after the optimizer step;
+    ZeRO-3 and FSDP gather weights every micro-batch (prefetched behind its forward and
+    backward)."""
+    hw = ctx.hardware
+    crosses, local = lay.dp_crosses(hw), lay.dp_local_ranks(hw)
+    per_layer, embed_bytes = _stage_bytes(lay, ctx)
+
+    def over_stage(op: str) -> np.ndarray:
+        layers = lay.layers_per_stage * tier_time(op, lay.dp, per_layer, crosses, hw, local_ranks=local)
+        return layers + (tier_time(op, lay.dp, embed_bytes, crosses, hw, local_ranks=local) if ctx.vocab > 0 else 0.0)
+
+    def exposed(t, hide=compute["backward_hide"]):
+        return metrics.exposed_communication(0.0, t, hide, ctx.dp_slowdown)
+
+    reduce = exposed if ctx.stack.dp_overlap else (lambda t: t)
+    allreduce, gather, scatter = over_stage("all_reduce"), over_stage("all_gather"), over_stage("reduce_scatter")
+    allreduce, gather, scatter = (np.where(lay.dp > 1, t, 0.0) for t in (allreduce, gather, scatter))
+    is_zero3, is_fsdp, microbatches = lay.zero_is("zero3"), lay.zero_is("fsdp"), lay.microbatches
+    per_mb = np.where(lay.sharded, exposed(gather, compute["forward_hide"])
+                      + exposed(gather + np.where(is_zero3, scatter, 0.0)), 0.0)
+    per_step = np.select([lay.zero_is("none"), lay.zero_is("zero1"), is_fsdp],
+                         [reduce(allreduce), reduce(scatter) + gather, reduce(scatter)], 0.0)
+    total = np.select([lay.zero_is("none"), lay.zero_is("zero1"), is_zero3],
+                      [allreduce, scatter + gather, microbatches * (2.0 * gather + scatter)],
+                      2.0 * microbatches * gather + scatter)
+    return {"per_microbatch": per_mb, "per_step": per_step, "total": total, "traffic": dp_traffic(lay, ctx)}
+
+
+def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """Bytes one device sends over its DP rings per step (nccl-tests' bus bytes)."""
+    per_layer, embed_bytes = _stage_bytes(lay, ctx)
+    stage_bytes = lay.layers_per_stage * per_layer + embed_bytes
+    allreduce = bus_factor("all_reduce", lay.dp) * stage_bytes
+    gather = bus_factor("all_gather", lay.dp) * stage_bytes
+    return np.select([lay.zero <= code("zero", "zero1"), lay.zero_is("zero3")],
+                     [allreduce, 3.0 * lay.microbatches * gather], (2.0 * lay.microbatches + 1.0) * gather)
+
+
+def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels_per_mb: np.ndarray) -> np.ndarray:
+    """The latency floor (Erdil and Schneider-Joseph, arXiv 2411.01137): the step's time if
+    every kernel and collective moved no bytes and did no FLOPs, launches and α steps only
+    (each group's per-step α on the tiers it spans, ``collectives.spanning_figures``)."""
+    hw = ctx.hardware
+    alpha_tp = spanning_figures("all_reduce", lay.tp, lay.tp_crosses(hw), hw,
+                                local_ranks=np.minimum(lay.tp, hw.devices_per_node))[0]
+    alpha_dp = spanning_figures("all_gather", lay.dp, lay.dp_crosses(hw), hw, local_ranks=lay.dp_local_ranks(hw))[0]
+    alpha_pp = np.where(lay.pp_crosses(hw), hw.inter_node.latency_us, hw.intra_node.latency_us) * 1e-6
+    dp_collectives = lay.layers_per_stage + (1.0 if ctx.vocab > 0 else 0.0)
+    gather_alpha = dp_collectives * ring_steps("all_gather", lay.dp) * alpha_dp
+    tp_collectives = lay.layers_per_stage * _tp_collectives_per_layer(lay) + (1.0 if ctx.vocab > 0 else 0.0)
+    alpha_mb = (tp_collectives * ring_steps("all_reduce", lay.tp) * alpha_tp
+                + np.where(lay.pp > 1, 2.0 * lay.stages * alpha_pp, 0.0)
+                + np.where(lay.sharded, gather_alpha * np.where(lay.zero_is("zero3"), 3.0, 2.0), 0.0))
+    alpha_step = gather_alpha * np.select([lay.zero <= code("zero", "zero1"), lay.zero_is("fsdp")], [2.0, 1.0], 0.0)
+    return ticks * (kernels_per_mb * hw.kernel_launch_us * 1e-6 + alpha_mb) + alpha_step

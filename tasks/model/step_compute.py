@@ -1,0 +1,85 @@
+"""Compute of a whole step: one micro-batch on the busiest pipeline stage, what recomputation
+repeats, the output layer, and the optimizer step (method.md §3; Korthikanti et al., arXiv
+2205.05198). Vectorised over layouts; seconds."""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+
+from tasks.model import layer, metrics, roofline
+from tasks.model.layer_cost import LayerCost, layer_cost
+from tasks.model.memory import model_state_shard_params
+from tasks.model.step_context import StepContext, StepLayouts
+
+__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "stage_layer_cost", "compute_per_microbatch", "optimizer_time"]
+
+#: Bytes an Adam step moves per parameter of its shard: it reads the fp32 master weight,
+#: momentum, variance and gradient (16) and writes the three fp32 states back and the 16-bit
+#: weight (14) (mixed-precision Adam, Micikevicius et al. 2018; Megatron's fp32 main grads).
+OPTIMIZER_BYTES_PER_PARAM = 30.0
+
+
+#: The output layer keeps 16 bits under fp8 training (Transformer Engine runs only the
+#: Transformer layers' linear GEMMs in fp8).
+_OUTPUT_PRECISION = {"fp8": "bf16"}
+
+
+def stage_layer_cost(lay: StepLayouts, ctx: StepContext) -> LayerCost:
+    """One layer's compute pieces for every layout (``tasks.model.layer_cost``). A layer's
+    cost depends only on (micro-batch, TP, sequence parallelism), of which a space holds a
+    few dozen distinct values: each is costed once and spread back over the layouts."""
+    m = ctx.model
+    # One integer per (micro-batch, TP, SP): both degrees are whole numbers below 2^24.
+    keys = (lay.micro_batch.astype(np.int64) << 25) | (lay.tp.astype(np.int64) << 1) | lay.sequence_parallel
+    unique, inverse = np.unique(keys.reshape(-1), return_inverse=True)
+    b, tp, sp = (unique >> 25).astype(np.float64), ((unique >> 1) & (2**24 - 1)).astype(np.float64), (unique & 1) > 0
+    cost = layer_cost(np.full(len(unique), float(m.hidden)), float(m.heads), float(m.seq_len), b, tp, ctx.hardware,
+                      p=float(ctx.dtype_bytes), block=ctx.block, stack=ctx.stack, sequence_parallel=sp)
+    shape = np.shape(lay.tp)
+    spread = {name: np.asarray(getattr(cost, name))[inverse.reshape(-1)].reshape(shape)
+              for name in LayerCost.__dataclass_fields__ if name != "kernels_fwd"}
+    return LayerCost(**spread, kernels_fwd=cost.kernels_fwd)
+
+
+def _output_layer(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """The vocabulary-parallel output layer's GEMMs, forward and both gradients."""
+    if ctx.vocab <= 0:
+        return np.zeros(np.shape(lay.tp))
+    h, sl = float(ctx.model.hidden), float(ctx.model.seq_len)
+    total = 0.0
+    for g in layer.Gemm("logits", "fwd", sl * lay.micro_batch, ctx.vocab / lay.tp, h), \
+            layer.Gemm("logits", "ig", sl * lay.micro_batch, h, ctx.vocab / lay.tp), \
+            layer.Gemm("logits", "wg", h, ctx.vocab / lay.tp, sl * lay.micro_batch):
+        total = total + roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.hardware, _OUTPUT_PRECISION.get(
+            ctx.stack.gemm_precision, ctx.stack.gemm_precision), ctx.dtype_bytes)
+    return total
+
+
+def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np.ndarray]:
+    """Compute of one micro-batch on the busiest stage: its layers forward and backward, plus
+    what recomputation repeats (selective: the attention core's forward; full: the whole
+    forward), plus the output layer's GEMMs; what can hide DP traffic (forward and backward
+    time of the stage, §6); and the kernels it launches."""
+    repeat = np.where(lay.full, cost.forward, np.where(lay.selective, cost.core_fwd, 0.0))
+    t_layer = metrics.apply_flop_vs_bw(cost.total + repeat, ctx.flop_vs_bw)
+    t_output = metrics.apply_flop_vs_bw(_output_layer(lay, ctx), ctx.flop_vs_bw)
+    core_kernels = 2 + (0 if ctx.stack.flash else 2)
+    repeated = np.where(lay.full, cost.kernels_fwd, np.where(lay.selective, core_kernels, 0))
+    return {
+        "per_microbatch": lay.layers_per_stage * t_layer + t_output,
+        "forward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw),
+        "backward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.gemm_bwd + cost.attention_bwd,
+                                                                         ctx.flop_vs_bw),
+        "kernels_per_microbatch": lay.layers_per_stage * (3 * cost.kernels_fwd + repeated)
+        + (3 if ctx.vocab > 0 else 0),
+    }
+
+
+def optimizer_time(lay: StepLayouts, ctx: StepContext, params: np.ndarray) -> np.ndarray:
+    """The optimizer step, memory-bound over the device's shard of the optimizer states:
+    ``OPTIMIZER_BYTES_PER_PARAM`` per parameter at the achieved HBM bandwidth."""
+    shard = model_state_shard_params(params, lay.dp, lay.zero)
+    return metrics.apply_flop_vs_bw(roofline.memory_bound_time(shard * OPTIMIZER_BYTES_PER_PARAM, ctx.hardware),
+                                    ctx.flop_vs_bw)

@@ -1,0 +1,124 @@
+"""What a whole-step costing shares (``StepContext``) and the layouts being costed, as arrays
+(``StepLayouts``): the inputs of ``tasks.model.step`` and of its parts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from tasks.model.layer import Block
+from tasks.model.layout import code
+from tasks.model.specs import HardwareProfile, TransformerModel
+from tasks.model.stack import Stack
+
+__all__ = ["StepContext", "StepLayouts", "as_layouts", "dp_ranks_per_node"]
+
+
+def dp_ranks_per_node(tp, dp, devices_per_node: int):
+    """Ranks of one DP group on one node, ranks numbered TP fastest, then DP (Megatron-LM's
+    order): floor(devices per node / TP), at least 1 and at most DP."""
+    return np.clip(np.floor(devices_per_node / np.asarray(tp, dtype=np.float64)), 1.0, dp)
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What every layout of a search shares: model, cluster, global batch (sequences) and the
+    software stack (``tasks.model.stack``; the study's 2022 Megatron-LM by default).
+
+    ``memory_fraction`` of HBM is usable (the rest: framework, allocator fragmentation,
+    communication buffers); ``flop_vs_bw`` and ``dp_slowdown`` are the scenarios of
+    method.md §5.4-5.5 (compute time / m; overlapped communication slowed by interference).
+    """
+
+    model: TransformerModel
+    hardware: HardwareProfile
+    devices: int
+    global_batch: int
+    dtype_bytes: int = 2
+    memory_fraction: float = 0.9
+    flop_vs_bw: float = 1.0
+    dp_slowdown: float = 1.0
+    stack: Stack = field(default_factory=Stack)
+
+    @property
+    def memory_limit_bytes(self) -> float:
+        return self.hardware.hbm_gb * 1e9 * self.memory_fraction
+
+    @property
+    def block(self) -> Block:
+        """The model's layer shape under this stack's attention kernel."""
+        m = self.model
+        return Block(kv_heads=float(m.kv_heads) if m.kv_heads else None, ffn=float(m.ffn_hidden),
+                     gated=bool(getattr(m, "gated_mlp", False)), flash=self.stack.flash)
+
+    @property
+    def vocab(self) -> float:
+        return float(self.model.vocab or 0)
+
+
+@dataclass(frozen=True)
+class StepLayouts:
+    """The layouts being costed, as float arrays (codes as flags), with what follows from them."""
+
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    micro_batch: np.ndarray
+    microbatches: np.ndarray     # micro-batches per step: global batch / (DP x micro-batch)
+    stages: np.ndarray           # virtual stages per device (1 for 1F1B)
+    interleaved: np.ndarray
+    zero: np.ndarray             # codes of layout.ZERO_MODES
+    sequence_parallel: np.ndarray
+    recompute: np.ndarray        # codes of layout.RECOMPUTE_MODES
+    layers_per_stage: np.ndarray
+
+    @property
+    def full(self) -> np.ndarray:
+        return self.recompute == code("recompute", "full")
+
+    @property
+    def selective(self) -> np.ndarray:
+        return self.recompute == code("recompute", "selective")
+
+    def zero_is(self, name: str) -> np.ndarray:
+        return self.zero == code("zero", name)
+
+    @property
+    def sharded(self) -> np.ndarray:
+        """ZeRO-3 or FSDP: weights re-gathered every micro-batch."""
+        return self.zero_is("zero3") | self.zero_is("fsdp")
+
+    def tp_crosses(self, hw: HardwareProfile) -> np.ndarray:
+        return self.tp > hw.devices_per_node
+
+    def dp_crosses(self, hw: HardwareProfile) -> np.ndarray:
+        return self.tp * self.dp > hw.devices_per_node
+
+    def dp_local_ranks(self, hw: HardwareProfile) -> np.ndarray:
+        """Ranks of one DP group on one node (ranks are numbered TP fastest, then DP)."""
+        return dp_ranks_per_node(self.tp, self.dp, hw.devices_per_node)
+
+    def pp_crosses(self, hw: HardwareProfile) -> np.ndarray:
+        return self.tp * self.dp * self.pp > hw.devices_per_node
+
+
+def busiest_stage_layers(layers: float, pp, virtual_stages):
+    """Layers on the busiest pipeline stage: ``virtual_stages`` chunks of ceil(layers / (PP x v))
+    layers (layers / PP when they divide evenly)."""
+    chunks = np.asarray(pp, dtype=np.float64) * virtual_stages
+    return np.ceil(layers / chunks) * virtual_stages
+
+
+def as_layouts(layouts: Mapping[str, np.ndarray], dp: np.ndarray, ctx: StepContext) -> StepLayouts:
+    """Layout columns (``tasks.model.layout`` codes) as ``StepLayouts``."""
+    tp, pp, b = (np.asarray(layouts[k], dtype=np.float64) for k in ("tp", "pp", "micro_batch"))
+    interleaved = np.asarray(layouts["schedule"]) == code("schedule", "interleaved")
+    stages = np.where(interleaved, np.asarray(layouts["virtual_stages"], dtype=np.float64), 1.0)
+    return StepLayouts(tp=tp, pp=pp, dp=dp, micro_batch=b, microbatches=np.floor(ctx.global_batch / (dp * b)),
+                       stages=stages,
+                       interleaved=interleaved, zero=np.asarray(layouts["zero"], dtype=np.int64),
+                       sequence_parallel=np.asarray(layouts["sequence_parallel"], dtype=bool),
+                       recompute=np.asarray(layouts["recompute"], dtype=np.int64),
+                       layers_per_stage=busiest_stage_layers(float(ctx.model.layers), pp, stages))

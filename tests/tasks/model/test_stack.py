@@ -1,0 +1,130 @@
+"""The stack's switches and the shapes of modern layers, each against what it must change:
+fused attention, grouped-query attention, gated MLPs, fp8 GEMMs, overlap switches, sequence
+parallelism's element-wise split, the optimizer step and uneven pipeline splits."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.optimize import curve_fit
+
+from sweeps.config import load_preset
+from tasks.model import layer, memory
+from tasks.model.attention import FUSED_EFFICIENCY, fused_attention_times
+from tasks.model.layer import STUDY_BLOCK, Block
+from tasks.model.layer_cost import layer_cost
+from tasks.model.layout import Layout, code
+from tasks.model.stack import Stack
+from tasks.model.step import StepContext, step_columns
+from tasks.model.step_compute import OPTIMIZER_BYTES_PER_PARAM
+
+ROOT = Path(__file__).resolve().parents[3]
+FLASH = Stack(attention="flash")
+
+
+def _one(layout: Layout, ctx: StepContext) -> dict:
+    return {name: values[0] for name, values in step_columns(layout.columns(), ctx).items()}
+
+
+def test_llama_shapes_are_exact(llama):
+    block = StepContext(llama, load_preset("hardware", "h100"), 8, 8).block
+    per_layer = float(layer.layer_params(8192.0, 64.0, block))
+    embeddings = 2 * 128256 * 8192
+    assert (80 * per_layer + embeddings) / 1e9 == pytest.approx(70.55, abs=0.01)   # 70.6B, the model card
+    shapes = {g.name: g for g in layer.gemm_shapes(8192.0, 64.0, 8192.0, 1.0, 8.0, block) if g.pass_ == "fwd"}
+    assert shapes["qkv"].n == (8192 + 2 * 8 * 128) / 8          # 64 query heads, 8 key/value heads of 128
+    assert shapes["fc1"].n == 2 * 28672 / 8 and shapes["fc2"].k == 28672 / 8   # gate and up, then down
+    plain = layer.dp_gradient_bytes(8192.0, 8.0, 2.0)
+    assert layer.dp_gradient_bytes(8192.0, 8.0, 2.0, 64.0, block) == pytest.approx(2 * per_layer / 8) != plain
+
+
+def test_model_flops_of_the_study_block_are_megatrons_formula():
+    got = layer.training_flops_per_layer(6144.0, 64.0, 2048.0, 4.0, 8.0)
+    assert got == pytest.approx(layer.layer_training_flops(6144.0, 2048.0, 4.0, 8.0))
+
+
+def test_fused_attention_drops_the_score_matrix_from_time_and_memory(h100):
+    args = (8192.0, 64.0, 4096.0, 1.0, 8.0, h100)
+    plain, fused = layer_cost(*args), layer_cost(*args, block=Block(flash=True), stack=FLASH)
+    assert fused.attention_fwd > 0 and plain.attention_fwd == 0
+    assert fused.gemm_fwd < plain.gemm_fwd and fused.elementwise_fwd < plain.elementwise_fwd
+    fwd, bwd = fused_attention_times(8192.0, 4096.0, 1.0, 8.0, h100)
+    assert (fused.attention_fwd, fused.attention_bwd) == (pytest.approx(fwd), pytest.approx(bwd))
+    full, _ = fused_attention_times(8192.0, 4096.0, 1.0, 8.0, h100, causal=False)
+    assert 0.4 * full < fwd < 0.75 * full     # the causal kernel skips half the tiles, at a lower rate
+    sbh = 4096 * 1 * 8192
+    stored = memory.layer_activation_bytes(4096, 1, 8192, 64, 8, True, code("recompute", "none"))
+    flash = memory.layer_activation_bytes(4096, 1, 8192, 64, 8, True, code("recompute", "none"), Block(flash=True))
+    assert stored - flash == pytest.approx(sbh * 5 * 64 * 4096 / 8192 / 8)
+
+
+def test_fused_attention_curve_is_the_fit_of_the_shipped_cudnn_rows():
+    rows = []
+    with open(ROOT / "conf" / "data" / "attention_kernels.csv", encoding="utf-8") as f:
+        for line in list(f)[1:]:
+            gpu, dtype, head_dim, seq, pass_, causal, impl, tflops = line.split(",")[:8]
+            if impl == "cudnn":
+                rows.append((pass_, causal, float(seq), float(tflops) / 989.0))
+    for (pass_, causal), (e_max, sl_half) in FUSED_EFFICIENCY.items():
+        key = ("forward", "true" if causal else "false") if pass_ == "fwd" else ("backward", "")
+        sl, eff = (np.array(v) for v in zip(*[(s, e) for p, c, s, e in rows if (p, c) == key], strict=True))
+        (fit_max, fit_half), _ = curve_fit(lambda s, a, b: a * s / (s + b), sl, eff, p0=(0.6, 300.0))
+        assert (e_max, sl_half) == (pytest.approx(fit_max, abs=0.005), pytest.approx(fit_half, rel=0.05))
+
+
+def test_fp8_runs_the_linear_gemms_faster_and_keeps_attention(h100):
+    args = (8192.0, 64.0, 4096.0, 1.0, 8.0, h100)
+    bf16 = layer_cost(*args, block=Block(flash=True), stack=FLASH)
+    fp8 = layer_cost(*args, block=Block(flash=True), stack=replace(FLASH, gemm_precision="fp8"))
+    assert fp8.linear_fwd < 0.7 * bf16.linear_fwd
+    assert fp8.attention_fwd == pytest.approx(bf16.attention_fwd)
+
+
+def test_sequence_parallelism_splits_the_replicated_elementwise_kernels(h100):
+    args = (8192.0, 64.0, 4096.0, 1.0, 8.0, h100)
+    with_sp, without = layer_cost(*args, sequence_parallel=True), layer_cost(*args, sequence_parallel=False)
+    assert with_sp.elementwise_fwd < without.elementwise_fwd
+    assert with_sp.gemm_fwd == pytest.approx(without.gemm_fwd)
+
+
+def test_overlap_switches_change_only_what_they_name(gpt3, h100):
+    base = StepContext(gpt3, h100, devices=64, global_batch=64, memory_fraction=1e6)
+    layout = Layout(tp=8, pp=2, dp=4, micro_batch=1, sequence_parallel=True)
+    serial = _one(layout, base)
+    no_dp = _one(layout, replace(base, stack=Stack(dp_overlap=False)))
+    assert no_dp["exposed_comm_s"] - serial["exposed_comm_s"] > 0
+    assert no_dp["step_time_s"] - serial["step_time_s"] == pytest.approx(
+        no_dp["exposed_comm_s"] - serial["exposed_comm_s"])
+    tp_over = _one(layout, replace(base, stack=Stack(tp_overlap=True)))
+    assert tp_over["tp_comm_s"] == pytest.approx(serial["tp_comm_s"])               # the traffic is the same
+    assert serial["tp_comm_s"] / 8 <= tp_over["tp_exposed_s"] < serial["tp_exposed_s"]  # one chunk of 8 stays
+    pp_over = _one(layout, replace(base, stack=Stack(pp_overlap=True)))
+    assert pp_over["pp_exposed_s"] < serial["pp_exposed_s"] == pytest.approx(serial["pp_comm_s"])
+
+
+def test_the_optimizer_step_reads_and_writes_its_shard(gpt3, h100):
+    ctx = StepContext(gpt3, h100, devices=64, global_batch=64, memory_fraction=1e6)
+    plain = _one(Layout(tp=8, pp=1, dp=8, micro_batch=1), ctx)
+    zero1 = _one(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero="zero1"), ctx)
+    rate = h100.hbm_tbps * 1e12 * h100.memory_efficiency
+    assert plain["optimizer_s"] == pytest.approx(plain["params_per_device"] * OPTIMIZER_BYTES_PER_PARAM / rate)
+    assert zero1["optimizer_s"] == pytest.approx(plain["optimizer_s"] / 8)
+
+
+def test_an_uneven_pipeline_split_runs_and_charges_the_busiest_stage(gpt3, h100):
+    odd = replace(gpt3, layers=126)
+    ctx = StepContext(odd, h100, devices=64, global_batch=64, memory_fraction=1e6)
+    row = _one(Layout(tp=8, pp=8, dp=1, micro_batch=1, schedule="interleaved", virtual_stages=2), ctx)
+    assert row["status_code"] == 0                                   # 126 layers over 16 chunks
+    even = _one(Layout(tp=8, pp=8, dp=1, micro_batch=1, schedule="interleaved", virtual_stages=2),
+                replace(ctx, model=replace(gpt3, layers=128)))
+    assert row["compute_s"] == pytest.approx(even["compute_s"])      # the busiest stage holds 16 either way
+    assert _one(Layout(tp=8, pp=2, dp=4, micro_batch=1, schedule="interleaved", virtual_stages=2),
+                replace(ctx, model=gpt3))["status_code"] == 0
+
+
+def test_the_study_block_is_the_default(gpt3, h100):
+    assert STUDY_BLOCK == Block() and StepContext(gpt3, h100, 8, 8).block.ffn == 4 * 12288
