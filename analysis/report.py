@@ -30,14 +30,15 @@ from typing import Iterable, List, Optional
 
 import pandas as pd
 
-from analysis import report_search, report_study
+from analysis import report_search, report_study, report_validation
 from analysis.report_cache import FigureCache, code_version, digest_of
 from analysis.report_render import FigureEntry, Finding, Section, Topic, render_html, render_markdown
 from analysis.report_search import accuracy_topic, scaling_topic, search_topic
 from analysis.report_study import (DEFAULT_MAX_M, case_topic, grid_topic, no_case_study_topic, no_projection_topics,
                                    partitions)
+from analysis.report_validation import validation_topic
 from sweeps.lake import Lake
-from sweeps.lake.kinds import ACCURACY, PROJECTION, ROI, SCALING, SEARCH
+from sweeps.lake.kinds import ACCURACY, PROJECTION, ROI, SCALING, SEARCH, VALIDATION
 from sweeps.lake.views import connect, view_frame
 
 __all__ = ["ReportResult", "write_report", "HTML_NAME", "MARKDOWN_NAME", "DEFAULT_MAX_M"]
@@ -159,7 +160,7 @@ def _topics(lake: Lake, cache: FigureCache, manifests: dict, max_m: int, softwar
         accuracy, search, scaling = (view_frame(con, kind) for kind in (ACCURACY, SEARCH, SCALING))
         topics = _projection_topics(cache, con, manifests, max_m)
         topics += [accuracy_topic(cache, con, accuracy, when), search_topic(cache, con, search, when),
-                   scaling_topic(cache, con, scaling, when)]
+                   scaling_topic(cache, con, scaling, when), validation_topic(cache, con, view_frame(con, VALIDATION))]
         provenance = _provenance(lake, con, accuracy, manifests, software)
     finally:
         con.close()
@@ -210,7 +211,8 @@ def write_report(lake: Lake, out_dir: Path, *, first_sweep: Optional[str] = None
     out_dir = Path(out_dir)
     html_path, md_path = out_dir / HTML_NAME, out_dir / MARKDOWN_NAME
     manifests, software = lake.sweeps(), _software()
-    cache = FigureCache(out_dir, version=code_version([report_study.__file__, report_search.__file__]))
+    drawing = [report_study.__file__, report_search.__file__, report_validation.__file__]
+    cache = FigureCache(out_dir, version=code_version(drawing))
     key = _page_key(lake, manifests, software, first_sweep, max_m)
     kept = cache.kept_page(key, [html_path, md_path])
     if kept is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["UserError", "ConfigError", "LakeError", "QueryError"]
+__all__ = ["UserError", "ConfigError", "LakeError", "QueryError", "DataFileError"]
 
 
 class UserError(Exception):
@@ -27,3 +27,9 @@ class QueryError(UserError):
     def __init__(self, statement: str, reason: str) -> None:
         self.statement = statement
         super().__init__(f"query failed: {reason}\n  statement: {statement}")
+
+
+class DataFileError(UserError):
+    """A data file (a published-runs CSV of ``commscale validate``) that cannot be used: it
+    cannot be read, a cell is no number, a row names no hardware profile or an impossible
+    layout. The message names the file, the row and the field."""

@@ -13,6 +13,7 @@ produces the rows) when the rows it needs are absent. ``save`` writes PNG and SV
 | ``draw_pareto`` | search | exposed communication share vs tokens/s/device, Pareto front |
 | ``draw_scaling`` | scaling | tokens/s/device vs device count |
 | ``draw_latency_floor`` | scaling | latency share of step time vs device count |
+| ``draw_validation`` | validation | predicted vs published per dataset and metric, newest cost model |
 """
 
 from analysis.figures.accuracy import draw_accuracy
@@ -20,6 +21,7 @@ from analysis.figures.casestudy import draw_case_study, is_case_study
 from analysis.figures.common import COMMANDS, MissingRows, save
 from analysis.figures.search import draw_latency_floor, draw_pareto, draw_scaling, pareto_front
 from analysis.figures.study import draw_overlapped, draw_serialized
+from analysis.figures.validation import draw_validation
 
 __all__ = [
     "COMMANDS",
@@ -34,4 +36,5 @@ __all__ = [
     "draw_scaling",
     "draw_latency_floor",
     "pareto_front",
+    "draw_validation",
 ]

@@ -13,7 +13,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from sweeps.lake.kinds import ACCURACY, PROJECTION, SCALING, SEARCH
+from sweeps.lake.kinds import ACCURACY, PROJECTION, SCALING, SEARCH, VALIDATION
 
 __all__ = ["MissingRows", "COMMANDS", "CASE_STUDY", "SERIES", "MARK", "BAR", "LABEL", "require", "new_figure",
            "new_panels", "caption", "finish", "save", "data_lines", "data_bars", "data_labels", "log2_ticks"]
@@ -36,6 +36,7 @@ COMMANDS = {
     ACCURACY: "commscale calibrate",
     SEARCH: "commscale search",
     SCALING: "commscale search scaling --scaling",
+    VALIDATION: "commscale validate",
 }
 
 

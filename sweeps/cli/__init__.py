@@ -9,6 +9,7 @@
     commscale report [--lake PATH] [--out DIR]   # figures, tables, provenance: HTML + Markdown
     commscale search [PRESET] [FIELD=VALUE ...]  # the layout with least exposed communication (Optuna)
     commscale calibrate calibration=NAME  # measure a layer, fit operator models, judge them
+    commscale validate [--runs FILE] [--dataset runs ...] [--format table|csv|json]  # vs published measurements
     commscale config [OVERRIDES ...]      # the composed config, as YAML
     commscale presets                     # the presets of each config group
     commscale --version                   # the installed version
@@ -24,8 +25,9 @@ from sweeps.cli.lake import lake, query, status
 from sweeps.cli.report import report
 from sweeps.cli.run import config, presets, probe, run, submit
 from sweeps.cli.search import search
+from sweeps.cli.validate import validate
 
-for _command in (run, probe, submit, status, lake, query, report, search, calibrate, config, presets):
+for _command in (run, probe, submit, status, lake, query, report, search, calibrate, validate, config, presets):
     main.add_command(_command)
 
 __all__ = ["main"]

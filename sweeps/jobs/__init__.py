@@ -5,7 +5,9 @@
 - ``job``: a planned sweep (``SweepJob``);
 - ``projection``, ``probe``, ``roi``, ``calibration``, ``search``, ``scaling``,
   ``winners``: the jobs of ``commscale run``, ``probe``, ``run sweep=roi``, ``calibrate``,
-  ``search``, ``search --scaling`` and ``search --measure``.
+  ``search``, ``search --scaling`` and ``search --measure``;
+- ``validation``: the work of ``commscale validate`` (published measurements predicted in
+  this process, no Ray, and committed as kind ``validation``).
 
 Nothing here imports Ray: ``sweeps.cluster`` runs what these describe.
 """

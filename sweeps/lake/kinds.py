@@ -14,9 +14,10 @@ from tasks.fit.alpha_beta import FIT_SCHEMA, FIT_SCHEMA_VERSION
 from tasks.measure import baseline, kernels, probe
 from tasks.model import projection, search_rows
 from tasks.outcomes import FAILURE_SCHEMA
+from tasks.validation.records import VALIDATION_SCHEMA, VALIDATION_SCHEMA_VERSION
 
 __all__ = ["PROJECTION", "PROBE", "FAILURE", "ROI", "COLLECTIVE_FIT", "SEARCH", "SCALING", "BASELINE", "OPMODEL",
-           "ACCURACY", "SCHEMAS", "FAILURE_SCHEMA_VERSION", "SHARED_KINDS"]
+           "ACCURACY", "VALIDATION", "VALIDATION_ROW_SCHEMA", "SCHEMAS", "FAILURE_SCHEMA_VERSION", "SHARED_KINDS"]
 
 PROJECTION = "projection"      # one configuration x hardware scenario, projected
 PROBE = "probe"                # a synthetic point of `commscale probe`
@@ -28,12 +29,19 @@ SCALING = "scaling"            # the best layout of a space for one model and de
 BASELINE = "baseline"          # per-operator times of one profiled layer step
 OPMODEL = "opmodel"            # a fitted operator model
 ACCURACY = "accuracy"          # a held-out configuration, projected against measured
+VALIDATION = "validation"      # a published measurement, predicted by the cost model (`commscale validate`)
 
 FAILURE_SCHEMA_VERSION = 1
 
 #: Kinds whose key names a measurement whatever the sweep: a row measured under one version
 #: of a sweep serves every later one, so their views show every version's rows.
 SHARED_KINDS = frozenset({ROI})
+
+#: A ``validation`` row: ``tasks.validation.records.VALIDATION_SCHEMA`` with the lake's key,
+#: ``data_digest`` (sha256 of the data file the row was read from, 16 hex digits) and
+#: ``validated_at`` (seconds since the epoch of the ``commscale validate`` that committed it).
+VALIDATION_ROW_SCHEMA = pa.schema([pa.field("key", pa.string()), *VALIDATION_SCHEMA,
+                                   pa.field("data_digest", pa.string()), pa.field("validated_at", pa.float64())])
 
 #: kind -> (schema, version) that this commscale writes and reads.
 SCHEMAS: Dict[str, Tuple[pa.Schema, int]] = {
@@ -47,4 +55,5 @@ SCHEMAS: Dict[str, Tuple[pa.Schema, int]] = {
     BASELINE: (baseline.BASELINE_SCHEMA, baseline.SCHEMA_VERSION),
     OPMODEL: (accuracy.OPMODEL_SCHEMA, accuracy.OPMODEL_SCHEMA_VERSION),
     ACCURACY: (accuracy.ACCURACY_SCHEMA, accuracy.ACCURACY_SCHEMA_VERSION),
+    VALIDATION: (VALIDATION_ROW_SCHEMA, VALIDATION_SCHEMA_VERSION),
 }

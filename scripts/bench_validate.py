@@ -1,0 +1,75 @@
+"""The cost model's accuracy targets against the shipped published data, one figure each.
+
+    python scripts/bench_validate.py
+
+Predicts every row of conf/data with the models the layout search uses (``commscale
+validate``'s own path: ``sweeps.jobs.validation``) and prints, per target of the model:
+the figure reached, the target, and whether it is met.
+
+- published runs (published_runs.csv): mean and max |error| over every run; every source listed;
+- Korthikanti et al. Table 5 (the korthikanti22_t5_* rows): mean and max |error|;
+- Korthikanti et al. Table 4 (layer_times.csv): the worst forward and backward |error| per variant;
+- collective ladders: the worst |error| of all-reduce points from 1 MiB up;
+- GEMM: the A100 square curve from 2048^3 up, and the maximum-achievable (MAMF) rows;
+- every run judged feasible (memory).
+The whole-step model's speed (layouts per second on one core) is ``scripts/bench_search.py``'s.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from sweeps.jobs.validation import load_profiles, run_validation
+from tasks.model.gemm_published import CURVE_FROM
+from tasks.validation.microbench_check import JUDGED_FROM_BYTES
+
+
+def _line(name: str, figure: str, met: bool, target: str) -> None:
+    print(f"{name:44s} {figure:34s} target {target:24s} {'met' if met else 'MISSED'}")
+
+
+def _abs(records) -> list:
+    return [abs(r.error) for r in records]
+
+
+def main() -> None:
+    result = run_validation(load_profiles()).validation
+    by = {d: [r for r in result.records if r.dataset == d] for d in ("runs", "layers", "collectives", "gemm")}
+    runs = by["runs"]
+    print(f"{'source':28s} {'n':>3s} {'mean |err|':>10s} {'max |err|':>10s}")
+    for source in sorted({r.source for r in runs}):
+        errors = _abs([r for r in runs if r.source == source])
+        print(f"{source:28s} {len(errors):3d} {statistics.mean(errors):10.1%} {max(errors):10.1%}")
+    print()
+    errors = _abs(runs)
+    _line("published runs (all shipped)", f"mean {statistics.mean(errors):.1%}, max {max(errors):.1%}",
+          statistics.mean(errors) <= 0.05 and max(errors) <= 0.12, "mean <= 5%, max <= 12%")
+    t5 = _abs([r for r in runs if r.source.startswith("korthikanti22_t5")])
+    _line("Korthikanti Table 5 (8 runs)", f"mean {statistics.mean(t5):.2%}, max {max(t5):.2%}",
+          statistics.mean(t5) <= 0.0365 and max(t5) <= 0.0887, "mean <= 3.65%, max <= 8.87%")
+    for row in sorted({r.row for r in by["layers"]}):
+        pair = [r for r in by["layers"] if r.row == row]
+        worst = max(_abs(pair))
+        figure = ", ".join(f"{r.metric} {r.error:+.1%}" for r in pair)
+        _line(f"Korthikanti Table 4: {pair[0].detail.split(' ', 2)[2]}", figure, worst <= 0.10, "each within 10%")
+    ladder = [r for r in by["collectives"] if r.model == "all_reduce" and _bytes(r.detail) >= JUDGED_FROM_BYTES]
+    _line("collective ladders: all-reduce from 1 MiB", f"{len(ladder)} points, worst {max(_abs(ladder)):.1%}",
+          max(_abs(ladder)) <= 0.15, "each within 15%")
+    curve = [r for r in by["gemm"] if r.source.endswith("curve") and int(r.detail.split("x")[0]) >= CURVE_FROM]
+    mamf = [r for r in by["gemm"] if r.source.endswith("MAMF")]
+    _line(f"A100 square-GEMM curve from {CURVE_FROM}^3", f"{len(curve)} points, worst {max(_abs(curve)):.1%}",
+          max(_abs(curve)) <= 0.10, "each within 10%")
+    _line("maximum-achievable GEMM rows", f"{len(mamf)} rows, worst {max(_abs(mamf)):.1%}",
+          max(_abs(mamf)) <= 0.05, "each within 5%")
+    tight = [r for r in runs if "usable" in r.detail]
+    _line("runs judged feasible", f"{len(runs) - len(tight)} of {len(runs)}", not tight, "every run")
+    print(f"\nskipped: {len(result.skipped)} rows (no hardware profile)")
+
+
+def _bytes(detail: str) -> float:
+    size, unit = detail.split()[1:3]
+    return float(size) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""``commscale validate``: every published measurement beside commscale's prediction of it.
+
+    commscale validate                              # the shipped data, every dataset
+    commscale validate --dataset runs --format csv  # the training runs only, as CSV
+    commscale validate --runs my_runs.csv --no-lake # your own runs (the columns of published_runs.csv)
+
+Parsing and rendering only: ``sweeps.jobs.validation`` loads the profiles, predicts and
+commits. Bad input (a runs file that cannot be read, a cell that is no number, an unknown
+hardware, an impossible layout) ends with exit status 2 and one line naming the file, the
+row and the field, before anything is written to the lake.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from sweeps.cli.options import default_report, lake_option, no_report_option
+from sweeps.cli.render import PIPE_WIDTH, console
+from sweeps.cli.report import write_and_announce
+from sweeps.lake import Lake
+from sweeps.lake.kinds import VALIDATION
+from tasks.validation.records import DATASETS, MODEL_VERSION, ValidationRecord
+
+__all__ = ["validate", "VALIDATE_FORMATS", "render_records"]
+
+#: The output formats of ``commscale validate``.
+VALIDATE_FORMATS = ("table", "csv", "json")
+#: The columns of a CSV or JSON record, in order (``ValidationRecord``'s fields).
+RECORD_COLUMNS = tuple(f.name for f in fields(ValidationRecord))
+
+
+def _pct(fraction: float, *, signed: bool = True) -> str:
+    return f"{100 * fraction:+.1f}%" if signed else f"{100 * fraction:.1f}%"
+
+
+def _value(value: float, unit: str) -> str:
+    return f"{value:,.4g} {unit}"
+
+
+def _by_source(records: Sequence[ValidationRecord]) -> Dict[Tuple[str, str], List[ValidationRecord]]:
+    """Records grouped by (dataset, source), datasets in ``DATASETS`` order, sources as first met."""
+    groups: Dict[Tuple[str, str], List[ValidationRecord]] = {}
+    for record in sorted(records, key=lambda r: DATASETS.index(r.dataset) if r.dataset in DATASETS else 99):
+        groups.setdefault((record.dataset, record.source), []).append(record)
+    return groups
+
+
+def _stats(records: Sequence[ValidationRecord]) -> Tuple[float, float]:
+    """Mean and max |error| (fractions) of ``records``."""
+    errors = [abs(r.error) for r in records]
+    return sum(errors) / len(errors), max(errors)
+
+
+def _source_table(dataset: str, source: str, records: Sequence[ValidationRecord]) -> Table:
+    table = Table(title=f"{dataset} · {source}", title_justify="left", caption_justify="left")
+    for name in ("row", "model", "hardware", "metric", "published", "predicted", "error", "detail"):
+        table.add_column(name, justify="right" if name in ("row", "published", "predicted", "error") else "left")
+    for r in records:
+        table.add_row(str(r.row), r.model, r.hardware, r.metric, _value(r.published, r.unit),
+                      _value(r.predicted, r.unit), _pct(r.error), r.detail)
+    mean, worst = _stats(records)
+    table.caption = f"{source}: mean |error| {_pct(mean, signed=False)}, max |error| {_pct(worst, signed=False)}"
+    return table
+
+
+def _summary_table(groups: Dict[Tuple[str, str], List[ValidationRecord]]) -> Table:
+    table = Table(title="Every source: error = predicted / published - 1", title_justify="left")
+    for name in ("dataset", "source", "n", "mean |error|", "max |error|"):
+        table.add_column(name, justify="left" if name in ("dataset", "source") else "right")
+    for (dataset, source), records in groups.items():
+        mean, worst = _stats(records)
+        table.add_row(dataset, source, str(len(records)), _pct(mean, signed=False), _pct(worst, signed=False))
+    return table
+
+
+def render_records(out: Console, records: Sequence[ValidationRecord], skipped: Sequence[str]) -> None:
+    """The ``table`` format: a table per source with its mean and max |error|, a summary of
+    every source, the skipped rows (one line each) and the cost-model version."""
+    groups = _by_source(records)
+    for (dataset, source), group in groups.items():
+        out.print(_source_table(dataset, source, group))
+    if groups:
+        out.print(_summary_table(groups))
+    else:
+        out.print("No published row was predicted (the datasets asked for hold no rows with a profile).")
+    if skipped:
+        out.print(f"Skipped {len(skipped)} rows:", highlight=False)
+        for line in skipped:
+            out.print(f"  {line}", soft_wrap=True, highlight=False)
+    out.print(f"Cost model {MODEL_VERSION}", highlight=False)
+
+
+def _text(records: Sequence[ValidationRecord], skipped: Sequence[str], fmt: str) -> str:
+    """The records as CSV, JSON (a list of objects) or the rendered tables."""
+    rows = [asdict(r) for r in records]
+    if fmt == "json":
+        return json.dumps(rows, indent=1) + "\n"
+    buffer = io.StringIO()
+    if fmt == "csv":
+        writer = csv.DictWriter(buffer, fieldnames=RECORD_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: row[k] for k in RECORD_COLUMNS} for row in rows)
+    else:
+        render_records(Console(file=buffer, width=PIPE_WIDTH), records, skipped)
+    return buffer.getvalue()
+
+
+@click.command()
+@click.option("--runs", "runs_file", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help="A CSV with the columns of conf/data/published_runs.csv: replaces the shipped runs (blank cells "
+                   "take the documented defaults).")
+@click.option("--dataset", "datasets", type=click.Choice(DATASETS), multiple=True,
+              help="A dataset to validate (repeatable; default: every one).")
+@click.option("--format", "fmt", type=click.Choice(VALIDATE_FORMATS), default="table", show_default=True)
+@lake_option
+@click.option("--no-lake", is_flag=True, help="Do not commit the records to the lake.")
+@no_report_option
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help="Write the records (in --format) to this file instead of stdout.")
+def validate(*, runs_file: Optional[Path], datasets: Sequence[str], fmt: str, lake_root: str, no_lake: bool,
+             no_report: bool, out_file: Optional[Path]) -> None:
+    """Predict every published measurement (training runs, layer times, collective and GEMM
+    microbenchmarks) with the cost model the search uses, print each beside its published
+    value with the signed error (predicted / published - 1), and commit the records to the
+    lake (kind validation) unless --no-lake."""
+    from sweeps.jobs.validation import commit_validation, load_profiles, run_validation
+
+    lake = Lake(lake_root)
+    if not no_lake and lake.exists():
+        lake.ensure_readable()  # an unusable lake is refused before any work
+    result = run_validation(load_profiles(), datasets=tuple(dict.fromkeys(datasets)) or DATASETS, runs_file=runs_file)
+    records, skipped = result.validation.records, result.validation.skipped
+    text = _text(records, skipped, fmt)
+    if out_file is not None:
+        out_file.write_text(text, encoding="utf-8")
+    elif fmt == "table":
+        render_records(console(), records, skipped)
+    else:
+        sys.stdout.write(text)
+    # Machine-readable records on stdout keep it to themselves: the account goes to stderr.
+    out = console(stderr=out_file is None and fmt != "table")
+    if out_file is not None:
+        out.print(f"Wrote {len(records)} records ({fmt}) to {out_file}", soft_wrap=True, highlight=False)
+    if no_lake:
+        out.print("Lake: not written (--no-lake); the report is not written either", highlight=False)
+        return
+    committed = commit_validation(lake, result)
+    if committed is None:
+        out.print(f"Lake: {lake} unchanged (no records to commit)", soft_wrap=True, highlight=False)
+    else:
+        out.print(f"Lake: {lake} ({len(records)} records: {committed.rows_written} new, {committed.rows_skipped} "
+                  f"already there; kind={VALIDATION}, cost model {MODEL_VERSION})", soft_wrap=True, highlight=False)
+    if lake.exists():
+        write_and_announce(out, lake, default_report(), first_sweep="validation", skip=no_report)

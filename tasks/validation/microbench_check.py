@@ -1,0 +1,82 @@
+"""Microbenchmark rows predicted: collective bus bandwidth (``collective_ladders.csv``, through
+``tasks.model.collectives``) and GEMM throughput (``gemm_efficiency.csv``, through
+``tasks.model.roofline``). Rows of systems without a hardware profile are listed as skipped."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Dict, Optional
+
+from tasks.model.collectives import predicted_busbw
+from tasks.model.gemm_published import predict_row, read_gemm_rows
+from tasks.model.roofline import MissingFigure
+from tasks.model.specs import HardwareProfile
+from tasks.validation.records import MODEL_VERSION, ValidationRecord, signed_error
+
+__all__ = ["LADDER_SYSTEM_PROFILES", "JUDGED_FROM_BYTES", "ladder_algorithm", "validate_ladders", "validate_gemms"]
+
+#: Ladder systems of ``collective_ladders.csv`` -> hardware profiles (``conf/hardware``), one by one.
+LADDER_SYSTEM_PROFILES: Dict[str, str] = {
+    "8xA100-SXM (NVLink3)": "a100-80gb",
+    "8xH200-SXM (NVLink4)": "h200",
+    "4 of 8xH200-SXM": "h200",
+    "8xB200-SXM (NVLink5)": "b200",
+    "4 nodes x 8xB200 (8x400G EFA per node)": "b200",
+    "8xMI300X (XGMI)": "mi300x",
+}
+#: The ladder target judges every point from this size up (1 MiB).
+JUDGED_FROM_BYTES = 1 << 20
+
+
+def ladder_algorithm(name: str) -> Optional[str]:
+    """A row's algorithm as ``predicted_busbw`` takes it: "ring" where the row forced the
+    ring, None (the library's own choice, in-switch reduction where it has it) otherwise."""
+    return "ring" if name.strip().lower().startswith("ring") else None
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} B"
+
+
+def validate_ladders(path: Path, profiles: Dict[str, HardwareProfile], out) -> None:
+    """A ``busbw`` record (GB/s) per ladder row whose system has a profile; others skipped."""
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for i, row in enumerate(rows, start=1):
+        hw = profiles.get(LADDER_SYSTEM_PROFILES.get(row["system"], ""))
+        if hw is None:
+            out.skipped.append(f"{path.name} row {i}: no profile for {row['system']}")
+            continue
+        gpus, nodes, size = int(row["gpus"]), int(row["nodes"]), int(row["bytes"])
+        predicted = float(predicted_busbw(row["op"], gpus, size, hw, nodes=nodes,
+                                          algorithm=ladder_algorithm(row["algorithm"]))) / 1e9
+        published = float(row["busbw_GBps"])
+        out.records.append(ValidationRecord(
+            dataset="collectives", source=row["system"], row=i, model=row["op"], hardware=hw.name, metric="busbw",
+            unit="GB/s", published=published, predicted=predicted, error=signed_error(predicted, published),
+            detail=f"{row['op']} {_size(size)} x {gpus} ranks on {nodes} node(s), {row['algorithm']}",
+            cost_model_version=MODEL_VERSION))
+
+
+def validate_gemms(path: Path, profiles: Dict[str, HardwareProfile], out) -> None:
+    """A ``gemm_tflops`` record per GEMM row whose accelerator has a profile; others skipped."""
+    for row in read_gemm_rows(path):
+        hw = profiles.get(row.profile or "")
+        if hw is None:
+            out.skipped.append(f"{path.name} row {row.row}: no profile for {row.gpu}")
+            continue
+        try:
+            predicted, shape = predict_row(row, hw)
+        except MissingFigure as exc:
+            out.skipped.append(f"{path.name} row {row.row}: {exc}")
+            continue
+        shape_text = "x".join(str(s) for s in shape) + ("" if row.shape else " (best of the shapes tried)")
+        out.records.append(ValidationRecord(
+            dataset="gemm", source=f"{row.gpu} {'curve' if row.confidence == '~' else 'MAMF'}", row=row.row,
+            model=row.dtype, hardware=hw.name, metric="gemm_tflops", unit="TF", published=row.tflops,
+            predicted=predicted, error=signed_error(predicted, row.tflops), detail=shape_text,
+            cost_model_version=MODEL_VERSION))

@@ -1,0 +1,106 @@
+"""Predict a published run with the whole-step model the layout search uses
+(``tasks.model.step``): the run's model, layout, stack and hardware profile in, its metric out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from tasks.model.layout import Layout, encode
+from tasks.model.specs import HardwareProfile, TransformerModel
+from tasks.model.stack import Stack
+from tasks.model.step import STATUS_CODES, StepContext, step_columns
+from tasks.validation.runs import PublishedRun
+from tasks.validation.throughput import flops_per_step, metric_value
+
+__all__ = ["MICRO_BATCH_CANDIDATES", "RunPrediction", "run_model", "run_stack", "predict_run", "find_profile"]
+
+#: Micro-batches tried where a run does not say which it used (the fastest that fits wins).
+MICRO_BATCH_CANDIDATES = (1, 2, 4, 8, 16)
+_ZERO = {0: "none", 1: "zero1", 2: "zero1", 3: "zero3"}   # ZeRO-2 communicates as ZeRO-1
+
+
+@dataclass(frozen=True)
+class RunPrediction:
+    """What the step model says of one run: its metric, step time, layout and memory."""
+
+    value: float
+    step_time_s: float
+    layout: Layout
+    memory_gb: float
+    fits_memory: bool
+    memory_limit_gb: float
+
+
+def run_model(run: PublishedRun) -> TransformerModel:
+    """The run's Transformer. Its MLP is gated (SwiGLU) where ``ffn_hidden`` is not 4 x hidden."""
+    return TransformerModel(name=run.model, year=0, layers=run.layers, hidden=run.hidden, heads=run.heads,
+                            ffn_hidden=run.ffn_hidden, params_b=0.0, seq_len=run.seq, architecture="decoder",
+                            kv_heads=run.kv_heads, vocab=run.vocab, source=run.source,
+                            gated_mlp=run.ffn_hidden != 4 * run.hidden)
+
+
+def run_stack(run: PublishedRun) -> Stack:
+    """The run's stack: its attention kernel, GEMM precision and overlap switches."""
+    return Stack(attention="flash" if run.flash_attention else "materialised", gemm_precision=run.precision,
+                 dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap)
+
+
+def _layout(run: PublishedRun, micro_batch: int) -> Layout:
+    zero = _ZERO.get(run.zero)
+    if zero is None:
+        raise run.error("zero", run.zero, "is not a ZeRO stage (0, 1, 2 or 3)")
+    return Layout(tp=run.tp, pp=run.pp, dp=run.dp, micro_batch=micro_batch,
+                  schedule="interleaved" if run.vp > 1 else "1f1b", virtual_stages=run.vp, zero=zero,
+                  sequence_parallel=run.sequence_parallel, recompute=run.recompute)
+
+
+def _columns(layouts: List[Layout]) -> Dict[str, np.ndarray]:
+    rows = [lay.columns() for lay in layouts]
+    cols = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+    for name in ("schedule", "zero", "recompute"):
+        cols[name] = encode(name, [getattr(lay, name) for lay in layouts])
+    return cols
+
+
+def predict_run(run: PublishedRun, hw: HardwareProfile) -> RunPrediction:
+    """The run's metric as the step model predicts it. Memory is judged, not enforced: a
+    layout over ``memory_fraction`` of HBM is still timed and reported as not fitting.
+    Raises ``RowError`` for a layout the model cannot cost (the constraint named)."""
+    sizes = [run.micro_batch] if run.micro_batch else \
+        [b for b in MICRO_BATCH_CANDIDATES if run.global_batch % (run.dp * b) == 0] or [1]
+    layouts = [_layout(run, b) for b in sizes]
+    ctx = StepContext(run_model(run), hw, devices=run.gpus, global_batch=run.global_batch,
+                      memory_fraction=float("inf"), stack=run_stack(run))
+    out = step_columns(_columns(layouts), ctx)
+    limit = hw.hbm_gb * 0.9
+    fits = out["memory_per_device_bytes"] / 1e9 <= limit
+    ok = out["status_code"] == 0
+    if not ok.any():
+        reason = STATUS_CODES[int(out["status_code"][0])]
+        raise run.error("layout", layouts[0].describe(), f"breaks {reason}: an impossible layout")
+    step = np.where(ok, out["step_time_s"], np.inf)
+    fitting = fits & ok
+    pick = int(np.argmin(np.where(fitting, step, np.inf))) if fitting.any() else int(np.argmin(step))
+    step_s = float(step[pick])
+    flops = flops_per_step(run.flops_formula, layers=run.layers, hidden=run.hidden, heads=run.heads, seq=run.seq,
+                           vocab=run.vocab, global_batch=run.global_batch, block=ctx.block)
+    value = metric_value(run.metric, step_s, flops=flops, gpus=run.gpus, tokens=run.global_batch * run.seq, hw=hw)
+    memory_gb = float(out["memory_per_device_bytes"][pick]) / 1e9
+    return RunPrediction(value=value, step_time_s=step_s, layout=layouts[pick], memory_gb=memory_gb,
+                         fits_memory=bool(fits[pick]), memory_limit_gb=limit)
+
+
+def find_profile(name: str, profiles: Dict[str, HardwareProfile]) -> Optional[HardwareProfile]:
+    """The profile whose name or accelerator is ``name`` (case-insensitive), else one whose
+    accelerator name starts with it or it with the accelerator's (``H100-SXM`` and
+    ``H100-SXM-80GB``); None when none or several match."""
+    key = name.strip().upper()
+    exact = [p for p in profiles.values() if key in (p.name.upper(), p.accelerator.upper())]
+    if exact:
+        return exact[0]
+    near = [p for p in profiles.values()
+            if p.accelerator.upper().startswith(key) or key.startswith(p.accelerator.upper())]
+    return near[0] if len(near) == 1 else None

@@ -1,0 +1,72 @@
+"""One validation record per published row: what was measured, what commscale predicts, and
+the signed error, as plain data and as the lake's ``validation`` table."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import List, Sequence
+
+import pyarrow as pa
+
+from tasks.model.projection import COST_MODEL_VERSION
+from tasks.model.step import STEP_MODEL_VERSION
+
+__all__ = ["MODEL_VERSION", "DATASETS", "ValidationRecord", "VALIDATION_SCHEMA", "VALIDATION_SCHEMA_VERSION", "records_table",
+           "signed_error", "RowError"]
+
+#: What a record validates: a whole training run, one layer's forward/backward time, one
+#: collective's bus bandwidth at one size, one GEMM's throughput.
+DATASETS = ("runs", "layers", "collectives", "gemm")
+
+VALIDATION_SCHEMA_VERSION = 1
+
+#: What a validation row is stamped with: the per-layer and whole-step models' versions.
+MODEL_VERSION = f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"
+
+
+def signed_error(predicted: float, published: float) -> float:
+    """predicted / published - 1: positive where commscale predicts more than was measured."""
+    return predicted / published - 1.0
+
+
+class RowError(ValueError):
+    """A row that cannot be predicted (unknown hardware, impossible layout, bad value).
+
+    The message names the file, the row (1-based, after the header) and the field."""
+
+
+@dataclass(frozen=True)
+class ValidationRecord:
+    """One published figure beside commscale's prediction of it.
+
+    ``row`` is the 1-based data row of its file; ``metric`` names the figure (``iter_time``,
+    ``tflops_per_gpu``, ``fwd_ms``, ``bwd_ms``, ``busbw``, ``gemm_tflops``) in ``unit``;
+    ``error`` is ``signed_error(predicted, published)``; ``detail`` says, in a few words, what
+    was predicted (the layout or the shape)."""
+
+    dataset: str
+    source: str
+    row: int
+    model: str
+    hardware: str
+    metric: str
+    unit: str
+    published: float
+    predicted: float
+    error: float
+    detail: str
+    cost_model_version: str
+
+
+VALIDATION_SCHEMA = pa.schema([
+    ("dataset", pa.string()), ("source", pa.string()), ("row", pa.int64()), ("model", pa.string()),
+    ("hardware", pa.string()), ("metric", pa.string()), ("unit", pa.string()), ("published", pa.float64()),
+    ("predicted", pa.float64()), ("error", pa.float64()), ("detail", pa.string()),
+    ("cost_model_version", pa.string()),
+])
+
+
+def records_table(records: Sequence[ValidationRecord]) -> pa.Table:
+    """The records as a ``VALIDATION_SCHEMA`` table (the lake's ``validation`` kind)."""
+    rows: List[dict] = [asdict(r) for r in records]
+    return pa.Table.from_pylist(rows, schema=VALIDATION_SCHEMA)

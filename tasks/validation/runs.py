@@ -1,0 +1,179 @@
+"""Published training runs as plain data: one ``PublishedRun`` per row of a CSV with the
+columns of ``conf/data/published_runs.csv``.
+
+Blank cells take these documented defaults (a blank cell means the source does not say):
+
+- ``kv_heads``: ``heads`` (multi-head attention); ``ffn_hidden``: 4 x ``hidden``; ``vocab``: 0
+  (no embedding or output layer); ``vp``: 1 (no interleaving); ``pp``, ``tp``: 1;
+- ``dp``: ``gpus / (tp x pp)``; ``gpus``: ``tp x pp x dp``;
+- ``micro_batch``: the fastest one that fits memory, of 1, 2, 4, 8, 16 dividing the batch of a
+  replica (what a tuned run uses; the layout search's own rule);
+- ``zero``: 0; ``recompute``: none; ``sequence_parallel``, ``flash_attention``, ``tp_overlap``:
+  false;
+- ``dp_overlap``: the row's ``flash_attention``. A run with fused attention ran a 2023 or
+  later stack, where bucketed gradient reduction behind the backward pass is the default
+  (Megatron-Core and NeMo with overlap_grad_reduce, PyTorch FSDP); Megatron-LM before
+  September 2023 reduced gradients after the backward pass (its --overlap-grad-reduce
+  arrived then: NVIDIA/Megatron-LM issues 391 and 456), as Korthikanti et al. §6.3 ran;
+- ``precision``: bf16; ``flops_formula``: model.
+
+A value that cannot be read, or a layout that cannot run (TP x PP x DP not the GPU count,
+a batch that does not split into micro-batches), raises ``RowError`` naming the file, the row
+(1-based, after the header) and the field, before anything is predicted.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from tasks.validation.records import RowError
+
+__all__ = ["REQUIRED_COLUMNS", "METRICS", "PublishedRun", "read_runs"]
+
+#: Columns a runs file must have (the others may be absent or blank).
+REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "global_batch", "hw", "metric", "value")
+
+#: Metrics a run can report -> the unit it is read in.
+METRICS: Dict[str, str] = {
+    "iter_time": "s",               # seconds per training step
+    "tflops_per_gpu": "TF",         # 10^12 FLOP/s per GPU, FLOPs counted by flops_formula
+    "mfu": "%",                     # model FLOPs utilisation: model FLOP/s per GPU over the dense peak
+    "tokens_per_s_per_gpu": "tok/s",
+}
+
+_PRECISIONS = ("bf16", "fp16", "fp8")
+_RECOMPUTE = ("none", "selective", "full")
+_FORMULAS = ("narayanan", "model")
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One measured training run: model shape, layout, hardware, precision and its metric."""
+
+    path: str
+    row: int
+    source: str
+    model: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn_hidden: int
+    vocab: int
+    seq: int
+    tp: int
+    pp: int
+    vp: int
+    dp: int
+    gpus: int
+    global_batch: int
+    micro_batch: Optional[int]
+    zero: int
+    recompute: str
+    sequence_parallel: bool
+    flash_attention: bool
+    dp_overlap: bool
+    tp_overlap: bool
+    hw: str
+    precision: str
+    metric: str
+    flops_formula: str
+    value: float
+
+    def error(self, field: str, value: object, why: str) -> RowError:
+        return RowError(f"{self.path} row {self.row}: {field}={value!r} {why}")
+
+
+class _Row:
+    """Typed reads of one CSV row, each failure naming the row and the field."""
+
+    def __init__(self, path: str, row: int, cells: Dict[str, Optional[str]]):
+        self.path, self.row, self.cells = path, row, cells
+
+    def fail(self, field: str, value: object, why: str) -> RowError:
+        return RowError(f"{self.path} row {self.row}: {field}={value!r} {why}")
+
+    def text(self, field: str, default: Optional[str] = None) -> str:
+        value = (self.cells.get(field) or "").strip()
+        if value:
+            return value
+        if default is None:
+            raise self.fail(field, "", "is blank; the column is required")
+        return default
+
+    def number(self, field: str, cast: Callable, default=None, *, minimum: float = 1):
+        raw = (self.cells.get(field) or "").strip()
+        if not raw:
+            if default is None:
+                raise self.fail(field, "", "is blank; the column is required")
+            return default
+        try:
+            value = cast(float(raw))
+        except ValueError:
+            raise self.fail(field, raw, "is not a number") from None
+        if not value >= minimum or value != value or value == float("inf"):
+            raise self.fail(field, raw, f"must be a finite number of at least {minimum:g}")
+        if cast is int and float(raw) != int(float(raw)):
+            raise self.fail(field, raw, "must be a whole number")
+        return value
+
+    def flag(self, field: str, default: bool) -> bool:
+        raw = (self.cells.get(field) or "").strip().lower()
+        if not raw:
+            return default
+        if raw in ("true", "1", "yes"):
+            return True
+        if raw in ("false", "0", "no"):
+            return False
+        raise self.fail(field, raw, "must be true or false")
+
+    def choice(self, field: str, choices, default: str) -> str:
+        value = self.text(field, default).lower()
+        if value not in choices:
+            raise self.fail(field, value, f"is not one of {', '.join(choices)}")
+        return value
+
+
+def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
+    r = _Row(path, row, cells)
+    hidden, heads = r.number("hidden", int), r.number("heads", int)
+    tp, pp = r.number("tp", int, 1), r.number("pp", int, 1)
+    gpus = r.number("gpus", int, 0, minimum=0)
+    dp = r.number("dp", int, (gpus // (tp * pp)) if gpus else 1)
+    gpus = gpus or tp * pp * dp
+    if tp * pp * dp != gpus:
+        raise r.fail("gpus", gpus, f"is not tp x pp x dp = {tp} x {pp} x {dp} = {tp * pp * dp}: an impossible layout")
+    metric = r.choice("metric", tuple(METRICS), "")
+    flash = r.flag("flash_attention", False)
+    return PublishedRun(
+        path=path, row=row, source=r.text("source"), model=r.text("model"), layers=r.number("layers", int),
+        hidden=hidden, heads=heads, kv_heads=r.number("kv_heads", int, heads),
+        ffn_hidden=r.number("ffn_hidden", int, 4 * hidden), vocab=r.number("vocab", int, 0, minimum=0),
+        seq=r.number("seq", int), tp=tp, pp=pp, vp=r.number("vp", int, 1), dp=dp, gpus=gpus,
+        global_batch=r.number("global_batch", int), micro_batch=r.number("micro_batch", int, 0, minimum=0) or None,
+        zero=r.number("zero", int, 0, minimum=0), recompute=r.choice("recompute", _RECOMPUTE, "none"),
+        sequence_parallel=r.flag("sequence_parallel", False), flash_attention=flash,
+        dp_overlap=r.flag("dp_overlap", flash), tp_overlap=r.flag("tp_overlap", False), hw=r.text("hw"),
+        precision=r.choice("precision", _PRECISIONS, "bf16"), metric=metric,
+        flops_formula=r.choice("flops_formula", _FORMULAS, "model"),
+        value=r.number("value", float, minimum=1e-12),
+    )
+
+
+def read_runs(path: Path) -> List[PublishedRun]:
+    """Every row of a runs CSV, checked; ``RowError`` on the first row that cannot be used."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RowError(f"{path}: cannot be read ({exc})") from None
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise RowError(f"{path}: lacks the column(s) {', '.join(missing)} of published_runs.csv")
+    runs = [_run(str(path), i, cells) for i, cells in enumerate(reader, start=1)]
+    if not runs:
+        raise RowError(f"{path}: holds no rows")
+    return runs

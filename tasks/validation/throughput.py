@@ -1,0 +1,45 @@
+"""How published runs count their throughput, defined once: FLOPs per step by each source's
+formula, and the metrics derived from a step time."""
+
+from __future__ import annotations
+
+from tasks.model import roofline
+from tasks.model.layer import Block, training_flops_per_layer
+from tasks.model.specs import HardwareProfile
+
+__all__ = ["FLOPS_FORMULAS", "flops_per_step", "metric_value"]
+
+#: ``model``: model FLOPs, every layer's forward and backward once plus the output layer
+#: (72 B s l h^2 (1 + s/6h + V/12lh) for a GPT with a 4h MLP: Megatron-LM's own count,
+#: Korthikanti et al. 2022 §6; generalised to grouped-query attention and gated MLPs by
+#: counting their GEMMs). ``narayanan``: Narayanan et al. 2021, Eq. 3,
+#: 96 B s l h^2 (1 + s/6h + V/16lh): one more forward per layer for full recomputation,
+#: the output layer once.
+FLOPS_FORMULAS = ("model", "narayanan")
+
+
+def flops_per_step(formula: str, *, layers: int, hidden: int, heads: int, seq: int, vocab: int,
+                   global_batch: int, block: Block) -> float:
+    """FLOPs of one training step of ``global_batch`` sequences, counted by ``formula``."""
+    per_layer = float(training_flops_per_layer(float(hidden), float(heads), float(seq), 1.0, 1.0, block))
+    if formula == "narayanan":
+        per_layer *= 4.0 / 3.0
+    elif formula != "model":
+        raise ValueError(f"flops_formula={formula!r}: choose one of {', '.join(FLOPS_FORMULAS)}")
+    output_layer = 6.0 * seq * hidden * vocab
+    return global_batch * (layers * per_layer + output_layer)
+
+
+def metric_value(metric: str, step_time_s: float, *, flops: float, gpus: int, tokens: float,
+                 hw: HardwareProfile) -> float:
+    """A run's ``metric`` (``tasks.validation.runs.METRICS``) from its step time: seconds per
+    step; TFLOP/s per GPU; MFU in percent of the dense 16-bit peak; tokens/s per GPU."""
+    if metric == "iter_time":
+        return step_time_s
+    if metric == "tflops_per_gpu":
+        return flops / step_time_s / gpus / 1e12
+    if metric == "mfu":
+        return 100.0 * flops / step_time_s / gpus / roofline.peak_flops(hw, "bf16")
+    if metric == "tokens_per_s_per_gpu":
+        return tokens / step_time_s / gpus
+    raise ValueError(f"metric={metric!r} is not known")

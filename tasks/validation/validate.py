@@ -1,0 +1,71 @@
+"""``validate``: every published row predicted with the models the search uses, as
+``ValidationRecord``s (``tasks.validation.records``).
+
+Four datasets: whole training runs (``published_runs.csv`` or any CSV with its columns,
+through ``tasks.model.step``), one layer's forward and backward time (``layer_times.csv``,
+through the same step model's layer pieces), collective bus bandwidth (``collective_ladders.csv``,
+through ``tasks.model.collectives``) and GEMM throughput (``gemm_efficiency.csv``, through
+``tasks.model.roofline``). Rows whose hardware has no profile are listed as skipped, except in
+a runs file, where an unknown hardware name is an error naming the row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from tasks.model.specs import HardwareProfile
+from tasks.validation import layers_check, microbench_check
+from tasks.validation.predict_runs import find_profile, predict_run
+from tasks.validation.records import DATASETS, MODEL_VERSION, RowError, ValidationRecord, signed_error
+from tasks.validation.runs import METRICS, PublishedRun, read_runs
+
+__all__ = ["Validation", "validate_runs", "validate_all"]
+
+@dataclass
+class Validation:
+    """Records, and the rows skipped with why (``"file row N: why"``)."""
+
+    records: List[ValidationRecord] = field(default_factory=list)
+    skipped: List[str] = field(default_factory=list)
+
+
+def _run_record(run: PublishedRun, hw: HardwareProfile) -> ValidationRecord:
+    pred = predict_run(run, hw)
+    memory = f"{pred.memory_gb:.0f} GB" + ("" if pred.fits_memory else f" > {pred.memory_limit_gb:.0f} GB usable")
+    detail = f"{pred.layout.describe()}; {pred.step_time_s:.3g} s/step; {memory}"
+    return ValidationRecord(dataset="runs", source=run.source, row=run.row, model=run.model, hardware=hw.name,
+                            metric=run.metric, unit=METRICS[run.metric], published=run.value,
+                            predicted=pred.value, error=signed_error(pred.value, run.value), detail=detail,
+                            cost_model_version=MODEL_VERSION)
+
+
+def validate_runs(runs: Sequence[PublishedRun], profiles: Dict[str, HardwareProfile]) -> List[ValidationRecord]:
+    """A record per run; ``RowError`` naming the first row whose hardware has no profile or
+    whose layout cannot run (checked for every row before any is predicted)."""
+    matched = []
+    for run in runs:
+        hw = find_profile(run.hw, profiles)
+        if hw is None:
+            raise run.error("hw", run.hw, f"names no hardware profile (known: {', '.join(sorted(profiles))})")
+        matched.append((run, hw))
+    return [_run_record(run, hw) for run, hw in matched]
+
+
+def validate_all(profiles: Dict[str, HardwareProfile], data_dir: Path, *, runs_file: Optional[Path] = None,
+                 datasets: Sequence[str] = DATASETS) -> Validation:
+    """Validate the shipped data in ``data_dir`` (``runs_file`` stands in for its runs)."""
+    out = Validation()
+    if "runs" in datasets:
+        out.records += validate_runs(read_runs(runs_file or data_dir / "published_runs.csv"), profiles)
+    if "layers" in datasets:
+        layers_check.validate_layers(data_dir / "layer_times.csv", profiles, out)
+    if "collectives" in datasets:
+        microbench_check.validate_ladders(data_dir / "collective_ladders.csv", profiles, out)
+    if "gemm" in datasets:
+        microbench_check.validate_gemms(data_dir / "gemm_efficiency.csv", profiles, out)
+    for record in out.records:
+        if record.dataset not in DATASETS:
+            raise RowError(f"unknown dataset {record.dataset!r}")
+    return out

@@ -1,0 +1,82 @@
+"""Published rows predicted by the search's models: reading runs files (defaults, errors that
+name the row), the FLOP formulas, and what the shipped data must show (every run feasible,
+Korthikanti et al.'s Table 4 within 10 %)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sweeps.config import load_preset
+from tasks.model.layer import Block
+from tasks.validation.records import RowError
+from tasks.validation.runs import read_runs
+from tasks.validation.throughput import flops_per_step
+from tasks.validation.validate import validate_all
+
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT / "conf" / "data"
+HEADER = (DATA / "published_runs.csv").read_text(encoding="utf-8").splitlines()[0]
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    names = [p.stem for p in (ROOT / "conf" / "hardware").glob("*.yaml")]
+    return {hw.name: hw for hw in (load_preset("hardware", name) for name in names)}
+
+
+def _runs(tmp_path, *rows: str) -> Path:
+    path = tmp_path / "runs.csv"
+    path.write_text("\n".join([HEADER, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+def _row(**cells) -> str:
+    base = dict(source="t", model="m", layers="24", hidden="2304", heads="24", seq="2048", tp="1", pp="1", dp="32",
+                gpus="32", global_batch="512", hw="A100-SXM-80GB", metric="iter_time", value="3.0")
+    base.update(cells)
+    return ",".join(base.get(column, "") for column in HEADER.split(","))
+
+
+def test_blank_cells_take_the_documented_defaults(tmp_path):
+    (run,) = read_runs(_runs(tmp_path, _row(dp="", gpus="32")))
+    assert (run.dp, run.kv_heads, run.ffn_hidden, run.vp, run.micro_batch, run.zero) == (32, 24, 4 * 2304, 1, None, 0)
+    assert (run.recompute, run.precision, run.flops_formula, run.flash_attention) == ("none", "bf16", "model", False)
+    assert run.dp_overlap is False          # no fused attention: a Megatron-LM before September 2023
+    (modern,) = read_runs(_runs(tmp_path, _row(flash_attention="true")))
+    assert modern.dp_overlap is True
+
+
+@pytest.mark.parametrize("cells, named", [
+    (dict(gpus="48"), "row 2: gpus=48"),
+    (dict(hidden="wide"), "row 2: hidden='wide'"),
+    (dict(metric="speed"), "row 2: metric='speed'"),
+    (dict(recompute="some"), "row 2: recompute='some'"),
+])
+def test_a_bad_row_is_refused_naming_the_row_and_the_field(tmp_path, cells, named):
+    with pytest.raises(RowError, match=named.replace("(", r"\(")):
+        read_runs(_runs(tmp_path, _row(), _row(**cells)))
+
+
+def test_unknown_hardware_and_impossible_layouts_name_their_row(tmp_path, profiles):
+    with pytest.raises(RowError, match="row 2: hw='TPU-Z'"):
+        validate_all(profiles, DATA, runs_file=_runs(tmp_path, _row(), _row(hw="TPU-Z")), datasets=("runs",))
+    with pytest.raises(RowError, match="row 1: layout=.*tp_divides_heads"):
+        validate_all(profiles, DATA, runs_file=_runs(tmp_path, _row(tp="16", dp="2")), datasets=("runs",))
+
+
+def test_narayanans_formula_counts_one_more_forward_per_layer():
+    shape = dict(layers=24, hidden=2304, heads=24, seq=2048, vocab=51200, global_batch=512, block=Block())
+    model, narayanan = flops_per_step("model", **shape), flops_per_step("narayanan", **shape)
+    b, s, l, h, v = 512, 2048, 24, 2304, 51200
+    assert narayanan == pytest.approx(96 * b * s * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h)))
+    assert model == pytest.approx(72 * b * s * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h)))
+
+
+def test_every_shipped_run_is_feasible_and_table_4_holds_within_ten_percent(profiles):
+    result = validate_all(profiles, DATA, datasets=("runs", "layers"))
+    runs = [r for r in result.records if r.dataset == "runs"]
+    assert len(runs) == 19 and not [r for r in runs if "usable" in r.detail]
+    layers = [r for r in result.records if r.dataset == "layers"]
+    assert len(layers) == 10 and max(abs(r.error) for r in layers) < 0.10
