@@ -80,6 +80,24 @@ def _gemm_times(h, heads, sl, b, tp, hw: HardwareProfile, *, block: Block, stack
     return fwd, bwd, lin_fwd, lin_bwd, core
 
 
+#: Bytes per element of Transformer Engine's fused cast-transpose into fp8: it reads a 16-bit
+#: operand (2) and writes it in fp8, once as it is and once transposed for the other gradient (1 + 1).
+FP8_CAST_TRANSPOSE_BYTES = 4.0
+
+
+def _fp8_casts(h, heads, sl, b, tp, hw: HardwareProfile, block: Block):
+    """(forward, backward) seconds of the fp8 casts a layer's linear GEMMs need: the forward
+    casts each GEMM's activation input (m x k), the backward its incoming gradient (m x n),
+    each with its transpose (Transformer Engine's cast_transpose; Micikevicius et al. 2022,
+    FP8 formats for deep learning). Weights are cast once per step and left out."""
+    fwd = bwd = 0.0
+    for g in layer.gemm_shapes(h, heads, sl, b, tp, block):
+        if g.pass_ == "fwd" and g.name not in ATTENTION_CORE_GEMMS:
+            fwd = fwd + roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * g.m * g.k, hw)
+            bwd = bwd + roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * g.m * g.n, hw)
+    return fwd, bwd
+
+
 def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, block: Block = STUDY_BLOCK,
                stack: Stack = _STUDY_STACK, sequence_parallel=True) -> LayerCost:
     """Every compute piece of one layer (see ``LayerCost``). ``block.flash`` must agree with
@@ -99,6 +117,11 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         kernels += count
         if name in layer.INSIDE_FUSED_ATTENTION:
             core = core + t
+    if stack.gemm_precision == "fp8":
+        cast_fwd, cast_bwd = _fp8_casts(h, heads, sl, b, tp, hw, block)
+        elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd
+        kernels += sum(1 for g in layer.gemm_shapes(1.0, 1.0, 1.0, 1.0, 1.0, block)
+                       if g.pass_ == "fwd" and g.name not in ATTENTION_CORE_GEMMS)
     if block.flash:
         attn_fwd, attn_bwd = fused_attention_times(h, sl, b, tp, hw, causal=stack.causal)
         core = core + attn_fwd

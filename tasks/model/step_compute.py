@@ -15,10 +15,13 @@ from tasks.model.step_context import StepContext, StepLayouts
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "stage_layer_cost", "compute_per_microbatch", "optimizer_time"]
 
-#: Bytes an Adam step moves per parameter of its shard: it reads the fp32 master weight,
-#: momentum, variance and gradient (16) and writes the three fp32 states back and the 16-bit
-#: weight (14) (mixed-precision Adam, Micikevicius et al. 2018; Megatron's fp32 main grads).
-OPTIMIZER_BYTES_PER_PARAM = 30.0
+#: Bytes the optimizer step moves per parameter of its shard, as Megatron-LM's mixed-precision
+#: optimizer runs it (Micikevicius et al. 2018; fp32 main gradients and weights): the
+#: gradient norm for clipping reads the fp32 gradient (4); Adam reads the fp32 weight,
+#: gradient, momentum and variance (16) and writes weight, momentum and variance (12); the
+#: updated fp32 weight is copied into the 16-bit model weight (read 4, write 2); the
+#: gradient buffer is zeroed for the next step (write 4).
+OPTIMIZER_BYTES_PER_PARAM = 4.0 + 16.0 + 12.0 + 6.0 + 4.0
 
 
 #: The output layer keeps 16 bits under fp8 training (Transformer Engine runs only the

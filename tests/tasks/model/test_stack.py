@@ -81,6 +81,7 @@ def test_fp8_runs_the_linear_gemms_faster_and_keeps_attention(h100):
     fp8 = layer_cost(*args, block=Block(flash=True), stack=replace(FLASH, gemm_precision="fp8"))
     assert fp8.linear_fwd < 0.7 * bf16.linear_fwd
     assert fp8.attention_fwd == pytest.approx(bf16.attention_fwd)
+    assert fp8.elementwise_fwd > bf16.elementwise_fwd and fp8.elementwise_bwd > bf16.elementwise_bwd  # the casts
 
 
 def test_sequence_parallelism_splits_the_replicated_elementwise_kernels(h100):
