@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from tasks.model.roofline import MissingFigure, gemm_ceiling, peak_flops
 from tasks.model.specs import HardwareProfile
 from tasks.validation import layers_check, microbench_check
 from tasks.validation.predict_runs import find_profile, predict_run
@@ -42,13 +43,18 @@ def _run_record(run: PublishedRun, hw: HardwareProfile) -> ValidationRecord:
 
 
 def validate_runs(runs: Sequence[PublishedRun], profiles: Dict[str, HardwareProfile]) -> List[ValidationRecord]:
-    """A record per run; ``RowError`` naming the first row whose hardware has no profile or
-    whose layout cannot run (checked for every row before any is predicted)."""
+    """A record per run; ``RowError`` naming the first row whose hardware has no profile,
+    whose precision its profile lacks (fp8 on A100), or whose layout cannot run (hardware and
+    precision checked for every row before any is predicted)."""
     matched = []
     for run in runs:
         hw = find_profile(run.hw, profiles)
         if hw is None:
             raise run.error("hw", run.hw, f"names no hardware profile (known: {', '.join(sorted(profiles))})")
+        try:
+            peak_flops(hw, run.precision) * gemm_ceiling(hw, run.precision)
+        except MissingFigure as exc:
+            raise run.error("precision", run.precision, f"cannot run on {hw.name}: {exc}") from None
         matched.append((run, hw))
     return [_run_record(run, hw) for run, hw in matched]
 

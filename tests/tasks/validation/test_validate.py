@@ -62,6 +62,8 @@ def test_a_bad_row_is_refused_naming_the_row_and_the_field(tmp_path, cells, name
 def test_unknown_hardware_and_impossible_layouts_name_their_row(tmp_path, profiles):
     with pytest.raises(RowError, match="row 2: hw='TPU-Z'"):
         validate_all(profiles, DATA, runs_file=_runs(tmp_path, _row(), _row(hw="TPU-Z")), datasets=("runs",))
+    with pytest.raises(RowError, match="row 2: precision='fp8' cannot run on a100-80gb: hardware.peak_fp8_tflops"):
+        validate_all(profiles, DATA, runs_file=_runs(tmp_path, _row(), _row(precision="fp8")), datasets=("runs",))
     with pytest.raises(RowError, match="row 1: layout=.*tp_divides_heads"):
         validate_all(profiles, DATA, runs_file=_runs(tmp_path, _row(tp="16", dp="2")), datasets=("runs",))
 
