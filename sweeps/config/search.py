@@ -89,22 +89,32 @@ def load_search(overrides: Sequence[str] = ()) -> SearchSetup:
     """``[PRESET] [FIELD=VALUE ...]``: the preset of ``conf/search`` (or a YAML path), then
     the overrides; checked (``validate``) but not yet against the space (``check_space``)."""
     preset, dotted = _split(overrides)
+    switches = [item[len(STACK_PREFIX):] for item in dotted if item.startswith(STACK_PREFIX)]
+    dotted = [item for item in dotted if not item.startswith(STACK_PREFIX)]
     path = preset_path("search", preset)
     spec: SearchSpec = compose(preset_node(SearchSpec, path, prefix="search"), dotted, prefix="search.")
     validate_search(spec)
     model, hardware = load_preset("model", spec.model), load_preset("hardware", spec.hardware)
     validate_model(model)
     validate_hardware(hardware)
-    return SearchSetup(spec, model, hardware, load_stack(spec.stack, hardware))
+    return SearchSetup(spec, model, hardware, load_stack(spec.stack, hardware, switches))
 
 
-def load_stack(name: str, hardware: HardwareProfile) -> Stack:
-    """The stack preset ``name`` of ``conf/stack``, refused (``ConfigError`` naming
-    ``search.stack``) when ``hardware`` lacks what it needs (an fp8 peak for fp8 GEMMs)."""
+#: Overrides of single stack switches on the command line: ``stack.tp_overlap=false``.
+STACK_PREFIX = "stack."
+
+
+def load_stack(name: str, hardware: HardwareProfile, switches: Sequence[str] = ()) -> Stack:
+    """The stack preset ``name`` of ``conf/stack`` with ``switches`` (``FIELD=VALUE``) applied,
+    refused (``ConfigError`` naming the field) when a switch is unknown or of the wrong type,
+    or when ``hardware`` lacks what the stack needs (an fp8 peak for fp8 GEMMs)."""
+    path = preset_path("stack", name)
     try:
-        stack = load_preset("stack", name)
-    except ValueError as exc:  # Stack's own checks (attention kind, precision)
-        raise ConfigError("search.stack", name, str(exc)) from None
+        stack = compose(preset_node(Stack, path, prefix="stack"), switches, prefix=STACK_PREFIX, source=f"in {path}")
+    except ConfigError:
+        raise
+    except ValueError as exc:  # Stack's own checks name the field: "stack.attention='x': choose one of ..."
+        raise UserError(f"config error: {exc} (in {path})") from None
     try:
         peak_flops(hardware, stack.gemm_precision)
         gemm_ceiling(hardware, stack.gemm_precision)

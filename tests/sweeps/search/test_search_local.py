@@ -136,3 +136,18 @@ def test_status_lists_search_studies_and_presets_lists_search_presets(tmp_path):
     assert shown.exit_code == 0 and "Search studies" in shown.output and setup.study_name in shown.output
     presets = CliRunner().invoke(main, ["presets"])
     assert "search: default, pareto, scaling, small" in presets.output
+
+
+def test_a_stack_preset_and_single_switches_change_the_study_and_bad_ones_are_refused():
+    default = load_search(["default"])
+    modern = load_search(["default", "stack=megatron-core-2024", "stack.tp_overlap=false"])
+    assert (default.stack.attention, modern.stack.attention, modern.stack.tp_overlap) == ("materialised", "flash",
+                                                                                            False)
+    assert modern.stack.pp_overlap and modern.study_name != default.study_name
+    assert modern.step_context.stack == modern.stack
+    for bad, named in (("stack.attention=magic", "stack.attention='magic'"), ("stack.nope=1", "stack.nope"),
+                       ("stack.tp_overlap=maybe", "stack.tp_overlap"), ("stack=nothing", "stack='nothing'")):
+        with pytest.raises(UserError, match=named):
+            load_search(["default", bad])
+    with pytest.raises(UserError, match="search.stack='megatron-core-2024-fp8': runs fp8 GEMMs.*peak_fp8_tflops"):
+        load_search(["default", "hardware=a100-80gb", "stack=megatron-core-2024-fp8"])
