@@ -93,14 +93,19 @@ def predict_run(run: PublishedRun, hw: HardwareProfile) -> RunPrediction:
                          fits_memory=bool(fits[pick]), memory_limit_gb=limit)
 
 
+def _plain(name: str) -> str:
+    return "".join(ch for ch in name.upper() if ch.isalnum())
+
+
 def find_profile(name: str, profiles: Dict[str, HardwareProfile]) -> Optional[HardwareProfile]:
-    """The profile whose name or accelerator is ``name`` (case-insensitive), else one whose
-    accelerator name starts with it or it with the accelerator's (``H100-SXM`` and
-    ``H100-SXM-80GB``); None when none or several match."""
-    key = name.strip().upper()
-    exact = [p for p in profiles.values() if key in (p.name.upper(), p.accelerator.upper())]
+    """The profile whose name or accelerator is ``name``, compared without case, spaces or
+    punctuation, else the one whose accelerator name starts with it or it with the
+    accelerator's (``H100-SXM``, ``H100 SXM5 80GB``); None when none or several match (an
+    ``A100-SXM-40GB`` does not match the 80 GB profile)."""
+    key = _plain(name)
+    exact = [p for p in profiles.values() if key in (_plain(p.name), _plain(p.accelerator))]
     if exact:
         return exact[0]
     near = [p for p in profiles.values()
-            if p.accelerator.upper().startswith(key) or key.startswith(p.accelerator.upper())]
+            if _plain(p.accelerator).startswith(key) or key.startswith(_plain(p.accelerator))]
     return near[0] if len(near) == 1 else None

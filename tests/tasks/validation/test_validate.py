@@ -10,6 +10,7 @@ import pytest
 
 from sweeps.config import load_preset
 from tasks.model.layer import Block
+from tasks.validation.predict_runs import find_profile
 from tasks.validation.records import RowError
 from tasks.validation.runs import read_runs
 from tasks.validation.throughput import flops_per_step
@@ -82,3 +83,11 @@ def test_every_shipped_run_is_feasible_and_table_4_holds_within_ten_percent(prof
     assert len(runs) == 19 and not [r for r in runs if "usable" in r.detail]
     layers = [r for r in result.records if r.dataset == "layers"]
     assert len(layers) == 10 and max(abs(r.error) for r in layers) < 0.10
+
+
+def test_hardware_names_match_their_profile_however_spelled(profiles):
+    for spelled in ("H100-SXM", "h100 sxm", "H100-SXM5-80GB", "h100"):
+        assert find_profile(spelled, profiles).name == "h100", spelled
+    assert find_profile("A100-SXM-80GB", profiles).name == "a100-80gb"
+    assert find_profile("A100-SXM-40GB", profiles) is None          # another memory size: not the 80 GB profile
+    assert find_profile("TPU-Z", profiles) is None
