@@ -87,7 +87,8 @@ def predict_run(run: PublishedRun, hw: HardwareProfile) -> RunPrediction:
     step_s = float(step[pick])
     flops = flops_per_step(run.flops_formula, layers=run.layers, hidden=run.hidden, heads=run.heads, seq=run.seq,
                            vocab=run.vocab, global_batch=run.global_batch, block=ctx.block)
-    value = metric_value(run.metric, step_s, flops=flops, gpus=run.gpus, tokens=run.global_batch * run.seq, hw=hw)
+    value = metric_value(run.metric, step_s, flops=flops, gpus=run.gpus, tokens=run.global_batch * run.seq,
+                         sequences=run.global_batch, hw=hw)
     memory_gb = float(out["memory_per_device_bytes"][pick]) / 1e9
     return RunPrediction(value=value, step_time_s=step_s, layout=layouts[pick], memory_gb=memory_gb,
                          fits_memory=bool(fits[pick]), memory_limit_gb=limit)

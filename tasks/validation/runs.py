@@ -15,7 +15,10 @@ Blank cells take these documented defaults (a blank cell means the source does n
   (Megatron-Core and NeMo with overlap_grad_reduce, PyTorch FSDP); Megatron-LM before
   September 2023 reduced gradients after the backward pass (its --overlap-grad-reduce
   arrived then: NVIDIA/Megatron-LM issues 391 and 456), as Korthikanti et al. §6.3 ran;
-- ``precision``: bf16; ``flops_formula``: model.
+- ``precision``: bf16; ``flops_formula``: model; ``unit``: the metric's own (``METRICS``).
+
+A metric may be spelled as in ``METRIC_ALIASES`` (``step_time`` for ``iter_time``), and its
+value given in another unit of ``UNIT_FACTORS`` (``ms``; an MFU as a ``fraction``).
 
 A value that cannot be read, or a layout that cannot run (TP x PP x DP not the GPU count,
 a batch that does not split into micro-batches), raises ``RowError`` naming the file, the row
@@ -31,17 +34,31 @@ from typing import Callable, Dict, List, Optional
 
 from tasks.validation.records import RowError
 
-__all__ = ["REQUIRED_COLUMNS", "METRICS", "PublishedRun", "read_runs"]
+__all__ = ["REQUIRED_COLUMNS", "METRICS", "METRIC_ALIASES", "UNIT_FACTORS", "PublishedRun", "read_runs"]
 
 #: Columns a runs file must have (the others may be absent or blank).
 REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "global_batch", "hw", "metric", "value")
 
-#: Metrics a run can report -> the unit it is read in.
+#: Metrics a run can report -> the unit it is compared in.
 METRICS: Dict[str, str] = {
     "iter_time": "s",               # seconds per training step
     "tflops_per_gpu": "TF",         # 10^12 FLOP/s per GPU, FLOPs counted by flops_formula
     "mfu": "%",                     # model FLOPs utilisation: model FLOP/s per GPU over the dense peak
     "tokens_per_s_per_gpu": "tok/s",
+    "tokens_per_s": "tok/s",        # the whole job's
+    "samples_per_s": "seq/s",       # sequences per second, the whole job's
+}
+#: Other spellings of a metric, read as the metric they name.
+METRIC_ALIASES: Dict[str, str] = {"step_time": "iter_time", "iteration_time": "iter_time", "tflops": "tflops_per_gpu",
+                                  "model_tflops_per_gpu": "tflops_per_gpu", "throughput_per_gpu": "tokens_per_s_per_gpu",
+                                  "sequences_per_s": "samples_per_s"}
+#: A ``unit`` cell -> the factor that turns a value in it into the metric's unit (blank: the
+#: metric's own unit). An MFU written as a fraction (unit "fraction", or a value at most 1
+#: with a blank unit) is read as a percentage.
+UNIT_FACTORS: Dict[str, Dict[str, float]] = {
+    "iter_time": {"s": 1.0, "sec": 1.0, "ms": 1e-3},
+    "tflops_per_gpu": {"tf": 1.0, "tflops": 1.0, "tflop/s": 1.0, "pf": 1e3, "pflops": 1e3},
+    "mfu": {"%": 1.0, "percent": 1.0, "fraction": 100.0},
 }
 
 _PRECISIONS = ("bf16", "fp16", "fp8")
@@ -146,7 +163,9 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
     gpus = gpus or tp * pp * dp
     if tp * pp * dp != gpus:
         raise r.fail("gpus", gpus, f"is not tp x pp x dp = {tp} x {pp} x {dp} = {tp * pp * dp}: an impossible layout")
-    metric = r.choice("metric", tuple(METRICS), "")
+    metric = METRIC_ALIASES.get(r.text("metric").lower(), r.text("metric").lower())
+    if metric not in METRICS:
+        raise r.fail("metric", r.text("metric"), f"is not one of {', '.join([*METRICS, *METRIC_ALIASES])}")
     flash = r.flag("flash_attention", False)
     return PublishedRun(
         path=path, row=row, source=r.text("source"), model=r.text("model"), layers=r.number("layers", int),
@@ -159,8 +178,19 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         dp_overlap=r.flag("dp_overlap", flash), tp_overlap=r.flag("tp_overlap", False), hw=r.text("hw"),
         precision=r.choice("precision", _PRECISIONS, "bf16"), metric=metric,
         flops_formula=r.choice("flops_formula", _FORMULAS, "model"),
-        value=r.number("value", float, minimum=1e-12),
+        value=_in_metric_unit(r, metric, r.number("value", float, minimum=1e-12)),
     )
+
+
+def _in_metric_unit(r: "_Row", metric: str, value: float) -> float:
+    """``value`` in ``METRICS[metric]``'s unit, read through the row's ``unit`` cell."""
+    unit = (r.cells.get("unit") or "").strip().lower()
+    factors = UNIT_FACTORS.get(metric, {})
+    if not unit or unit == METRICS[metric].lower():
+        return value * (100.0 if metric == "mfu" and not unit and value <= 1.0 else 1.0)
+    if unit not in factors:
+        raise r.fail("unit", unit, f"is not a unit of {metric} (known: {', '.join([METRICS[metric], *factors])})")
+    return value * factors[unit]
 
 
 def read_runs(path: Path) -> List[PublishedRun]:

@@ -30,10 +30,11 @@ def flops_per_step(formula: str, *, layers: int, hidden: int, heads: int, seq: i
     return global_batch * (layers * per_layer + output_layer)
 
 
-def metric_value(metric: str, step_time_s: float, *, flops: float, gpus: int, tokens: float,
+def metric_value(metric: str, step_time_s: float, *, flops: float, gpus: int, tokens: float, sequences: float,
                  hw: HardwareProfile) -> float:
     """A run's ``metric`` (``tasks.validation.runs.METRICS``) from its step time: seconds per
-    step; TFLOP/s per GPU; MFU in percent of the dense 16-bit peak; tokens/s per GPU."""
+    step; TFLOP/s per GPU; MFU in percent of the dense 16-bit peak; tokens/s per GPU or for
+    the job; sequences/s for the job."""
     if metric == "iter_time":
         return step_time_s
     if metric == "tflops_per_gpu":
@@ -42,4 +43,8 @@ def metric_value(metric: str, step_time_s: float, *, flops: float, gpus: int, to
         return 100.0 * flops / step_time_s / gpus / roofline.peak_flops(hw, "bf16")
     if metric == "tokens_per_s_per_gpu":
         return tokens / step_time_s / gpus
+    if metric == "tokens_per_s":
+        return tokens / step_time_s
+    if metric == "samples_per_s":
+        return sequences / step_time_s
     raise ValueError(f"metric={metric!r} is not known")

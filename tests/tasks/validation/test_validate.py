@@ -49,6 +49,17 @@ def test_blank_cells_take_the_documented_defaults(tmp_path):
     assert modern.dp_overlap is True
 
 
+def test_metrics_are_read_in_their_own_unit_whatever_a_row_spells(tmp_path):
+    rows = [_row(metric="step_time", value="3000", unit="ms"), _row(metric="mfu", value="0.45", unit=""),
+            _row(metric="mfu", value="0.45", unit="fraction"), _row(metric="mfu", value="45", unit="%"),
+            _row(metric="tokens_per_s", value="300000")]
+    got = [(r.metric, r.value) for r in read_runs(_runs(tmp_path, *rows))]
+    assert got == [("iter_time", pytest.approx(3.0)), ("mfu", pytest.approx(45.0)), ("mfu", pytest.approx(45.0)),
+                   ("mfu", pytest.approx(45.0)), ("tokens_per_s", pytest.approx(3e5))]
+    with pytest.raises(RowError, match="row 1: unit='hours' is not a unit of iter_time"):
+        read_runs(_runs(tmp_path, _row(unit="hours")))
+
+
 @pytest.mark.parametrize("cells, named", [
     (dict(gpus="48"), "row 2: gpus=48"),
     (dict(hidden="wide"), "row 2: hidden='wide'"),
