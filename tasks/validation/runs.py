@@ -64,6 +64,9 @@ UNIT_FACTORS: Dict[str, Dict[str, float]] = {
 _PRECISIONS = ("bf16", "fp16", "fp8")
 _RECOMPUTE = ("none", "selective", "full")
 _FORMULAS = ("narayanan", "model")
+#: Other spellings of a choice, read as the choice they name.
+_SPELLINGS = {"bfloat16": "bf16", "float16": "fp16", "fp8-hybrid": "fp8", "fp8_hybrid": "fp8", "fp8-e4m3": "fp8",
+              "false": "none", "no": "none", "true": "full", "yes": "full", "sel": "selective", "block": "full"}
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,7 @@ class _Row:
 
     def choice(self, field: str, choices, default: str) -> str:
         value = self.text(field, default).lower()
+        value = _SPELLINGS.get(value, value) if _SPELLINGS.get(value) in choices else value
         if value not in choices:
             raise self.fail(field, value, f"is not one of {', '.join(choices)}")
         return value

@@ -56,6 +56,8 @@ def test_metrics_are_read_in_their_own_unit_whatever_a_row_spells(tmp_path):
     got = [(r.metric, r.value) for r in read_runs(_runs(tmp_path, *rows))]
     assert got == [("iter_time", pytest.approx(3.0)), ("mfu", pytest.approx(45.0)), ("mfu", pytest.approx(45.0)),
                    ("mfu", pytest.approx(45.0)), ("tokens_per_s", pytest.approx(3e5))]
+    (spelled,) = read_runs(_runs(tmp_path, _row(precision="BFloat16", recompute="true")))
+    assert (spelled.precision, spelled.recompute) == ("bf16", "full")
     with pytest.raises(RowError, match="row 1: unit='hours' is not a unit of iter_time"):
         read_runs(_runs(tmp_path, _row(unit="hours")))
 
