@@ -144,9 +144,9 @@ class _Row:
         raw = (self.cells.get(field) or "").strip().lower()
         if not raw:
             return default
-        if raw in ("true", "1", "yes"):
+        if raw in ("true", "1", "yes", "on", "y", "flash", "fused", "cudnn"):
             return True
-        if raw in ("false", "0", "no"):
+        if raw in ("false", "0", "no", "off", "n", "standard", "materialised", "materialized"):
             return False
         raise self.fail(field, raw, "must be true or false")
 
