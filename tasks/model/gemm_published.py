@@ -24,9 +24,9 @@ __all__ = ["PROFILE_OF_GPU", "BEST_FOUND_SIDES", "MAMF_TOLERANCE", "CURVE_TOLERA
            "read_gemm_rows", "best_found", "predict_row"]
 
 #: The csv's ``gpu`` -> the ``conf/hardware`` profile it is predicted on. Not here (skipped):
-#: A100-PCIe, GH200, GB200, MI325X, which have no profile.
+#: A100-PCIe, GH200 and GB200, which have no profile.
 PROFILE_OF_GPU = {"A100-SXM": "a100-80gb", "H100-SXM": "h100", "H200-SXM": "h200", "B200-SXM": "b200",
-                  "MI300X": "mi300x", "MI355X": "mi355x"}
+                  "MI300X": "mi300x", "MI325X": "mi325x", "MI355X": "mi355x"}
 
 #: A 'best found' row is predicted as the best of every (m, n, k) drawn from these sides:
 #: large shapes, as a MAMF search would try.
