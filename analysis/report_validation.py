@@ -30,7 +30,7 @@ def _digest(con) -> str:
 
 def version_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Per cost-model version (oldest first) and source: the figures predicted and their
-    mean and max |error| in percent (the newest record of each figure of that version)."""
+    mean and max |error| in percent, to 0.1 (the newest record of each figure of that version)."""
     frames = []
     for version in version_order(rows):
         mine = newest_records(rows, version).assign(abs_error=lambda r: 100 * r["error"].abs())
@@ -38,7 +38,7 @@ def version_table(rows: pd.DataFrame) -> pd.DataFrame:
             n=("abs_error", "size"), mean_abs_error_pct=("abs_error", "mean"),
             max_abs_error_pct=("abs_error", "max")).reset_index()
         frames.append(per_source.assign(cost_model_version=version))
-    table = pd.concat(frames, ignore_index=True)
+    table = pd.concat(frames, ignore_index=True).round({"mean_abs_error_pct": 1, "max_abs_error_pct": 1})
     return table[["cost_model_version", "dataset", "source", "n", "mean_abs_error_pct", "max_abs_error_pct"]]
 
 
