@@ -61,7 +61,6 @@ ROI: Dict[str, Range] = {"world": DEVICES, "warmup": _COUNT, "min_repeats": _COU
                          "point_timeout_s": _SECONDS, "ladder_bytes": Range(1, 2.0**50)}
 HARDWARE: Dict[str, Range] = {"devices_per_node": DEVICES, "peak_tflops": Range(0, 1e9, True),
                               "hbm_gb": Range(0, 1e7, True), "hbm_tbps": Range(0, 1e6, True),
-                              "gemm_efficiency_max": FRACTION, "gemm_half_efficiency_gflop": Range(0, 1e9, True),
                               "memory_efficiency": FRACTION, "kernel_launch_us": Range(0, 1e6),
                               "compute_units": Range(1, 1e6), "peak_fp8_tflops": Range(0, 1e9, True)}
 LINK_TIER: Dict[str, Range] = {"bandwidth_GBps": Range(0, 1e9, True), "latency_us": Range(0, 1e7),

@@ -15,11 +15,10 @@ __all__ = ["validate_hardware", "validate_model"]
 def validate_hardware(hw: HardwareProfile) -> None:
     """Raise ``ConfigError`` naming the first field of ``hw`` that cannot be used."""
     check_name("hardware.name", hw.name)
-    for name in ("devices_per_node", "peak_tflops", "hbm_gb", "hbm_tbps", "gemm_half_efficiency_gflop"):
+    for name in ("devices_per_node", "peak_tflops", "hbm_gb", "hbm_tbps"):
         check_positive(f"hardware.{name}", getattr(hw, name))
     check_non_negative("hardware.kernel_launch_us", hw.kernel_launch_us)
-    for name in ("gemm_efficiency_max", "memory_efficiency"):
-        check_fraction(f"hardware.{name}", getattr(hw, name))
+    check_fraction("hardware.memory_efficiency", hw.memory_efficiency)
     for tier_name in ("intra_node", "inter_node"):
         tier = getattr(hw, tier_name)
         check_positive(f"hardware.{tier_name}.bandwidth_GBps", tier.bandwidth_GBps)

@@ -3,9 +3,9 @@
 Every function is vectorised over NumPy arrays. Times are in seconds. Collective costs
 are in ``tasks.model.collectives``.
 
-``gemm_kernel_time`` is the shape-aware GEMM law: tile and wave quantization over the
-device's compute units, a K-loop prologue/epilogue, a per-dtype ceiling, the memory
-roofline and the launch floor. ``gemm_time`` is the older shape-free law over FLOPs.
+``gemm_kernel_time`` is the GEMM law: tile and wave quantization over the device's compute
+units, a K-loop prologue/epilogue, a per-dtype ceiling, the memory roofline and the launch
+floor.
 """
 
 from __future__ import annotations
@@ -17,22 +17,8 @@ import numpy as np
 
 from tasks.model.specs import HardwareProfile
 
-__all__ = ["gemm_time", "memory_bound_time", "gemm_kernel_time", "gemm_tflops", "peak_flops", "gemm_ceiling",
+__all__ = ["memory_bound_time", "gemm_kernel_time", "gemm_tflops", "peak_flops", "gemm_ceiling",
            "GEMM_DTYPES", "GEMM_TILES", "TILE_STAGING", "K_OVERHEAD", "MissingFigure"]
-
-
-def gemm_time(flops, bytes_moved, hw: HardwareProfile):
-    """Roofline time of one GEMM kernel with a size-dependent efficiency and a floor.
-
-    t = max(launch floor, flops / (peak * eff(flops)), bytes / (HBM bandwidth * mem_eff)),
-    eff(F) = eff_max * F / (F + F_half). Since F / eff(F) = (F + F_half) / eff_max, the
-    compute term is (F + F_half) / (peak * eff_max): small GEMMs pay a fixed overhead.
-    """
-    peak = hw.peak_tflops * 1e12
-    f_half = hw.gemm_half_efficiency_gflop * 1e9
-    compute = (flops + f_half) / (peak * hw.gemm_efficiency_max)
-    memory = bytes_moved / (hw.hbm_tbps * 1e12 * hw.memory_efficiency)
-    return np.maximum(hw.kernel_launch_us * 1e-6, np.maximum(compute, memory))
 
 
 def memory_bound_time(bytes_moved, hw: HardwareProfile):

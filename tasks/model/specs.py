@@ -64,14 +64,11 @@ class LinkTier:
 class HardwareProfile:
     """One accelerator system: compute roofline, memory, and two link tiers.
 
-    GEMM efficiency over operation size follows
-    ``eff(F) = gemm_efficiency_max * F / (F + gemm_half_efficiency_gflop * 1e9)``:
-    large GEMMs approach ``gemm_efficiency_max`` of peak, a GEMM of
-    ``gemm_half_efficiency_gflop`` GFLOP reaches half of that. Every kernel costs at
-    least ``kernel_launch_us`` (Erdil and Schneider-Joseph, arXiv 2411.01137, §7 of
-    method.md). ``sources`` maps each field name to where its figure comes from.
+    Every kernel costs at least ``kernel_launch_us`` (Erdil and Schneider-Joseph, arXiv
+    2411.01137, §7 of method.md); memory-bound kernels move their bytes at ``hbm_tbps`` x
+    ``memory_efficiency``. ``sources`` maps each field name to where its figure comes from.
 
-    The shape-aware GEMM law (``roofline.gemm_kernel_time``) reads ``compute_units``
+    The GEMM law (``roofline.gemm_kernel_time``) reads ``compute_units``
     (SMs or CUs, over which a GEMM's output tiles run in waves), the peak of each dtype
     (``peak_tflops`` for bf16 and fp16, ``peak_fp8_tflops`` for fp8, ``None`` where the
     datasheet gives none) and ``gemm_ceiling``: dtype -> the fraction of that peak the
@@ -86,8 +83,6 @@ class HardwareProfile:
     peak_tflops: float = MISSING
     hbm_gb: float = MISSING
     hbm_tbps: float = MISSING
-    gemm_efficiency_max: float = MISSING
-    gemm_half_efficiency_gflop: float = MISSING
     memory_efficiency: float = MISSING
     kernel_launch_us: float = MISSING
     compute_units: int = MISSING

@@ -266,7 +266,7 @@ def test_memory_efficiency_above_one():
 @pytest.mark.parametrize(
     "override, fragment",
     [
-        ("hardware.gemm_efficiency_max=0", "hardware.gemm_efficiency_max=0"),
+        ("hardware.gemm_ceiling.bf16=1.5", "hardware.gemm_ceiling.bf16=1.5"),
         ("hardware.intra_node.efficiency=1.01", "hardware.intra_node.efficiency=1.01"),
         ("hardware.inter_node.efficiency=-0.5", "hardware.inter_node.efficiency=-0.5"),
     ],
