@@ -28,6 +28,7 @@ from tasks.validation.microbench_check import (  # noqa: E402
     JUDGED_FROM_BYTES,
     LADDER_SYSTEM_PROFILES as SYSTEM_PROFILES,
     ladder_algorithm,
+    size_label,
 )
 
 LADDERS = ROOT / "conf" / "data" / "collective_ladders.csv"
@@ -45,10 +46,6 @@ def ladder_table() -> pd.DataFrame:
     return rows
 
 
-def _size(n: int) -> str:
-    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tolerance", type=float, default=0.15)
@@ -57,7 +54,7 @@ def main() -> None:
     print(f"{'profile':<10} {'op':<15} {'ranks':>5} {'nodes':>5} {'size':>8} {'algorithm':<26} "
           f"{'published':>9} {'predicted':>9} {'error':>7}")
     for r in rows.itertuples():
-        print(f"{r.profile:<10} {r.op:<15} {r.gpus:>5} {r.nodes:>5} {_size(r.bytes):>8} {r.algorithm[:26]:<26} "
+        print(f"{r.profile:<10} {r.op:<15} {r.gpus:>5} {r.nodes:>5} {size_label(r.bytes):>8} {r.algorithm[:26]:<26} "
               f"{r.busbw_GBps:>9.1f} {r.predicted_GBps:>9.1f} {r.error:>+7.1%}")
     judged = rows[(rows["op"] == "all_reduce") & (rows["bytes"] >= JUDGED_FROM_BYTES)]
     worst = judged["error"].abs().max()

@@ -17,19 +17,14 @@ The whole-step model's speed (layouts per second on one core) is ``scripts/bench
 
 from __future__ import annotations
 
-import statistics
-
 from sweeps.jobs.validation import load_profiles, run_validation
 from tasks.model.gemm_published import CURVE_FROM
 from tasks.validation.microbench_check import JUDGED_FROM_BYTES
+from tasks.validation.records import error_summary
 
 
 def _line(name: str, figure: str, met: bool, target: str) -> None:
     print(f"{name:44s} {figure:34s} target {target:24s} {'met' if met else 'MISSED'}")
-
-
-def _abs(records) -> list:
-    return [abs(r.error) for r in records]
 
 
 def main() -> None:
@@ -38,29 +33,32 @@ def main() -> None:
     runs = by["runs"]
     print(f"{'source':28s} {'n':>3s} {'mean |err|':>10s} {'max |err|':>10s}")
     for source in sorted({r.source for r in runs}):
-        errors = _abs([r for r in runs if r.source == source])
-        print(f"{source:28s} {len(errors):3d} {statistics.mean(errors):10.1%} {max(errors):10.1%}")
+        mine = [r for r in runs if r.source == source]
+        mean, worst = error_summary(mine)
+        print(f"{source:28s} {len(mine):3d} {mean:10.1%} {worst:10.1%}")
     print()
-    errors = _abs(runs)
-    _line("published runs (all shipped)", f"mean {statistics.mean(errors):.1%}, max {max(errors):.1%}",
-          statistics.mean(errors) <= 0.05 and max(errors) <= 0.12, "mean <= 5%, max <= 12%")
-    t5 = _abs([r for r in runs if r.source.startswith("korthikanti22_t5")])
-    _line("Korthikanti Table 5 (8 runs)", f"mean {statistics.mean(t5):.2%}, max {max(t5):.2%}",
-          statistics.mean(t5) <= 0.0365 and max(t5) <= 0.0887, "mean <= 3.65%, max <= 8.87%")
+    mean, worst = error_summary(runs)
+    _line("published runs (all shipped)", f"mean {mean:.1%}, max {worst:.1%}", mean <= 0.05 and worst <= 0.12,
+          "mean <= 5%, max <= 12%")
+    mean, worst = error_summary([r for r in runs if r.source.startswith("korthikanti22_t5")])
+    _line("Korthikanti Table 5 (8 runs)", f"mean {mean:.2%}, max {worst:.2%}", mean <= 0.0365 and worst <= 0.0887,
+          "mean <= 3.65%, max <= 8.87%")
     for row in sorted({r.row for r in by["layers"]}):
         pair = [r for r in by["layers"] if r.row == row]
-        worst = max(_abs(pair))
+        worst = error_summary(pair)[1]
         figure = ", ".join(f"{r.metric} {r.error:+.1%}" for r in pair)
         _line(f"Korthikanti Table 4: {pair[0].detail.split(' ', 2)[2]}", figure, worst <= 0.10, "each within 10%")
     ladder = [r for r in by["collectives"] if r.model == "all_reduce" and _bytes(r.detail) >= JUDGED_FROM_BYTES]
-    _line("collective ladders: all-reduce from 1 MiB", f"{len(ladder)} points, worst {max(_abs(ladder)):.1%}",
-          max(_abs(ladder)) <= 0.15, "each within 15%")
+    worst = error_summary(ladder)[1]
+    _line("collective ladders: all-reduce from 1 MiB", f"{len(ladder)} points, worst {worst:.1%}", worst <= 0.15,
+          "each within 15%")
     curve = [r for r in by["gemm"] if r.source.endswith("curve") and int(r.detail.split("x")[0]) >= CURVE_FROM]
     mamf = [r for r in by["gemm"] if r.source.endswith("MAMF")]
-    _line(f"A100 square-GEMM curve from {CURVE_FROM}^3", f"{len(curve)} points, worst {max(_abs(curve)):.1%}",
-          max(_abs(curve)) <= 0.10, "each within 10%")
-    _line("maximum-achievable GEMM rows", f"{len(mamf)} rows, worst {max(_abs(mamf)):.1%}",
-          max(_abs(mamf)) <= 0.05, "each within 5%")
+    worst = error_summary(curve)[1]
+    _line(f"A100 square-GEMM curve from {CURVE_FROM}^3", f"{len(curve)} points, worst {worst:.1%}", worst <= 0.10,
+          "each within 10%")
+    worst = error_summary(mamf)[1]
+    _line("maximum-achievable GEMM rows", f"{len(mamf)} rows, worst {worst:.1%}", worst <= 0.05, "each within 5%")
     tight = [r for r in runs if "usable" in r.detail]
     _line("runs judged feasible", f"{len(runs) - len(tight)} of {len(runs)}", not tight, "every run")
     print(f"\nskipped: {len(result.skipped)} rows (no hardware profile)")

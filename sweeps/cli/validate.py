@@ -29,7 +29,7 @@ from sweeps.cli.render import PIPE_WIDTH, console
 from sweeps.cli.report import write_and_announce
 from sweeps.lake import Lake
 from sweeps.lake.kinds import VALIDATION
-from tasks.validation.records import DATASETS, MODEL_VERSION, ValidationRecord
+from tasks.validation.records import DATASETS, MODEL_VERSION, ValidationRecord, error_summary
 
 __all__ = ["validate", "VALIDATE_FORMATS", "render_records"]
 
@@ -55,12 +55,6 @@ def _by_source(records: Sequence[ValidationRecord]) -> Dict[Tuple[str, str], Lis
     return groups
 
 
-def _stats(records: Sequence[ValidationRecord]) -> Tuple[float, float]:
-    """Mean and max |error| (fractions) of ``records``."""
-    errors = [abs(r.error) for r in records]
-    return sum(errors) / len(errors), max(errors)
-
-
 def _source_table(dataset: str, source: str, records: Sequence[ValidationRecord]) -> Table:
     table = Table(title=f"{dataset} · {source}", title_justify="left", caption_justify="left")
     for name in ("row", "model", "hardware", "metric", "published", "predicted", "error", "detail"):
@@ -68,7 +62,7 @@ def _source_table(dataset: str, source: str, records: Sequence[ValidationRecord]
     for r in records:
         table.add_row(str(r.row), r.model, r.hardware, r.metric, _value(r.published, r.unit),
                       _value(r.predicted, r.unit), _pct(r.error), r.detail)
-    mean, worst = _stats(records)
+    mean, worst = error_summary(records)
     table.caption = f"{source}: mean |error| {_pct(mean, signed=False)}, max |error| {_pct(worst, signed=False)}"
     return table
 
@@ -78,7 +72,7 @@ def _summary_table(groups: Dict[Tuple[str, str], List[ValidationRecord]]) -> Tab
     for name in ("dataset", "source", "n", "mean |error|", "max |error|"):
         table.add_column(name, justify="left" if name in ("dataset", "source") else "right")
     for (dataset, source), records in groups.items():
-        mean, worst = _stats(records)
+        mean, worst = error_summary(records)
         table.add_row(dataset, source, str(len(records)), _pct(mean, signed=False), _pct(worst, signed=False))
     return table
 
@@ -140,13 +134,12 @@ def validate(*, runs_file: Optional[Path], datasets: Sequence[str], fmt: str, la
         lake.ensure_readable()  # an unusable lake is refused before any work
     result = run_validation(load_profiles(), datasets=tuple(dict.fromkeys(datasets)) or DATASETS, runs_file=runs_file)
     records, skipped = result.validation.records, result.validation.skipped
-    text = _text(records, skipped, fmt)
     if out_file is not None:
-        out_file.write_text(text, encoding="utf-8")
+        out_file.write_text(_text(records, skipped, fmt), encoding="utf-8")
     elif fmt == "table":
         render_records(console(), records, skipped)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(_text(records, skipped, fmt))
     # Machine-readable records on stdout keep it to themselves: the account goes to stderr.
     out = console(stderr=out_file is None and fmt != "table")
     if out_file is not None:

@@ -34,17 +34,14 @@ from sweeps.lake import CommitResult, Lake
 from sweeps.lake.kinds import VALIDATION, VALIDATION_ROW_SCHEMA
 from tasks.identity import content_hash
 from tasks.model.specs import HardwareProfile
-from tasks.validation.records import DATASETS, VALIDATION_SCHEMA_VERSION, RowError, records_table
+from tasks.validation.records import DATA_FILES, DATASETS, VALIDATION_SCHEMA_VERSION, RowError, records_table
 from tasks.validation.validate import Validation, validate_all
 
-__all__ = ["DATA_DIR", "DATA_FILES", "PARTITION", "ValidationResult", "load_profiles", "data_files",
+__all__ = ["DATA_DIR", "PARTITION", "ValidationResult", "load_profiles", "data_files",
            "run_validation", "lake_rows", "commit_validation"]
 
 #: The shipped published measurements (``conf/data``, installed with the package).
 DATA_DIR = CONF_DIR / "data"
-#: The file each dataset is read from, under ``DATA_DIR`` (``--runs`` stands in for the runs').
-DATA_FILES: Dict[str, str] = {"runs": "published_runs.csv", "layers": "layer_times.csv",
-                              "collectives": "collective_ladders.csv", "gemm": "gemm_efficiency.csv"}
 #: The one lake partition of kind ``validation``: its rows carry their own dataset and hardware.
 PARTITION: Dict[str, str] = {"sweep": "validate"}
 

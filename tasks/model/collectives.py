@@ -182,7 +182,9 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
     if algorithm == "ring" or (algorithm is None and (op != "all_reduce" or hw.intra_node.nvls_efficiency <= 0)):
         return ring
     switch = _nvls_time(n, message_bytes, crosses_nodes, hw) if op == "all_reduce" else np.full_like(ring, np.nan)
-    return switch + 0.0 * ring if algorithm == "nvls" else np.fmin(ring, switch)
+    if algorithm == "nvls":
+        return np.broadcast_to(switch, np.broadcast(switch, ring).shape).copy()
+    return np.fmin(ring, switch)
 
 
 def predicted_busbw(op: str, n, message_bytes, hw: HardwareProfile, nodes=1, algorithm: Optional[str] = None):

@@ -21,6 +21,7 @@ __all__ = [
     "FORWARD_GEMMS",
     "PASSES",
     "gemm_shapes",
+    "training_gemms",
     "layer_training_flops",
     "elementwise_kernels",
     "ELEMENTWISE_KERNELS",
@@ -127,12 +128,13 @@ def gemm_shapes(h, heads, sl, b, tp, block: Block = STUDY_BLOCK) -> Tuple[Gemm, 
     dX = dY W^T is (m x n)(n x k), the weight-gradient GEMM dW = X^T dY is (k x m)(m x n).
     Each has the forward's FLOP count (method.md §3: backward costs twice the forward).
     """
-    gemms = []
-    for name, (m, n, k, batch) in _forward(h, heads, sl, b, tp, block).items():
-        gemms.append(Gemm(name, "fwd", m, n, k, batch))
-        gemms.append(Gemm(name, "ig", m, k, n, batch))
-        gemms.append(Gemm(name, "wg", k, n, m, batch))
-    return tuple(gemms)
+    return tuple(g for name, shape in _forward(h, heads, sl, b, tp, block).items() for g in training_gemms(name, *shape))
+
+
+def training_gemms(name: str, m, n, k, batch=1.0) -> Tuple[Gemm, ...]:
+    """The forward GEMM (m x k)(k x n) of ``name`` and its input- and weight-gradient GEMMs
+    (``gemm_shapes``' rule), ``batch`` of each."""
+    return (Gemm(name, "fwd", m, n, k, batch), Gemm(name, "ig", m, k, n, batch), Gemm(name, "wg", k, n, m, batch))
 
 
 def layer_training_flops(h, sl, b, tp):

@@ -65,11 +65,12 @@ class LayerCost:
         return self.forward + self.backward
 
 
-def _gemm_times(h, heads, sl, b, tp, hw: HardwareProfile, *, block: Block, stack: Stack, p: float):
-    """(all forward, all backward, linear forward, linear backward, core forward) GEMM seconds."""
-    zero = np.zeros(np.broadcast(h, sl, b, tp).shape)
+def _gemm_times(gemms, shape, hw: HardwareProfile, *, stack: Stack, p: float):
+    """(all forward, all backward, linear forward, linear backward, core forward) seconds of
+    ``gemms`` (``layer.gemm_shapes``), as arrays of ``shape``."""
+    zero = np.zeros(shape)
     fwd, bwd, lin_fwd, lin_bwd, core = zero.copy(), zero.copy(), zero.copy(), zero.copy(), zero.copy()
-    for g in layer.gemm_shapes(h, heads, sl, b, tp, block):
+    for g in gemms:
         is_core = g.name in ATTENTION_CORE_GEMMS
         precision = "bf16" if is_core else stack.gemm_precision
         t = roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, hw, precision, 1.0 if precision == "fp8" else p)
@@ -85,16 +86,13 @@ def _gemm_times(h, heads, sl, b, tp, hw: HardwareProfile, *, block: Block, stack
 FP8_CAST_TRANSPOSE_BYTES = 4.0
 
 
-def _fp8_casts(h, heads, sl, b, tp, hw: HardwareProfile, block: Block):
-    """(forward, backward) seconds of the fp8 casts a layer's linear GEMMs need: the forward
-    casts each GEMM's activation input (m x k), the backward its incoming gradient (m x n),
-    each with its transpose (Transformer Engine's cast_transpose; Micikevicius et al. 2022,
-    FP8 formats for deep learning). Weights are cast once per step and left out."""
-    fwd = bwd = 0.0
-    for g in layer.gemm_shapes(h, heads, sl, b, tp, block):
-        if g.pass_ == "fwd" and g.name not in ATTENTION_CORE_GEMMS:
-            fwd = fwd + roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * g.m * g.k, hw)
-            bwd = bwd + roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * g.m * g.n, hw)
+def _fp8_casts(linear_fwd_gemms, hw: HardwareProfile):
+    """(forward, backward) seconds of the fp8 casts the linear GEMMs need: the forward casts
+    each GEMM's activation input (m x k), the backward its incoming gradient (m x n), each
+    with its transpose (Transformer Engine's cast_transpose; Micikevicius et al. 2022, FP8
+    formats for deep learning). Weights are cast once per step and left out."""
+    fwd = sum(roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * g.m * g.k, hw) for g in linear_fwd_gemms)
+    bwd = sum(roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * g.m * g.n, hw) for g in linear_fwd_gemms)
     return fwd, bwd
 
 
@@ -105,7 +103,10 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     element-wise kernels by TP (the study's table splits them: the default)."""
     if block.flash != stack.flash:
         raise ValueError(f"block.flash={block.flash} disagrees with stack.attention={stack.attention!r}")
-    gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core = _gemm_times(h, heads, sl, b, tp, hw, block=block, stack=stack, p=p)
+    gemms = layer.gemm_shapes(h, heads, sl, b, tp, block)
+    forward_gemms = [g for g in gemms if g.pass_ == "fwd"]
+    linear_fwd_gemms = [g for g in forward_gemms if g.name not in ATTENTION_CORE_GEMMS]
+    gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core = _gemm_times(gemms, np.broadcast(h, sl, b, tp).shape, hw, stack=stack, p=p)
     elem_fwd = np.zeros(np.shape(gemm_fwd))
     elem_bwd = np.zeros(np.shape(gemm_fwd))
     kernels = 0
@@ -118,17 +119,16 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         if name in layer.INSIDE_FUSED_ATTENTION:
             core = core + t
     if stack.gemm_precision == "fp8":
-        cast_fwd, cast_bwd = _fp8_casts(h, heads, sl, b, tp, hw, block)
+        cast_fwd, cast_bwd = _fp8_casts(linear_fwd_gemms, hw)
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd
-        kernels += sum(1 for g in layer.gemm_shapes(1.0, 1.0, 1.0, 1.0, 1.0, block)
-                       if g.pass_ == "fwd" and g.name not in ATTENTION_CORE_GEMMS)
+        kernels += len(linear_fwd_gemms)
     if block.flash:
         attn_fwd, attn_bwd = fused_attention_times(h, sl, b, tp, hw, causal=stack.causal)
         core = core + attn_fwd
         kernels += 1
     else:
         attn_fwd = attn_bwd = np.zeros(np.shape(gemm_fwd))
-    kernels += sum(1 for g in layer.gemm_shapes(1.0, 1.0, 1.0, 1.0, 1.0, block) if g.pass_ == "fwd")
+    kernels += len(forward_gemms)
     return LayerCost(gemm_fwd=gemm_fwd, gemm_bwd=gemm_bwd, linear_fwd=linear_fwd, linear_bwd=linear_bwd,
                      attention_fwd=attn_fwd, attention_bwd=attn_bwd, elementwise_fwd=elem_fwd,
                      elementwise_bwd=elem_bwd, core_fwd=core, kernels_fwd=kernels)

@@ -24,11 +24,6 @@ __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "stage_layer_cost", "compute_per_microba
 OPTIMIZER_BYTES_PER_PARAM = 4.0 + 16.0 + 12.0 + 6.0 + 4.0
 
 
-#: The output layer keeps 16 bits under fp8 training (Transformer Engine runs only the
-#: Transformer layers' linear GEMMs in fp8).
-_OUTPUT_PRECISION = {"fp8": "bf16"}
-
-
 def stage_layer_cost(lay: StepLayouts, ctx: StepContext) -> LayerCost:
     """One layer's compute pieces for every layout (``tasks.model.layer_cost``). A layer's
     cost depends only on (micro-batch, TP, sequence parallelism), of which a space holds a
@@ -47,17 +42,15 @@ def stage_layer_cost(lay: StepLayouts, ctx: StepContext) -> LayerCost:
 
 
 def _output_layer(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
-    """The vocabulary-parallel output layer's GEMMs, forward and both gradients."""
+    """The vocabulary-parallel output layer's GEMMs, forward and both gradients. It keeps 16
+    bits under fp8 training (Transformer Engine runs only the layers' linear GEMMs in fp8)."""
     if ctx.vocab <= 0:
         return np.zeros(np.shape(lay.tp))
-    h, sl = float(ctx.model.hidden), float(ctx.model.seq_len)
-    total = 0.0
-    for g in layer.Gemm("logits", "fwd", sl * lay.micro_batch, ctx.vocab / lay.tp, h), \
-            layer.Gemm("logits", "ig", sl * lay.micro_batch, h, ctx.vocab / lay.tp), \
-            layer.Gemm("logits", "wg", h, ctx.vocab / lay.tp, sl * lay.micro_batch):
-        total = total + roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.hardware, _OUTPUT_PRECISION.get(
-            ctx.stack.gemm_precision, ctx.stack.gemm_precision), ctx.dtype_bytes)
-    return total
+    precision = "bf16" if ctx.stack.gemm_precision == "fp8" else ctx.stack.gemm_precision
+    gemms = layer.training_gemms("logits", float(ctx.model.seq_len) * lay.micro_batch, ctx.vocab / lay.tp,
+                                 float(ctx.model.hidden))
+    return sum(roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.hardware, precision, ctx.dtype_bytes)
+               for g in gemms)
 
 
 def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np.ndarray]:

@@ -13,13 +13,7 @@ from tasks.model.layout import code
 from tasks.model.specs import HardwareProfile, TransformerModel
 from tasks.model.stack import Stack
 
-__all__ = ["StepContext", "StepLayouts", "as_layouts", "dp_ranks_per_node"]
-
-
-def dp_ranks_per_node(tp, dp, devices_per_node: int):
-    """Ranks of one DP group on one node, ranks numbered TP fastest, then DP (Megatron-LM's
-    order): floor(devices per node / TP), at least 1 and at most DP."""
-    return np.clip(np.floor(devices_per_node / np.asarray(tp, dtype=np.float64)), 1.0, dp)
+__all__ = ["StepContext", "StepLayouts", "as_layouts"]
 
 
 @dataclass(frozen=True)
@@ -97,8 +91,9 @@ class StepLayouts:
         return self.tp * self.dp > hw.devices_per_node
 
     def dp_local_ranks(self, hw: HardwareProfile) -> np.ndarray:
-        """Ranks of one DP group on one node (ranks are numbered TP fastest, then DP)."""
-        return dp_ranks_per_node(self.tp, self.dp, hw.devices_per_node)
+        """Ranks of one DP group on one node, ranks numbered TP fastest, then DP (Megatron-LM's
+        order): floor(devices per node / TP), at least 1 and at most DP."""
+        return np.clip(np.floor(hw.devices_per_node / self.tp), 1.0, self.dp)
 
     def pp_crosses(self, hw: HardwareProfile) -> np.ndarray:
         return self.tp * self.dp * self.pp > hw.devices_per_node

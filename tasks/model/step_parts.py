@@ -14,11 +14,10 @@ from tasks.model import layer, metrics
 from tasks.model.collectives import tier_time
 from tasks.model.communication import RECOMPUTED_TP_COLLECTIVES, TP_COLLECTIVES_PER_LAYER
 from tasks.model.layout import Layout
-from tasks.model.layer_cost import layer_cost
 from tasks.model.step import StepContext
 from tasks.model.step_comm import tp_collective, tp_exposed_per_pass
 from tasks.model.step_compute import stage_layer_cost
-from tasks.model.step_context import as_layouts, dp_ranks_per_node
+from tasks.model.step_context import as_layouts
 
 __all__ = ["LayerCollective", "layer_collectives", "layer_parts", "layer_pass_times"]
 
@@ -62,17 +61,21 @@ def layer_parts(layout: Layout, ctx: StepContext) -> Dict[str, float]:
     """Spec-projected times of one layer and micro-batch, in seconds: ``gemm_s`` (the
     forward, input-gradient and weight-gradient GEMMs), ``tp_comm_s`` and ``dp_comm_s``
     (``layer_collectives`` on the link tier each group spans, not overlapped)."""
-    model, hw = ctx.model, ctx.hardware
-    cost = layer_cost(float(model.hidden), float(model.heads), float(model.seq_len), float(layout.micro_batch),
-                      float(layout.tp), hw, p=float(ctx.dtype_bytes), block=ctx.block, stack=ctx.stack,
-                      sequence_parallel=layout.sequence_parallel)
-    parts = {"gemm_s": float(cost.gemm_fwd + cost.gemm_bwd), "tp_comm_s": 0.0, "dp_comm_s": 0.0}
-    local_dp = float(dp_ranks_per_node(layout.tp, layout.dp, hw.devices_per_node))
+    hw = ctx.hardware
+    lay = _one_layout(layout, ctx)
+    cost = stage_layer_cost(lay, ctx)
+    parts = {"gemm_s": float(cost.gemm_fwd[0] + cost.gemm_bwd[0]), "tp_comm_s": 0.0, "dp_comm_s": 0.0}
+    local_dp = float(lay.dp_local_ranks(hw)[0])
     for c in layer_collectives(layout, ctx):
-        local = {"dp": local_dp}.get(c.group, 1)
+        local = local_dp if c.group == "dp" else 1
         parts[f"{c.group}_comm_s"] += c.count * float(tier_time(c.op, c.ranks, c.message_bytes, c.crosses_nodes, hw,
                                                                 local_ranks=local))
     return parts
+
+
+def _one_layout(layout: Layout, ctx: StepContext):
+    """``layout`` as the one-row ``StepLayouts`` the step model costs."""
+    return as_layouts(layout.columns(), np.asarray([float(layout.dp)]), ctx)
 
 
 def layer_pass_times(layout: Layout, ctx: StepContext) -> Dict[str, float]:
@@ -80,7 +83,7 @@ def layer_pass_times(layout: Layout, ctx: StepContext) -> Dict[str, float]:
     model charges them: compute plus the TP time the step waits for; the backward includes
     what recomputation repeats (full: the whole forward with its collectives; selective: the
     attention core's forward). Korthikanti et al. (arXiv 2205.05198) Table 4 times these."""
-    lay = as_layouts(layout.columns(), np.asarray([float(layout.dp)]), ctx)
+    lay = _one_layout(layout, ctx)
     cost = stage_layer_cost(lay, ctx)
     fwd_tp, bwd_tp = tp_exposed_per_pass(tp_collective(lay, ctx), lay.tp, cost, ctx)
     forward = metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw) + fwd_tp

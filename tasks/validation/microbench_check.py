@@ -14,7 +14,7 @@ from tasks.model.roofline import MissingFigure
 from tasks.model.specs import HardwareProfile
 from tasks.validation.records import MODEL_VERSION, ValidationRecord, signed_error
 
-__all__ = ["LADDER_SYSTEM_PROFILES", "JUDGED_FROM_BYTES", "ladder_algorithm", "validate_ladders", "validate_gemms"]
+__all__ = ["LADDER_SYSTEM_PROFILES", "JUDGED_FROM_BYTES", "ladder_algorithm", "size_label", "validate_ladders", "validate_gemms"]
 
 #: Ladder systems of ``collective_ladders.csv`` -> hardware profiles (``conf/hardware``), one by one.
 LADDER_SYSTEM_PROFILES: Dict[str, str] = {
@@ -35,7 +35,8 @@ def ladder_algorithm(name: str) -> Optional[str]:
     return "ring" if name.strip().lower().startswith("ring") else None
 
 
-def _size(n: int) -> str:
+def size_label(n: int) -> str:
+    """A message size for people: "16 MiB", "1 GiB"."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
             return f"{n / scale:g} {unit}"
@@ -58,7 +59,7 @@ def validate_ladders(path: Path, profiles: Dict[str, HardwareProfile], out) -> N
         out.records.append(ValidationRecord(
             dataset="collectives", source=row["system"], row=i, model=row["op"], hardware=hw.name, metric="busbw",
             unit="GB/s", published=published, predicted=predicted, error=signed_error(predicted, published),
-            detail=f"{row['op']} {_size(size)} x {gpus} ranks on {nodes} node(s), {row['algorithm']}",
+            detail=f"{row['op']} {size_label(size)} x {gpus} ranks on {nodes} node(s), {row['algorithm']}",
             cost_model_version=MODEL_VERSION))
 
 

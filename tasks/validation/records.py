@@ -4,24 +4,33 @@ the signed error, as plain data and as the lake's ``validation`` table."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import pyarrow as pa
 
 from tasks.model.projection import COST_MODEL_VERSION
 from tasks.model.step import STEP_MODEL_VERSION
 
-__all__ = ["MODEL_VERSION", "DATASETS", "ValidationRecord", "VALIDATION_SCHEMA", "VALIDATION_SCHEMA_VERSION", "records_table",
+__all__ = ["MODEL_VERSION", "DATASETS", "DATA_FILES", "error_summary", "ValidationRecord", "VALIDATION_SCHEMA", "VALIDATION_SCHEMA_VERSION", "records_table",
            "signed_error", "RowError"]
 
 #: What a record validates: a whole training run, one layer's forward/backward time, one
 #: collective's bus bandwidth at one size, one GEMM's throughput.
 DATASETS = ("runs", "layers", "collectives", "gemm")
+#: The file of ``conf/data`` each dataset is read from (``--runs`` stands in for the runs').
+DATA_FILES: Dict[str, str] = {"runs": "published_runs.csv", "layers": "layer_times.csv",
+                              "collectives": "collective_ladders.csv", "gemm": "gemm_efficiency.csv"}
 
 VALIDATION_SCHEMA_VERSION = 1
 
 #: What a validation row is stamped with: the per-layer and whole-step models' versions.
 MODEL_VERSION = f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"
+
+
+def error_summary(records: Sequence["ValidationRecord"]) -> Tuple[float, float]:
+    """Mean and max |error| (fractions) of ``records`` (at least one)."""
+    errors = [abs(r.error) for r in records]
+    return sum(errors) / len(errors), max(errors)
 
 
 def signed_error(predicted: float, published: float) -> float:

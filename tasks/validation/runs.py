@@ -69,6 +69,11 @@ _SPELLINGS = {"bfloat16": "bf16", "float16": "fp16", "fp8-hybrid": "fp8", "fp8_h
               "false": "none", "no": "none", "true": "full", "yes": "full", "sel": "selective", "block": "full"}
 
 
+def row_error(path: str, row: int, field: str, value: object, why: str) -> RowError:
+    """The error of one cell: "FILE row N: FIELD='VALUE' WHY"."""
+    return RowError(f"{path} row {row}: {field}={value!r} {why}")
+
+
 @dataclass(frozen=True)
 class PublishedRun:
     """One measured training run: model shape, layout, hardware, precision and its metric."""
@@ -104,7 +109,7 @@ class PublishedRun:
     value: float
 
     def error(self, field: str, value: object, why: str) -> RowError:
-        return RowError(f"{self.path} row {self.row}: {field}={value!r} {why}")
+        return row_error(self.path, self.row, field, value, why)
 
 
 class _Row:
@@ -114,7 +119,7 @@ class _Row:
         self.path, self.row, self.cells = path, row, cells
 
     def fail(self, field: str, value: object, why: str) -> RowError:
-        return RowError(f"{self.path} row {self.row}: {field}={value!r} {why}")
+        return row_error(self.path, self.row, field, value, why)
 
     def text(self, field: str, default: Optional[str] = None) -> str:
         value = (self.cells.get(field) or "").strip()

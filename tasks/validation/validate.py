@@ -19,7 +19,7 @@ from tasks.model.roofline import MissingFigure, gemm_ceiling, peak_flops
 from tasks.model.specs import HardwareProfile
 from tasks.validation import layers_check, microbench_check
 from tasks.validation.predict_runs import find_profile, predict_run
-from tasks.validation.records import DATASETS, MODEL_VERSION, RowError, ValidationRecord, signed_error
+from tasks.validation.records import DATA_FILES, DATASETS, MODEL_VERSION, ValidationRecord, signed_error
 from tasks.validation.runs import METRICS, PublishedRun, read_runs
 
 __all__ = ["Validation", "validate_runs", "validate_all"]
@@ -64,14 +64,11 @@ def validate_all(profiles: Dict[str, HardwareProfile], data_dir: Path, *, runs_f
     """Validate the shipped data in ``data_dir`` (``runs_file`` stands in for its runs)."""
     out = Validation()
     if "runs" in datasets:
-        out.records += validate_runs(read_runs(runs_file or data_dir / "published_runs.csv"), profiles)
+        out.records += validate_runs(read_runs(runs_file or data_dir / DATA_FILES["runs"]), profiles)
     if "layers" in datasets:
-        layers_check.validate_layers(data_dir / "layer_times.csv", profiles, out)
+        layers_check.validate_layers(data_dir / DATA_FILES["layers"], profiles, out)
     if "collectives" in datasets:
-        microbench_check.validate_ladders(data_dir / "collective_ladders.csv", profiles, out)
+        microbench_check.validate_ladders(data_dir / DATA_FILES["collectives"], profiles, out)
     if "gemm" in datasets:
-        microbench_check.validate_gemms(data_dir / "gemm_efficiency.csv", profiles, out)
-    for record in out.records:
-        if record.dataset not in DATASETS:
-            raise RowError(f"unknown dataset {record.dataset!r}")
+        microbench_check.validate_gemms(data_dir / DATA_FILES["gemm"], profiles, out)
     return out
