@@ -10,7 +10,9 @@ the figure reached, the target, and whether it is met.
 - Korthikanti et al. Table 5 (the korthikanti22_t5_* rows): mean and max |error|;
 - Korthikanti et al. Table 4 (layer_times.csv): the worst forward and backward |error| per variant;
 - collective ladders: the worst |error| of all-reduce points from 1 MiB up;
-- GEMM: the A100 square curve from 2048^3 up, and the maximum-achievable (MAMF) rows;
+- GEMM: the A100 square curve from 2048^3 up, and the maximum-achievable (MAMF) rows; the
+  H800 K sweeps (no target: the fp16 sweep is where the wave overhead is fitted, the fp8
+  sweeps show how far its K dependence holds where nothing was fitted);
 - every run judged feasible (memory).
 The whole-step model's speed (layouts per second on one core) is ``scripts/bench_search.py``'s.
 """
@@ -59,6 +61,11 @@ def main() -> None:
           "each within 10%")
     worst = error_summary(mamf)[1]
     _line("maximum-achievable GEMM rows", f"{len(mamf)} rows, worst {worst:.1%}", worst <= 0.05, "each within 5%")
+    sweep = [r for r in by["gemm"] if r.source.endswith("K sweep")]
+    for dtype in sorted({r.model for r in sweep}):
+        errors = [r.error for r in sweep if r.model == dtype]
+        print(f"{'GEMM K sweep, H800 ' + dtype:44s} {len(errors)} points, errors {min(errors):+.1%} .. {max(errors):+.1%}"
+              f"   (no target; {'fitted to it' if dtype == 'fp16' else 'not fitted'})")
     tight = [r for r in runs if "usable" in r.detail]
     _line("runs judged feasible", f"{len(runs) - len(tight)} of {len(runs)}", not tight, "every run")
     print(f"\nskipped: {len(result.skipped)} rows (no hardware profile)")

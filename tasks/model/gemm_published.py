@@ -2,7 +2,8 @@
 
 ``conf/data/gemm_efficiency.csv`` holds maximum achievable matmul TFLOP/s per accelerator
 and dtype (MAMF, found by a search over shapes; a row's shape is the best one found, or
-``best found`` where the source gives none) and an A100 fp16 square-GEMM curve. A row is
+``best found`` where the source gives none) and an A100 fp16 square-GEMM curve;
+``conf/data/gemm_k_sweeps.csv`` (same columns) GEMMs of one M x N over K. A row is
 predicted on the hardware profile ``PROFILE_OF_GPU`` maps its ``gpu`` to; rows of hardware
 without a profile are skipped by the caller (``profile`` is ``None``).
 """
@@ -20,12 +21,14 @@ import numpy as np
 from tasks.model import roofline
 from tasks.model.specs import HardwareProfile
 
-__all__ = ["PROFILE_OF_GPU", "BEST_FOUND_SIDES", "MAMF_TOLERANCE", "CURVE_TOLERANCE", "CURVE_FROM", "GemmRow",
+__all__ = ["GEMM_KINDS", "PROFILE_OF_GPU", "BEST_FOUND_SIDES", "MAMF_TOLERANCE", "CURVE_TOLERANCE", "CURVE_FROM", "GemmRow",
            "read_gemm_rows", "best_found", "predict_row"]
 
 #: The csv's ``gpu`` -> the ``conf/hardware`` profile it is predicted on. Not here (skipped):
-#: A100-PCIe, GH200 and GB200, which have no profile.
-PROFILE_OF_GPU = {"A100-SXM": "a100-80gb", "H100-SXM": "h100", "H200-SXM": "h200", "B200-SXM": "b200",
+#: A100-PCIe, GH200 and GB200, which have no profile. The H800 SXM is an H100 SXM with fewer
+#: NVLink links: the same 132 SMs, clocks and dense tensor peaks, so its GEMMs are the h100's.
+PROFILE_OF_GPU = {"A100-SXM": "a100-80gb", "H100-SXM": "h100", "H800-SXM": "h100", "H200-SXM": "h200",
+                  "B200-SXM": "b200",
                   "MI300X": "mi300x", "MI325X": "mi325x", "MI355X": "mi355x"}
 
 #: A 'best found' row is predicted as the best of every (m, n, k) drawn from these sides:
@@ -37,6 +40,9 @@ BEST_FOUND_SIDES = (4096, 6144, 8192, 12288, 16384)
 #: (m = n = k) up. Below it the figure's small GEMMs pay fixed costs beyond the launch floor
 #: that the law does not model; they are shown without a target.
 MAMF_TOLERANCE = 0.05
+#: What a row is: a maximum-achievable figure, a point read off a vendor curve, or a point of
+#: a K sweep (no target: the sweeps are where the law's K overhead is fitted and checked).
+GEMM_KINDS = ("MAMF", "curve", "K sweep")
 CURVE_TOLERANCE = 0.10
 CURVE_FROM = 2048
 
@@ -45,7 +51,8 @@ CURVE_FROM = 2048
 class GemmRow:
     """One published row: ``row`` is its 1-based data row, ``shape`` (m, n, k) or ``None``
     for 'best found', ``tflops`` the published 10^12 FLOP/s, ``confidence`` the csv's
-    ('V' measured, '~' read off a figure)."""
+    ('V' measured, 'T' one transcription, '~' read off a figure), ``kind`` one of
+    ``GEMM_KINDS``."""
 
     row: int
     gpu: str
@@ -54,6 +61,7 @@ class GemmRow:
     tflops: float
     confidence: str
     source: str
+    kind: str = "MAMF"
 
     @property
     def profile(self) -> Optional[str]:
@@ -63,7 +71,9 @@ class GemmRow:
     @property
     def tolerance(self) -> Optional[float]:
         """The largest |signed error| this row's target allows, or ``None`` (no target)."""
-        if self.confidence != "~":
+        if self.kind == "K sweep":
+            return None
+        if self.kind == "MAMF":
             return MAMF_TOLERANCE
         return CURVE_TOLERANCE if self.shape is not None and min(self.shape) >= CURVE_FROM else None
 
@@ -75,11 +85,13 @@ def _shape(text: str) -> Optional[Tuple[int, int, int]]:
     return m, n, k
 
 
-def read_gemm_rows(path: Union[str, Path]) -> List[GemmRow]:
-    """Every data row of a csv with the columns of ``conf/data/gemm_efficiency.csv``."""
+def read_gemm_rows(path: Union[str, Path], *, sweep: bool = False) -> List[GemmRow]:
+    """Every data row of a csv with the columns of ``conf/data/gemm_efficiency.csv``: K-sweep
+    points where ``sweep``, else curve points (confidence '~') and MAMF rows."""
     with open(path, newline="", encoding="utf-8") as handle:
         return [GemmRow(i, r["gpu"], r["dtype"], _shape(r["shape_mnk"]), float(r["tflops"]),
-                        r["confidence"], r["source"])
+                        r["confidence"], r["source"],
+                        "K sweep" if sweep else "curve" if r["confidence"] == "~" else "MAMF")
                 for i, r in enumerate(csv.DictReader(handle), start=1)]
 
 

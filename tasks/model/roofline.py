@@ -18,7 +18,7 @@ import numpy as np
 from tasks.model.specs import HardwareProfile
 
 __all__ = ["memory_bound_time", "gemm_kernel_time", "gemm_tflops", "peak_flops", "gemm_ceiling",
-           "GEMM_DTYPES", "GEMM_TILES", "TILE_STAGING", "K_OVERHEAD", "MissingFigure"]
+           "GEMM_DTYPES", "GEMM_TILES", "TILE_STAGING", "DEFAULT_K_OVERHEAD", "tile_overhead_s", "k_overhead", "MissingFigure"]
 
 
 def memory_bound_time(bytes_moved, hw: HardwareProfile):
@@ -42,10 +42,11 @@ GEMM_TILES: Tuple[Tuple[int, int], ...] = ((256, 128), (128, 256), (128, 128), (
 #: the smaller tiles that fill more SMs compete with the large ones.
 TILE_STAGING = 32.0
 
-#: K-loop prologue and epilogue (pipeline fill, writing C), in K elements: a tile's time
-#: goes as K + K_OVERHEAD. Assumption, all profiles: about one pipeline stage of 64; any
-#: value in 32..128 keeps every published row of conf/data/gemm_efficiency.csv in target.
-K_OVERHEAD = 64.0
+#: A wave's K-loop prologue and epilogue (pipeline fill, writing C) where a profile gives no
+#: ``gemm_tile_overhead_us``: the time of DEFAULT_K_OVERHEAD K steps of the largest tile at
+#: the profile's 16-bit rate (about one pipeline stage; any value in 32..128 keeps every row
+#: of conf/data/gemm_efficiency.csv in target). Assumption.
+DEFAULT_K_OVERHEAD = 64.0
 
 
 def _relative_tile_rate(tm: int, tn: int) -> float:
@@ -55,6 +56,30 @@ def _relative_tile_rate(tm: int, tn: int) -> float:
 #: Each tile's duration per unit of K, in (FLOP of a best tile) units: area / relative rate.
 _TILE_COST = tuple(tm * tn * max(_relative_tile_rate(*t) for t in GEMM_TILES) / _relative_tile_rate(tm, tn)
                    for tm, tn in GEMM_TILES)
+_LARGEST_TILE_COST = max(_TILE_COST)
+
+
+def _unit_rate(hw: HardwareProfile, dtype: str) -> float:
+    """FLOP/s of one compute unit running the best tile: peak x ceiling / units."""
+    return peak_flops(hw, dtype) * gemm_ceiling(hw, dtype) / hw.compute_units
+
+
+def tile_overhead_s(hw: HardwareProfile) -> float:
+    """Seconds a wave of the largest tile spends outside its K loop (pipeline fill, writing C):
+    ``hw.gemm_tile_overhead_us``, else ``DEFAULT_K_OVERHEAD`` K steps at the 16-bit rate.
+
+    A fixed time, whatever the dtype: an fp8 GEMM, whose K steps run twice as fast, pays it
+    as twice as many K steps. The K sweeps of conf/data/gemm_k_sweeps.csv (H800, M = N =
+    8192) show it: throughput reaches half its plateau at K of about 250 in fp16 and about
+    450 in fp8."""
+    if hw.gemm_tile_overhead_us is not None:
+        return hw.gemm_tile_overhead_us * 1e-6
+    return DEFAULT_K_OVERHEAD * 2.0 * _LARGEST_TILE_COST / _unit_rate(hw, "bf16")
+
+
+def k_overhead(hw: HardwareProfile, dtype: str = "bf16") -> float:
+    """``tile_overhead_s(hw)`` as K elements of ``dtype``: a tile's time goes as K + this."""
+    return tile_overhead_s(hw) * _unit_rate(hw, dtype) / (2.0 * _LARGEST_TILE_COST)
 _TILE_SIDES = sorted({side for tile in GEMM_TILES for side in tile})
 #: Below 1 by more than float32 rounding of a product of tile counts (2^-22), so that
 #: ceil(k * units * _SLACK / units) is k, not k + 1.
@@ -148,20 +173,21 @@ def gemm_kernel_time(m, n, k, batch, hw: HardwareProfile, dtype: str = "bf16", e
     ``gemm_ceiling``; ``MissingFigure`` where the profile lacks them), ``element_bytes``
     the width of each element moved. The law:
 
-        compute = waves(tile) * cost(tile) * 2 (k + K_OVERHEAD) / (peak * ceiling / units),
+        compute = waves(tile) * cost(tile) * 2 (k + k_overhead) / (peak * ceiling / units),
         t = max(kernel_launch_us, compute, bytes / (hbm_tbps * memory_efficiency)),
 
-    minimised over ``GEMM_TILES``, with waves = ceil(batch * tiles / compute_units) and
+    minimised over ``GEMM_TILES``, with k_overhead = ``k_overhead(hw, dtype)`` (a fixed time
+    per wave, ``tile_overhead_s``), waves = ceil(batch * tiles / compute_units) and
     bytes = element_bytes * batch * (m k + k n + m n). A large, well-shaped GEMM runs at
     peak * ceiling; tile and wave quantization and short K cost below it (NVIDIA, "Matrix
     Multiplication Background User's Guide"; Volkov 2016); the launch floor follows Erdil
     and Schneider-Joseph (arXiv 2411.01137).
     """
-    unit_rate = peak_flops(hw, dtype) * gemm_ceiling(hw, dtype) / hw.compute_units
+    unit_rate = _unit_rate(hw, dtype)
     f32 = np.float32  # every term in float32 in place (the speed of the step model), returned as float64
     shape = np.broadcast_shapes(np.shape(m), np.shape(n), np.shape(k), np.shape(batch))
     t = _wave_slots(m, n, batch, hw.compute_units, shape)
-    np.multiply(t, np.add(k, K_OVERHEAD, dtype=f32), out=t)
+    np.multiply(t, np.add(k, f32(k_overhead(hw, dtype)), dtype=f32), out=t)
     np.multiply(t, f32(2.0 / unit_rate), out=t)
     moved = _workspace(shape)[-1, ...]
     np.add(k, m, out=moved, casting="unsafe")

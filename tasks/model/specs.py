@@ -73,7 +73,9 @@ class HardwareProfile:
     (``peak_tflops`` for bf16 and fp16, ``peak_fp8_tflops`` for fp8, ``None`` where the
     datasheet gives none) and ``gemm_ceiling``: dtype -> the fraction of that peak the
     best-shaped large GEMM reaches (a measured maximum achievable matmul FLOP/s); fp16
-    takes bf16's entry unless it has its own.
+    takes bf16's entry unless it has its own; ``gemm_tile_overhead_us``: the time a wave of
+    output tiles spends outside its K loop (``None``: the law's default, see
+    ``roofline.tile_overhead_s``).
     """
 
     name: str = MISSING
@@ -88,6 +90,7 @@ class HardwareProfile:
     compute_units: int = MISSING
     gemm_ceiling: Dict[str, float] = MISSING
     peak_fp8_tflops: Optional[float] = None
+    gemm_tile_overhead_us: Optional[float] = None
     intra_node: LinkTier = field(default_factory=LinkTier)
     inter_node: LinkTier = field(default_factory=LinkTier)
     sources: Dict[str, str] = field(default_factory=dict)

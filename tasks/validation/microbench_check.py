@@ -63,9 +63,10 @@ def validate_ladders(path: Path, profiles: Dict[str, HardwareProfile], out) -> N
             cost_model_version=MODEL_VERSION))
 
 
-def validate_gemms(path: Path, profiles: Dict[str, HardwareProfile], out) -> None:
-    """A ``gemm_tflops`` record per GEMM row whose accelerator has a profile; others skipped."""
-    for row in read_gemm_rows(path):
+def validate_gemms(path: Path, profiles: Dict[str, HardwareProfile], out, *, sweep: bool = False) -> None:
+    """A ``gemm_tflops`` record per GEMM row whose accelerator has a profile; others skipped.
+    ``sweep``: the file holds K sweeps (``read_gemm_rows``)."""
+    for row in read_gemm_rows(path, sweep=sweep):
         hw = profiles.get(row.profile or "")
         if hw is None:
             out.skipped.append(f"{path.name} row {row.row}: no profile for {row.gpu}")
@@ -77,7 +78,7 @@ def validate_gemms(path: Path, profiles: Dict[str, HardwareProfile], out) -> Non
             continue
         shape_text = "x".join(str(s) for s in shape) + ("" if row.shape else " (best of the shapes tried)")
         out.records.append(ValidationRecord(
-            dataset="gemm", source=f"{row.gpu} {'curve' if row.confidence == '~' else 'MAMF'}", row=row.row,
+            dataset="gemm", source=f"{row.gpu} {row.kind}", row=row.row,
             model=row.dtype, hardware=hw.name, metric="gemm_tflops", unit="TF", published=row.tflops,
             predicted=predicted, error=signed_error(predicted, row.tflops), detail=shape_text,
             cost_model_version=MODEL_VERSION))

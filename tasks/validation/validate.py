@@ -4,8 +4,8 @@
 Four datasets: whole training runs (``published_runs.csv`` or any CSV with its columns,
 through ``tasks.model.step``), one layer's forward and backward time (``layer_times.csv``,
 through the same step model's layer pieces), collective bus bandwidth (``collective_ladders.csv``,
-through ``tasks.model.collectives``) and GEMM throughput (``gemm_efficiency.csv``, through
-``tasks.model.roofline``). Rows whose hardware has no profile are listed as skipped, except in
+through ``tasks.model.collectives``) and GEMM throughput (``gemm_efficiency.csv`` and the K
+sweeps of ``gemm_k_sweeps.csv``, through ``tasks.model.roofline``). Rows whose hardware has no profile are listed as skipped, except in
 a runs file, where an unknown hardware name is an error naming the row.
 """
 
@@ -19,7 +19,7 @@ from tasks.model.roofline import MissingFigure, gemm_ceiling, peak_flops
 from tasks.model.specs import HardwareProfile
 from tasks.validation import layers_check, microbench_check
 from tasks.validation.predict_runs import find_profile, predict_run
-from tasks.validation.records import DATA_FILES, DATASETS, MODEL_VERSION, ValidationRecord, signed_error
+from tasks.validation.records import DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, MODEL_VERSION, ValidationRecord, signed_error
 from tasks.validation.runs import METRICS, PublishedRun, read_runs
 
 __all__ = ["Validation", "validate_runs", "validate_all"]
@@ -71,4 +71,5 @@ def validate_all(profiles: Dict[str, HardwareProfile], data_dir: Path, *, runs_f
         microbench_check.validate_ladders(data_dir / DATA_FILES["collectives"], profiles, out)
     if "gemm" in datasets:
         microbench_check.validate_gemms(data_dir / DATA_FILES["gemm"], profiles, out)
+        microbench_check.validate_gemms(data_dir / GEMM_SWEEPS_FILE, profiles, out, sweep=True)
     return out
