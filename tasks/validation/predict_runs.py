@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -98,15 +99,42 @@ def _plain(name: str) -> str:
     return "".join(ch for ch in name.upper() if ch.isalnum())
 
 
+#: Words of a hardware name that say who sells or packages an accelerator, not which it is.
+VENDOR_WORDS = frozenset({"NVIDIA", "AMD", "INSTINCT", "TESLA", "DGX", "HGX"})
+
+
+def _words(name: str) -> List[str]:
+    """The upper-case words of ``name`` without the vendor's: 'NVIDIA A100-SXM4-80GB' ->
+    ['A100', 'SXM4', '80GB']."""
+    return [w for w in re.split(r"[^A-Z0-9]+", name.upper()) if w and w not in VENDOR_WORDS]
+
+
+def _same_part(words: List[str], hw: HardwareProfile) -> bool:
+    """``words`` name ``hw``'s accelerator family (its first word: A100, H100, MI300X), say no
+    other memory size (a word such as 40GB) and no PCIe card (every profile here is an SXM
+    or OAM module, whose clocks and power a PCIe card does not have)."""
+    sizes = [int(w[:-2]) for w in words if re.fullmatch(r"\d+GB", w)]
+    return (words[0] == _words(hw.accelerator)[0] and all(size == round(hw.hbm_gb) for size in sizes)
+            and not any(w.startswith("PCIE") for w in words))
+
+
 def find_profile(name: str, profiles: Dict[str, HardwareProfile]) -> Optional[HardwareProfile]:
-    """The profile whose name or accelerator is ``name``, compared without case, spaces or
-    punctuation, else the one whose accelerator name starts with it or it with the
-    accelerator's (``H100-SXM``, ``H100 SXM5 80GB``); None when none or several match (an
-    ``A100-SXM-40GB`` does not match the 80 GB profile)."""
+    """The profile of the hardware ``name`` calls, or None.
+
+    In order: the profile whose name or accelerator is ``name`` compared without case, spaces
+    or punctuation; else the profiles of the same part (``_same_part``: 'NVIDIA A100-SXM4-80GB',
+    'H100 SXM5 80GB', 'DGX A100'), the one with the most HBM where the name gives no memory
+    size (an 'A100' is the 80 GB part); else the one profile whose accelerator name starts
+    with it or it with the accelerator's ('H100SXM'). 'A100-PCIe', 'V100 16GB' and 'TPU-Z'
+    call none."""
     key = _plain(name)
     exact = [p for p in profiles.values() if key in (_plain(p.name), _plain(p.accelerator))]
     if exact:
         return exact[0]
+    words = _words(name)
+    same = [p for p in profiles.values() if words and _same_part(words, p)]
+    if same:
+        return max(same, key=lambda p: p.hbm_gb)
     near = [p for p in profiles.values()
             if _plain(p.accelerator).startswith(key) or key.startswith(_plain(p.accelerator))]
-    return near[0] if len(near) == 1 else None
+    return near[0] if len(near) == 1 and not any(w.startswith("PCIE") for w in words) else None

@@ -101,6 +101,13 @@ def test_every_shipped_run_is_feasible_and_table_4_holds_within_ten_percent(prof
 def test_hardware_names_match_their_profile_however_spelled(profiles):
     for spelled in ("H100-SXM", "h100 sxm", "H100-SXM5-80GB", "h100"):
         assert find_profile(spelled, profiles).name == "h100", spelled
-    assert find_profile("A100-SXM-80GB", profiles).name == "a100-80gb"
-    assert find_profile("A100-SXM-40GB", profiles) is None          # another memory size: not the 80 GB profile
-    assert find_profile("TPU-Z", profiles) is None
+    for spelled in ("A100-SXM-80GB", "NVIDIA A100-SXM4-80GB", "A100 80GB", "DGX A100", "A100"):
+        assert find_profile(spelled, profiles).name == "a100-80gb", spelled   # no size: the larger part
+    for spelled in ("A100-SXM-40GB", "NVIDIA A100-SXM4-40GB", "a100 40gb"):
+        assert find_profile(spelled, profiles).name == "a100-40gb", spelled
+    for spelled in ("V100-SXM2-32GB", "Tesla V100 32GB"):
+        assert find_profile(spelled, profiles).name == "v100", spelled
+    assert find_profile("AMD Instinct MI300X", profiles).name == "mi300x"
+    assert find_profile("DGX-B200", profiles).name == "b200" and find_profile("DGX-GB200", profiles).name == "gb200"
+    for unknown in ("TPU-Z", "A100-PCIe-40GB", "H100 PCIe", "V100 16GB", "GH200", "A100-SXM-96GB"):
+        assert find_profile(unknown, profiles) is None, unknown
