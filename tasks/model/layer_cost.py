@@ -6,7 +6,8 @@ GEMMs come from ``layer.gemm_shapes`` timed by ``roofline.gemm_kernel_time`` (ti
 quantization, the precision's peak and ceiling); the layer's linear GEMMs run in the stack's
 ``gemm_precision``, the attention core's products in 16 bits. Fused attention is timed by
 ``tasks.model.attention``; memory-bound kernels by ``roofline.memory_bound_time`` over the
-bytes ``layer.elementwise_kernels`` says each pass moves.
+bytes ``layer.elementwise_kernels`` says each pass moves. The backward also adds the
+micro-batch's weight gradients into the step's gradient buffer (``grad_accumulation_time``).
 Vectorised over NumPy arrays; seconds.
 """
 
@@ -22,7 +23,7 @@ from tasks.model.layer import STUDY_BLOCK, Block
 from tasks.model.specs import HardwareProfile
 from tasks.model.stack import Stack
 
-__all__ = ["LayerCost", "layer_cost", "ATTENTION_CORE_GEMMS"]
+__all__ = ["LayerCost", "layer_cost", "grad_accumulation_time", "ATTENTION_CORE_GEMMS"]
 
 #: The attention core's products when the score matrix is materialised.
 ATTENTION_CORE_GEMMS = ("scores", "context")
@@ -37,7 +38,8 @@ class LayerCost:
     weight-gradient), the materialised attention core's included; ``linear_fwd``/``linear_bwd``:
     the part of those that are the linear layers (what TP collectives can hide behind);
     ``attention_fwd``/``attention_bwd``: fused attention kernels (0 when materialised);
-    ``elementwise_fwd``/``elementwise_bwd``: memory-bound kernels; ``core_fwd``: the
+    ``elementwise_fwd``/``elementwise_bwd``: memory-bound kernels (the backward's with the
+    gradient accumulation of ``grad_accumulation_time``); ``core_fwd``: the
     attention core's forward (what selective recomputation repeats); ``kernels_fwd``:
     kernels launched in the forward pass."""
 
@@ -96,6 +98,17 @@ def _fp8_casts(linear_fwd_gemms, hw: HardwareProfile):
     return fwd, bwd
 
 
+def grad_accumulation_time(weights, hw: HardwareProfile, stack: Stack):
+    """Seconds to add one micro-batch's gradients of ``weights`` (per device) into the step's
+    gradient buffer: the buffer is read and written, ``2 x stack.main_grad_bytes`` per weight,
+    at the HBM peak. Megatron-LM and Transformer Engine fuse the addition into the
+    weight-gradient GEMM's epilogue (gradient_accumulation_fusion), which streams its output
+    at the peak: the per-wave overhead fitted to the H800 K sweep (2.65 us, h100's
+    ``gemm_tile_overhead_us``) is the time to write a wave's 16-bit output tiles at 97 % of
+    it (132 tiles of 256 x 128 x 2 bytes over 3.35 TB/s: 2.58 us)."""
+    return 2.0 * stack.main_grad_bytes * weights / (hw.hbm_tbps * 1e12)
+
+
 def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, block: Block = STUDY_BLOCK,
                stack: Stack = _STUDY_STACK, sequence_parallel=True) -> LayerCost:
     """Every compute piece of one layer (see ``LayerCost``). ``block.flash`` must agree with
@@ -118,6 +131,7 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         kernels += count
         if name in layer.INSIDE_FUSED_ATTENTION:
             core = core + t
+    elem_bwd = elem_bwd + grad_accumulation_time(layer.layer_params(h, heads, block) / tp, hw, stack)
     if stack.gemm_precision == "fp8":
         cast_fwd, cast_bwd = _fp8_casts(linear_fwd_gemms, hw)
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd

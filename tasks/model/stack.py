@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
-__all__ = ["ATTENTION_KINDS", "GEMM_PRECISIONS", "Stack"]
+__all__ = ["ATTENTION_KINDS", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.attention``).
@@ -23,6 +23,11 @@ ATTENTION_KINDS: Tuple[str, ...] = ("materialised", "flash")
 #: at the device's fp8 rate, as Transformer Engine runs them (Micikevicius et al. 2022, FP8
 #: formats); attention, element-wise kernels, communication and master weights keep 16/32 bits.
 GEMM_PRECISIONS: Tuple[str, ...] = ("bf16", "fp16", "fp8")
+#: Bytes per element of the buffer a step's weight gradients are accumulated in, micro-batch
+#: after micro-batch: fp32 main gradients (4: Megatron-LM forces them for bf16, Megatron-Core
+#: and Transformer Engine keep them, PyTorch AMP's gradients of fp32 weights are fp32), or
+#: the 16-bit gradients of fp16 Megatron-LM (2).
+MAIN_GRAD_WIDTHS: Tuple[float, ...] = (2.0, 4.0)
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,8 @@ class Stack:
     Transformer Engine communication-GEMM overlap; Wang et al. 2022); off, serialized.
     ``pp_overlap``: pipeline sends and receives overlapped with compute (Megatron-Core's
     overlap_p2p_comm); off, serialized.
+    ``main_grad_bytes``: one of ``MAIN_GRAD_WIDTHS``, the width of the gradient buffer each
+    micro-batch's weight gradients are added into.
     """
 
     attention: str = "materialised"
@@ -45,6 +52,7 @@ class Stack:
     dp_overlap: bool = True
     tp_overlap: bool = False
     pp_overlap: bool = False
+    main_grad_bytes: float = 4.0
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:
@@ -52,6 +60,9 @@ class Stack:
         if self.gemm_precision not in GEMM_PRECISIONS:
             raise ValueError(f"stack.gemm_precision={self.gemm_precision!r}: choose one of "
                              f"{', '.join(GEMM_PRECISIONS)}")
+        if self.main_grad_bytes not in MAIN_GRAD_WIDTHS:
+            raise ValueError(f"stack.main_grad_bytes={self.main_grad_bytes!r}: choose one of "
+                             f"{', '.join(f'{w:g}' for w in MAIN_GRAD_WIDTHS)}")
 
     @property
     def flash(self) -> bool:

@@ -9,7 +9,7 @@ from typing import Dict
 import numpy as np
 
 from tasks.model import layer, metrics, roofline
-from tasks.model.layer_cost import LayerCost, layer_cost
+from tasks.model.layer_cost import LayerCost, grad_accumulation_time, layer_cost
 from tasks.model.memory import model_state_shard_params
 from tasks.model.step_context import StepContext, StepLayouts
 
@@ -42,15 +42,17 @@ def stage_layer_cost(lay: StepLayouts, ctx: StepContext) -> LayerCost:
 
 
 def _output_layer(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
-    """The vocabulary-parallel output layer's GEMMs, forward and both gradients. It keeps 16
-    bits under fp8 training (Transformer Engine runs only the layers' linear GEMMs in fp8)."""
+    """The vocabulary-parallel output layer's GEMMs, forward and both gradients, and the
+    accumulation of its weight gradients. It keeps 16 bits under fp8 training (Transformer
+    Engine runs only the layers' linear GEMMs in fp8)."""
     if ctx.vocab <= 0:
         return np.zeros(np.shape(lay.tp))
     precision = "bf16" if ctx.stack.gemm_precision == "fp8" else ctx.stack.gemm_precision
     gemms = layer.training_gemms("logits", float(ctx.model.seq_len) * lay.micro_batch, ctx.vocab / lay.tp,
                                  float(ctx.model.hidden))
-    return sum(roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.hardware, precision, ctx.dtype_bytes)
-               for g in gemms)
+    accumulate = grad_accumulation_time(ctx.vocab * float(ctx.model.hidden) / lay.tp, ctx.hardware, ctx.stack)
+    return accumulate + sum(roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.hardware, precision,
+                                                      ctx.dtype_bytes) for g in gemms)
 
 
 def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np.ndarray]:

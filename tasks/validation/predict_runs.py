@@ -43,10 +43,17 @@ def run_model(run: PublishedRun) -> TransformerModel:
                             gated_mlp=run.ffn_hidden != 4 * run.hidden)
 
 
+#: The gradient buffer of an fp16 run: Megatron-LM accumulates fp16 runs' gradients in 16
+#: bits (its fp32 accumulation is forced for bf16 only; Shoeybi et al. 2019 kept fp16 grads).
+FP16_MAIN_GRAD_BYTES = 2.0
+
+
 def run_stack(run: PublishedRun) -> Stack:
-    """The run's stack: its attention kernel, GEMM precision and overlap switches."""
+    """The run's stack: its attention kernel, GEMM precision, overlap switches and gradient
+    buffer (fp32, 16 bits for an fp16 run)."""
     return Stack(attention="flash" if run.flash_attention else "materialised", gemm_precision=run.precision,
-                 dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap)
+                 dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap,
+                 main_grad_bytes=FP16_MAIN_GRAD_BYTES if run.precision == "fp16" else Stack.main_grad_bytes)
 
 
 def _layout(run: PublishedRun, micro_batch: int) -> Layout:

@@ -1,6 +1,7 @@
 """The stack's switches and the shapes of modern layers, each against what it must change:
 fused attention, grouped-query attention, gated MLPs, fp8 GEMMs, overlap switches, sequence
-parallelism's element-wise split, the optimizer step and uneven pipeline splits."""
+parallelism's element-wise split, the gradient accumulation, the optimizer step and uneven
+pipeline splits."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from sweeps.config import load_preset
 from tasks.model import layer, memory
 from tasks.model.attention import FUSED_EFFICIENCY, fused_attention_times
 from tasks.model.layer import STUDY_BLOCK, Block
-from tasks.model.layer_cost import layer_cost
+from tasks.model.layer_cost import grad_accumulation_time, layer_cost
 from tasks.model.layout import Layout, code
 from tasks.model.stack import Stack
 from tasks.model.step import StepContext, step_columns
@@ -104,6 +105,31 @@ def test_overlap_switches_change_only_what_they_name(gpt3, h100):
     assert serial["tp_comm_s"] / 8 <= tp_over["tp_exposed_s"] < serial["tp_exposed_s"]  # one chunk of 8 stays
     pp_over = _one(layout, replace(base, stack=Stack(pp_overlap=True)))
     assert pp_over["pp_exposed_s"] < serial["pp_exposed_s"] == pytest.approx(serial["pp_comm_s"])
+
+
+def test_each_microbatch_adds_its_weight_gradients_into_the_buffer(h100):
+    # 22B layer at TP 8: 12 x 6144^2 / 8 weights per device, read and written in fp32.
+    weights = 12 * 6144.0**2 / 8
+    fp32, fp16 = (layer_cost(6144.0, 64.0, 2048.0, 4.0, 8.0, h100, stack=Stack(main_grad_bytes=w))
+                  for w in (4.0, 2.0))
+    assert float(fp32.elementwise_bwd - fp16.elementwise_bwd) == pytest.approx(4.0 * weights / 3.35e12)
+    assert float(fp32.forward) == float(fp16.forward)
+    assert float(grad_accumulation_time(weights, h100, Stack())) == pytest.approx(8.0 * weights / 3.35e12)
+    with pytest.raises(ValueError, match="stack.main_grad_bytes=3.0: choose one of 2, 4"):
+        Stack(main_grad_bytes=3.0)
+
+
+def test_the_accumulation_is_paid_once_per_microbatch(gpt3, h100):
+    # GPT-3 175B at TP 8 on 8 devices, 8 sequences as 8 micro-batches of 1 or 2 of 4: fp32
+    # rather than 16-bit gradients add 4 bytes per weight per micro-batch, output layer included.
+    params = 12 * 12288.0**2 * 96 / 8 + gpt3.vocab * 12288.0 / 8
+    extra = float(grad_accumulation_time(params, h100, Stack())) / 2
+    for b, microbatches in ((1, 8), (4, 2)):
+        fp32, fp16 = (_one(Layout(tp=8, pp=1, dp=1, micro_batch=b),
+                           StepContext(gpt3, h100, devices=8, global_batch=8, memory_fraction=1e6,
+                                       stack=Stack(main_grad_bytes=w)))
+                      for w in (4.0, 2.0))
+        assert fp32["compute_s"] - fp16["compute_s"] == pytest.approx(microbatches * extra, rel=1e-6)
 
 
 def test_the_optimizer_step_reads_and_writes_its_shard(gpt3, h100):

@@ -10,7 +10,7 @@ import pytest
 
 from sweeps.config import load_preset
 from tasks.model.layer import Block
-from tasks.validation.predict_runs import find_profile
+from tasks.validation.predict_runs import find_profile, run_stack
 from tasks.validation.records import RowError
 from tasks.validation.runs import read_runs
 from tasks.validation.throughput import flops_per_step
@@ -96,6 +96,12 @@ def test_every_shipped_run_is_feasible_and_table_4_holds_within_ten_percent(prof
     assert len(runs) == 19 and not [r for r in runs if "usable" in r.detail]
     layers = [r for r in result.records if r.dataset == "layers"]
     assert len(layers) == 10 and max(abs(r.error) for r in layers) < 0.10
+
+
+def test_an_fp16_run_accumulates_16_bit_gradients_and_a_bf16_run_fp32():
+    runs = read_runs(DATA / "published_runs.csv")
+    widths = {run.precision: run_stack(run).main_grad_bytes for run in runs}
+    assert widths == {"bf16": 4.0, "fp16": 2.0}
 
 
 def test_hardware_names_match_their_profile_however_spelled(profiles):
