@@ -19,10 +19,10 @@ The whole-step model's speed (layouts per second on one core) is ``scripts/bench
 
 from __future__ import annotations
 
-from sweeps.jobs.validation import load_profiles, run_validation
-from tasks.model.gemm_published import CURVE_FROM
-from tasks.validation.microbench_check import JUDGED_FROM_BYTES
-from tasks.validation.records import error_summary
+from sweeps.jobs.validation import DATA_DIR, load_profiles, run_validation
+from tasks.model.gemm_published import CURVE_FROM, read_gemm_rows
+from tasks.validation.microbench_check import JUDGED_FROM_BYTES, ladder_row_bytes
+from tasks.validation.records import DATA_FILES, error_summary
 
 
 def _line(name: str, figure: str, met: bool, target: str) -> None:
@@ -50,11 +50,13 @@ def main() -> None:
         worst = error_summary(pair)[1]
         figure = ", ".join(f"{r.metric} {r.error:+.1%}" for r in pair)
         _line(f"Korthikanti Table 4: {pair[0].detail.split(' ', 2)[2]}", figure, worst <= 0.10, "each within 10%")
-    ladder = [r for r in by["collectives"] if r.model == "all_reduce" and _bytes(r.detail) >= JUDGED_FROM_BYTES]
+    sizes = ladder_row_bytes(DATA_DIR / DATA_FILES["collectives"])
+    ladder = [r for r in by["collectives"] if r.model == "all_reduce" and sizes[r.row] >= JUDGED_FROM_BYTES]
     worst = error_summary(ladder)[1]
     _line("collective ladders: all-reduce from 1 MiB", f"{len(ladder)} points, worst {worst:.1%}", worst <= 0.15,
           "each within 15%")
-    curve = [r for r in by["gemm"] if r.source.endswith("curve") and int(r.detail.split("x")[0]) >= CURVE_FROM]
+    judged = {r.row for r in read_gemm_rows(DATA_DIR / DATA_FILES["gemm"]) if r.kind == "curve" and r.tolerance}
+    curve = [r for r in by["gemm"] if r.source.endswith("curve") and r.row in judged]
     mamf = [r for r in by["gemm"] if r.source.endswith("MAMF")]
     worst = error_summary(curve)[1]
     _line(f"A100 square-GEMM curve from {CURVE_FROM}^3", f"{len(curve)} points, worst {worst:.1%}", worst <= 0.10,
@@ -69,11 +71,6 @@ def main() -> None:
     tight = [r for r in runs if "usable" in r.detail]
     _line("runs judged feasible", f"{len(runs) - len(tight)} of {len(runs)}", not tight, "every run")
     print(f"\nskipped: {len(result.skipped)} rows (no hardware profile)")
-
-
-def _bytes(detail: str) -> float:
-    size, unit = detail.split()[1:3]
-    return float(size) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
 
 
 if __name__ == "__main__":

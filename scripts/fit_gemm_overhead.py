@@ -35,26 +35,25 @@ def main() -> int:
         predicted = predict_row(row, at_fit)[0]
         print(f"{row.dtype:<5} {row.row:>3} {row.shape[2]:>6} {row.tflops:>9.0f} {predicted:>8.0f} "
               f"{predicted / row.tflops - 1:>+7.1%}")
-    for dtype in sorted({r.dtype for r in rows} - {FITTED_DTYPE}):
-        for source in sorted({r.source for r in rows if r.dtype == dtype and r.source != "same run"}):
-            run = _run(rows, dtype, source)
-            errors = [predict_row(r, at_fit)[0] / r.tflops - 1 for r in run]
-            print(f"{dtype} run from row {run[0].row}: errors {min(errors):+.1%} .. {max(errors):+.1%} "
-                  f"(spread {max(errors) - min(errors):.1%}: how far the K dependence misses; the level "
-                  f"is the ceiling's)")
+    for run in _runs(rows):
+        if run[0].dtype == FITTED_DTYPE:
+            continue
+        errors = [predict_row(r, at_fit)[0] / r.tflops - 1 for r in run]
+        print(f"{run[0].dtype} run from row {run[0].row}: errors {min(errors):+.1%} .. {max(errors):+.1%} "
+              f"(spread {max(errors) - min(errors):.1%}: how far the K dependence misses; the level "
+              f"is the ceiling's)")
     return 0
 
 
-def _run(rows, dtype, source):
-    """The rows of one run: from its first row (which names the source) to the next run's."""
-    ours = [r for r in rows if r.dtype == dtype]
-    start = next(i for i, r in enumerate(ours) if r.source == source)
-    run = [ours[start]]
-    for r in ours[start + 1:]:
-        if r.source != "same run":
-            break
-        run.append(r)
-    return run
+def _runs(rows):
+    """The file's runs in order: each starts at a row naming its source, and the rows that
+    follow it say 'same run'."""
+    runs = []
+    for row in rows:
+        if row.source != "same run":
+            runs.append([])
+        runs[-1].append(row)
+    return runs
 
 
 if __name__ == "__main__":

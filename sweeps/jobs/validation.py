@@ -11,7 +11,7 @@ hardware profile or an impossible layout) raises ``DataFileError`` naming the fi
 and the field, before anything is predicted and before the lake is touched.
 
 A record's lake key is a hash of (dataset, source, row, metric, cost-model version, digest of
-its data file): committing the same model's records of the same data again adds nothing,
+its dataset's data files): committing the same model's records of the same data again adds nothing,
 while a new cost-model version, or an edited data file, adds rows beside the former ones, so
 the lake keeps the accuracy of every version.
 """
@@ -22,7 +22,7 @@ import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
@@ -34,7 +34,7 @@ from sweeps.lake import CommitResult, Lake
 from sweeps.lake.kinds import VALIDATION, VALIDATION_ROW_SCHEMA
 from tasks.identity import content_hash
 from tasks.model.specs import HardwareProfile
-from tasks.validation.records import DATA_FILES, DATASETS, VALIDATION_SCHEMA_VERSION, RowError, records_table
+from tasks.validation.records import DATASETS, VALIDATION_SCHEMA_VERSION, RowError, dataset_files, records_table
 from tasks.validation.validate import Validation, validate_all
 
 __all__ = ["DATA_DIR", "PARTITION", "ValidationResult", "load_profiles", "data_files",
@@ -49,11 +49,11 @@ PARTITION: Dict[str, str] = {"sweep": "validate"}
 @dataclass
 class ValidationResult:
     """One ``commscale validate``: its records and skipped rows (``validation``), the
-    datasets asked for, the file each was read from and when (seconds since the epoch)."""
+    datasets asked for, the files each was read from and when (seconds since the epoch)."""
 
     validation: Validation
     datasets: Sequence[str]
-    files: Dict[str, Path]
+    files: Dict[str, Tuple[Path, ...]]
     validated_at: float
 
 
@@ -68,11 +68,12 @@ def load_profiles() -> Dict[str, HardwareProfile]:
     return profiles
 
 
-def data_files(datasets: Sequence[str], runs_file: Optional[Path] = None) -> Dict[str, Path]:
-    """The file each of ``datasets`` is read from: the shipped one, or ``runs_file`` for runs."""
-    files = {name: DATA_DIR / DATA_FILES[name] for name in datasets}
+def data_files(datasets: Sequence[str], runs_file: Optional[Path] = None) -> Dict[str, Tuple[Path, ...]]:
+    """The files each of ``datasets`` is read from: the shipped ones (``dataset_files``), or
+    ``runs_file`` for runs."""
+    files = {name: tuple(DATA_DIR / f for f in dataset_files(name)) for name in datasets}
     if runs_file is not None and "runs" in files:
-        files["runs"] = Path(runs_file)
+        files["runs"] = (Path(runs_file),)
     return files
 
 
@@ -92,19 +93,23 @@ def run_validation(profiles: Dict[str, HardwareProfile], *, datasets: Sequence[s
     return ValidationResult(validation, tuple(datasets), data_files(datasets, runs_file), started)
 
 
-def _digest(path: Path) -> str:
-    """sha256 of the file's bytes, 16 hex digits ("" if it cannot be read)."""
+def _digest(paths: Sequence[Path]) -> str:
+    """sha256 of the files' bytes, one after the other, 16 hex digits ("" if one cannot be
+    read): a dataset's records are new when any file it reads changes."""
+    digest = hashlib.sha256()
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+        for path in paths:
+            digest.update(Path(path).read_bytes())
     except OSError:
         return ""
+    return digest.hexdigest()[:16]
 
 
 def lake_rows(result: ValidationResult) -> pa.Table:
     """The records as ``VALIDATION_ROW_SCHEMA`` rows: each with its key, the digest of its
-    data file and when it was validated."""
+    dataset's files and when it was validated."""
     records = records_table(result.validation.records)
-    digests = {name: _digest(path) for name, path in result.files.items()}
+    digests = {name: _digest(paths) for name, paths in result.files.items()}
     digest = [digests.get(name, "") for name in records.column("dataset").to_pylist()]
     keys = [content_hash([r["dataset"], r["source"], r["row"], r["metric"], r["cost_model_version"], d], length=32)
             for r, d in zip(records.to_pylist(), digest, strict=True)]

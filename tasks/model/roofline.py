@@ -79,7 +79,12 @@ def tile_overhead_s(hw: HardwareProfile) -> float:
 
 def k_overhead(hw: HardwareProfile, dtype: str = "bf16") -> float:
     """``tile_overhead_s(hw)`` as K elements of ``dtype``: a tile's time goes as K + this."""
-    return tile_overhead_s(hw) * _unit_rate(hw, dtype) / (2.0 * _LARGEST_TILE_COST)
+    return _k_steps(hw, _unit_rate(hw, dtype))
+
+
+def _k_steps(hw: HardwareProfile, unit_rate: float) -> float:
+    """``tile_overhead_s(hw)`` as K steps of the largest tile at ``unit_rate`` (FLOP/s)."""
+    return tile_overhead_s(hw) * unit_rate / (2.0 * _LARGEST_TILE_COST)
 _TILE_SIDES = sorted({side for tile in GEMM_TILES for side in tile})
 #: Below 1 by more than float32 rounding of a product of tile counts (2^-22), so that
 #: ceil(k * units * _SLACK / units) is k, not k + 1.
@@ -187,7 +192,7 @@ def gemm_kernel_time(m, n, k, batch, hw: HardwareProfile, dtype: str = "bf16", e
     f32 = np.float32  # every term in float32 in place (the speed of the step model), returned as float64
     shape = np.broadcast_shapes(np.shape(m), np.shape(n), np.shape(k), np.shape(batch))
     t = _wave_slots(m, n, batch, hw.compute_units, shape)
-    np.multiply(t, np.add(k, f32(k_overhead(hw, dtype)), dtype=f32), out=t)
+    np.multiply(t, np.add(k, f32(_k_steps(hw, unit_rate)), dtype=f32), out=t)
     np.multiply(t, f32(2.0 / unit_rate), out=t)
     moved = _workspace(shape)[-1, ...]
     np.add(k, m, out=moved, casting="unsafe")

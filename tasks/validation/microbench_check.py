@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from tasks.model.collectives import predicted_busbw
 from tasks.model.gemm_published import predict_row, read_gemm_rows
@@ -14,7 +14,8 @@ from tasks.model.roofline import MissingFigure
 from tasks.model.specs import HardwareProfile
 from tasks.validation.records import MODEL_VERSION, ValidationRecord, signed_error
 
-__all__ = ["LADDER_SYSTEM_PROFILES", "JUDGED_FROM_BYTES", "ladder_algorithm", "size_label", "validate_ladders", "validate_gemms"]
+__all__ = ["LADDER_SYSTEM_PROFILES", "JUDGED_FROM_BYTES", "ladder_algorithm", "size_label", "read_ladder_rows",
+           "ladder_row_bytes", "validate_ladders", "validate_gemms"]
 
 #: Ladder systems of ``collective_ladders.csv`` -> hardware profiles (``conf/hardware``), one by one.
 LADDER_SYSTEM_PROFILES: Dict[str, str] = {
@@ -43,11 +44,21 @@ def size_label(n: int) -> str:
     return f"{n} B"
 
 
+def read_ladder_rows(path: Path) -> List[Dict[str, str]]:
+    """The data rows of a csv with the columns of ``collective_ladders.csv``, in order (row i
+    of a record is element i - 1)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def ladder_row_bytes(path: Path) -> Dict[int, int]:
+    """Each ladder row's message size in bytes, by its 1-based row number (a record's ``row``)."""
+    return {i: int(row["bytes"]) for i, row in enumerate(read_ladder_rows(path), start=1)}
+
+
 def validate_ladders(path: Path, profiles: Dict[str, HardwareProfile], out) -> None:
     """A ``busbw`` record (GB/s) per ladder row whose system has a profile; others skipped."""
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
-    for i, row in enumerate(rows, start=1):
+    for i, row in enumerate(read_ladder_rows(path), start=1):
         hw = profiles.get(LADDER_SYSTEM_PROFILES.get(row["system"], ""))
         if hw is None:
             out.skipped.append(f"{path.name} row {i}: no profile for {row['system']}")

@@ -11,17 +11,22 @@ import pyarrow as pa
 from tasks.model.projection import COST_MODEL_VERSION
 from tasks.model.step import STEP_MODEL_VERSION
 
-__all__ = ["MODEL_VERSION", "DATASETS", "DATA_FILES", "GEMM_SWEEPS_FILE", "error_summary", "ValidationRecord", "VALIDATION_SCHEMA", "VALIDATION_SCHEMA_VERSION", "records_table",
+__all__ = ["MODEL_VERSION", "DATASETS", "DATA_FILES", "GEMM_SWEEPS_FILE", "dataset_files", "error_summary", "ValidationRecord", "VALIDATION_SCHEMA", "VALIDATION_SCHEMA_VERSION", "records_table",
            "signed_error", "RowError"]
 
 #: What a record validates: a whole training run, one layer's forward/backward time, one
 #: collective's bus bandwidth at one size, one GEMM's throughput.
 DATASETS = ("runs", "layers", "collectives", "gemm")
 #: The file of ``conf/data`` each dataset is read from (``--runs`` stands in for the runs');
-#: the gemm dataset also reads the K sweeps of ``GEMM_SWEEPS_FILE``.
+#: the gemm dataset also reads the K sweeps of ``GEMM_SWEEPS_FILE`` (``dataset_files``).
 DATA_FILES: Dict[str, str] = {"runs": "published_runs.csv", "layers": "layer_times.csv",
                               "collectives": "collective_ladders.csv", "gemm": "gemm_efficiency.csv"}
 GEMM_SWEEPS_FILE = "gemm_k_sweeps.csv"
+
+
+def dataset_files(dataset: str) -> Tuple[str, ...]:
+    """Every file of ``conf/data`` that ``dataset`` reads, its ``DATA_FILES`` entry first."""
+    return (DATA_FILES[dataset], GEMM_SWEEPS_FILE) if dataset == "gemm" else (DATA_FILES[dataset],)
 
 VALIDATION_SCHEMA_VERSION = 1
 
