@@ -126,27 +126,56 @@ class LakeLog:
             return
         meta = self._read_json(self._path("_lake.json"))
         if meta is None:
-            if self._log_versions():
-                raise LakeError(
-                    f"lake {self} has a commit log but lost its _lake.json; run `commscale lake upgrade --lake "
-                    f"{self.root_spec}` to restore it (no data file is touched)"
-                )
-            if self._raw_data_files():
-                raise LakeError(
-                    f"lake {self} was written by commscale 0.1 (format 1, no commit log); "
-                    f"run `commscale lake upgrade --lake {self.root_spec}` to adopt its files"
-                )
-            if create:
-                self.fs.create_dir(self.root, recursive=True)
-                self._write_meta()
-                self._format_ok = True
-            return
+            meta = self._meta_of_unmarked(create=create)
+            if meta is None:
+                return
         found = meta.get("format")
         if found != LAKE_FORMAT:
             hint = ("upgrade commscale to read it" if isinstance(found, int) and found > LAKE_FORMAT
                     else f"run `commscale lake upgrade --lake {self.root_spec}`")
             raise LakeError(f"lake {self} has format {found}, this commscale reads format {LAKE_FORMAT}: {hint}")
         self._format_ok = True
+
+    def _meta_of_unmarked(self, *, create: bool) -> Optional[dict]:
+        """The ``_lake.json`` of a root just read without one: another writer's, if it created
+        the lake meanwhile; a new one if ``create``; None for an empty root only read.
+
+        Writers race to create a lake: one may read no ``_lake.json`` while another creates
+        it and commits. So a root that seems to hold an unmarked log or data is read again
+        before it is refused, and ``_lake.json`` is created under the commit lock, after a
+        last look, so that no writer refuses or re-marks a lake another has just created.
+        """
+        meta_path = self._path("_lake.json")
+        try:
+            self._refuse_unmarked()
+        except LakeError:
+            meta = self._read_json(meta_path)
+            if meta is None:
+                raise
+            return meta
+        if not create:
+            return None
+        with self._locked(refresh=False):
+            meta = self._read_json(meta_path)
+            if meta is None:
+                self._refuse_unmarked()
+                self._write_meta()
+                meta = {"format": LAKE_FORMAT}
+        return meta
+
+    def _refuse_unmarked(self) -> None:
+        """A root without ``_lake.json`` must hold neither a log nor data files (``LakeError``
+        saying how to adopt them otherwise)."""
+        if self._log_versions():
+            raise LakeError(
+                f"lake {self} has a commit log but lost its _lake.json; run `commscale lake upgrade --lake "
+                f"{self.root_spec}` to restore it (no data file is touched)"
+            )
+        if self._raw_data_files():
+            raise LakeError(
+                f"lake {self} was written by commscale 0.1 (format 1, no commit log); "
+                f"run `commscale lake upgrade --lake {self.root_spec}` to adopt its files"
+            )
 
     # -- layout -----------------------------------------------------------------------
     def partition_dir(self, kind: str, partition: Dict[str, str]) -> str:

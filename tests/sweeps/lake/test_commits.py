@@ -56,6 +56,50 @@ def test_another_process_sees_commits_made_after_it_opened_the_lake(tmp_path):
     assert reader.keys("toy", PARTITION) == {"a", "b"}
 
 
+class _LakeOpenedBeforeItsMarker(Lake):
+    """A lake whose first read of ``_lake.json`` finds none, as a writer's does when another
+    writer creates the lake between that read and its look at the log and data files."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self._marker_reads = 0
+
+    def _read_json(self, path):
+        if path.endswith("/_lake.json"):
+            self._marker_reads += 1
+            if self._marker_reads == 1:
+                return None
+        return super()._read_json(path)
+
+
+def _commit_by_another_writer(root: Path, *, logged: bool) -> None:
+    """Another writer creates the lake and commits (or has published a file, not yet logged)."""
+    other = Lake(str(root))
+    if logged:
+        other.commit("toy", PARTITION, _table(["a"]))
+        return
+    other.check_format(create=True)
+    directory = root / other.partition_dir("toy", PARTITION)
+    directory.mkdir(parents=True)
+    pq.write_table(_table(["a"]), directory / "part-published-not-yet-logged.parquet")
+
+
+@pytest.mark.parametrize("logged", [True, False], ids=["committed", "published-not-yet-logged"])
+def test_a_writer_that_read_no_marker_while_another_created_the_lake_commits(tmp_path, logged):
+    late = _LakeOpenedBeforeItsMarker(str(tmp_path))
+    _commit_by_another_writer(tmp_path, logged=logged)
+    result = late.commit("toy", PARTITION, _table(["b"]))
+    assert result.rows_written == 1
+    assert json.loads((tmp_path / "_lake.json").read_text()) == {"format": LAKE_FORMAT}
+
+
+def test_a_reader_that_read_no_marker_while_a_writer_created_the_lake_reads_it(tmp_path):
+    late = _LakeOpenedBeforeItsMarker(str(tmp_path))
+    _commit_by_another_writer(tmp_path, logged=True)
+    late.ensure_readable()
+    assert late.keys("toy") == {"a"}
+
+
 def _concurrent_writer(root: str, index: int, start_at: float) -> None:
     lake = Lake(root)
     while time.time() < start_at:
