@@ -25,6 +25,7 @@ __all__ = [
     "layer_training_flops",
     "elementwise_kernels",
     "ELEMENTWISE_KERNELS",
+    "EAGER_KERNELS",
     "elementwise_elements",
     "REPLICATED_WITHOUT_SP",
     "tp_allreduce_bytes",
@@ -182,13 +183,49 @@ _ELEMENTWISE: Dict[str, Tuple[Callable, int, int, int]] = {
 #: Names of the memory-bound kernel classes of a layer.
 ELEMENTWISE_KERNELS: Tuple[str, ...] = tuple(_ELEMENTWISE)
 
+
+def _qkv_width(h, heads, block: Block):
+    """Width of the QKV projection's output: H + 2 x kv_heads x head_dim."""
+    return h + 2.0 * block.kv(heads) * h / heads
+
+
+#: The kernels an eager (unfused) stack runs besides ``_ELEMENTWISE``, as Megatron-LM's first
+#: release ran its layer under PyTorch (NVIDIA/Megatron-LM, mpu/transformer.py and
+#: mpu/layers.py at commit abe36e2, July 2019; Shoeybi et al. 2019, arXiv 1909.08053); later
+#: stacks fuse each into a GEMM's epilogue or a neighbouring kernel. Name -> (elements per
+#: kernel(h, heads, sl, b, tp, block), forward accesses, backward accesses, kernels per layer):
+#:
+#: - ``column_bias``: the QKV and FC1 biases, added after their GEMMs (PyTorch 1.1's F.linear
+#:   on a 3-D input runs the matmul, then ``output += bias``); the backward's bias gradient
+#:   reads the output gradient once. Elements: the two outputs' mean.
+#: - ``row_bias``: the attention output's and FC2's biases, added after the TP all-reduce to
+#:   the whole SL*B*H (``REPLICATED_WITHOUT_SP``).
+#: - ``head_copy``: torch.matmul copies the permuted Q, K and V into its batched layout, and
+#:   the context is made contiguous again (four copies; the backward copies their gradients
+#:   back). Elements: the four tensors' mean.
+#: - ``score_scale``: the scores divided by sqrt(head_dim), a kernel of its own.
+#: - ``score_mask``: the causal mask as ``scores * mask - 10000 * (1 - mask)``: two kernels
+#:   that read and write the scores; the backward multiplies the gradient by the mask once
+#:   (one kernel: 2 accesses, 1 per kernel).
+_EAGER: Dict[str, Tuple[Callable, int, int, int]] = {
+    "column_bias": (lambda h, a, sl, b, tp, blk: sl * b * (_qkv_width(h, a, blk)
+                                                          + (blk.mlp_matrices - 1) * blk.width(h)) / (2.0 * tp), 2, 1, 2),
+    "row_bias": (lambda h, a, sl, b, tp, blk: sl * b * h / tp, 2, 1, 2),
+    "head_copy": (lambda h, a, sl, b, tp, blk: sl * b * (_qkv_width(h, a, blk) + h) / (4.0 * tp), 2, 2, 4),
+    "score_scale": (lambda h, a, sl, b, tp, blk: b * a * sl * sl / tp, 2, 2, 1),
+    "score_mask": (lambda h, a, sl, b, tp, blk: b * a * sl * sl / tp, 2, 1, 2),
+}
+#: Names of the kernels only an eager stack runs (``_EAGER``).
+EAGER_KERNELS: Tuple[str, ...] = tuple(_EAGER)
+
 #: Kernels on the full SL*B*H activation, which Megatron's tensor parallelism replicates
 #: on every TP rank; only sequence parallelism splits them by TP (Korthikanti et al.,
 #: arXiv 2205.05198, §4.2.2). The study's table counts them split, as method.md §3 does.
-REPLICATED_WITHOUT_SP: Tuple[str, ...] = ("layernorm", "dropout", "residual_add")
+REPLICATED_WITHOUT_SP: Tuple[str, ...] = ("layernorm", "dropout", "residual_add", "row_bias")
 
-#: Kernels that fused attention absorbs into its own kernel.
-INSIDE_FUSED_ATTENTION: Tuple[str, ...] = ("softmax", "attn_dropout")
+#: Kernels that fused attention absorbs into its own kernel (the attention core's
+#: element-wise work, which selective recomputation repeats).
+INSIDE_FUSED_ATTENTION: Tuple[str, ...] = ("softmax", "attn_dropout", "score_scale", "score_mask")
 
 
 def _accesses(name: str, accesses: int, block: Block, backward: bool = False) -> int:
@@ -206,13 +243,15 @@ def elementwise_elements(name: str, h, heads, sl, b, tp, *, sequence_parallel: b
     return elements(h, heads, sl, b, split, block.width(h)) * count
 
 
-def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True, block: Block = STUDY_BLOCK):
+def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True, block: Block = STUDY_BLOCK,
+                        eager: bool = False):
     """Yield (name, bytes moved by one forward kernel, by its backward kernel, kernels per
     layer) per class.
 
     ``sequence_parallel`` (a bool or bool array): whether the replicated kernels are split
     by TP; the study's table (method.md §3) splits them, so it is the default. Under fused
-    attention the softmax and its dropout are left out (inside the attention kernel)."""
+    attention the softmax and its dropout are left out (inside the attention kernel).
+    ``eager``: an unfused stack, which also runs the kernels of ``EAGER_KERNELS``."""
     sp = np.asarray(sequence_parallel, dtype=bool)
     for name, (elements, fwd, bwd, count) in _ELEMENTWISE.items():
         if block.flash and name in INSIDE_FUSED_ATTENTION:
@@ -220,6 +259,14 @@ def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True
         split = np.where(sp, tp, 1.0) if name in REPLICATED_WITHOUT_SP else tp
         touched = elements(h, heads, sl, b, split, block.width(h)) * p
         yield name, touched * _accesses(name, fwd, block), touched * _accesses(name, bwd, block, True), count
+    if not eager:
+        return
+    for name, (elements, fwd, bwd, count) in _EAGER.items():
+        if block.flash and name in INSIDE_FUSED_ATTENTION:
+            continue
+        split = np.where(sp, tp, 1.0) if name in REPLICATED_WITHOUT_SP else tp
+        touched = elements(h, heads, sl, b, split, block) * p
+        yield name, touched * fwd, touched * bwd, count
 
 
 def tp_allreduce_bytes(h, sl, b, p: float):

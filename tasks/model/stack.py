@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
-__all__ = ["ATTENTION_KINDS", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack"]
+__all__ = ["ATTENTION_KINDS", "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.attention``).
@@ -28,6 +28,12 @@ GEMM_PRECISIONS: Tuple[str, ...] = ("bf16", "fp16", "fp8")
 #: and Transformer Engine keep them, PyTorch AMP's gradients of fp32 weights are fp32), or
 #: the 16-bit gradients of fp16 Megatron-LM (2).
 MAIN_GRAD_WIDTHS: Tuple[float, ...] = (2.0, 4.0)
+#: How the layer's memory-bound work runs. "fused": as Megatron-LM from 2020 on and every
+#: later stack run it, biases in the GEMMs' epilogues or fused with GELU and dropout, the
+#: scores' scale and mask inside the softmax kernel, heads split without copies; "eager": as
+#: PyTorch runs an unfused layer (Megatron-LM 2019), each of those a kernel of its own
+#: (``tasks.model.layer.EAGER_KERNELS``).
+ELEMENTWISE_STYLES: Tuple[str, ...] = ("fused", "eager")
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class Stack:
     overlap_p2p_comm); off, serialized.
     ``main_grad_bytes``: one of ``MAIN_GRAD_WIDTHS``, the width of the gradient buffer each
     micro-batch's weight gradients are added into.
+    ``elementwise``: one of ``ELEMENTWISE_STYLES``.
     """
 
     attention: str = "materialised"
@@ -53,6 +60,7 @@ class Stack:
     tp_overlap: bool = False
     pp_overlap: bool = False
     main_grad_bytes: float = 4.0
+    elementwise: str = "fused"
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:
@@ -60,6 +68,8 @@ class Stack:
         if self.gemm_precision not in GEMM_PRECISIONS:
             raise ValueError(f"stack.gemm_precision={self.gemm_precision!r}: choose one of "
                              f"{', '.join(GEMM_PRECISIONS)}")
+        if self.elementwise not in ELEMENTWISE_STYLES:
+            raise ValueError(f"stack.elementwise={self.elementwise!r}: choose one of {', '.join(ELEMENTWISE_STYLES)}")
         if self.main_grad_bytes not in MAIN_GRAD_WIDTHS:
             raise ValueError(f"stack.main_grad_bytes={self.main_grad_bytes!r}: choose one of "
                              f"{', '.join(f'{w:g}' for w in MAIN_GRAD_WIDTHS)}")
@@ -67,3 +77,7 @@ class Stack:
     @property
     def flash(self) -> bool:
         return self.attention == "flash"
+
+    @property
+    def eager(self) -> bool:
+        return self.elementwise == "eager"

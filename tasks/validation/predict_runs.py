@@ -49,10 +49,10 @@ FP16_MAIN_GRAD_BYTES = 2.0
 
 
 def run_stack(run: PublishedRun) -> Stack:
-    """The run's stack: its attention kernel, GEMM precision, overlap switches and gradient
-    buffer (fp32, 16 bits for an fp16 run)."""
+    """The run's stack: its attention kernel, GEMM precision, overlap switches, element-wise
+    kernels and gradient buffer (fp32, 16 bits for an fp16 run)."""
     return Stack(attention="flash" if run.flash_attention else "materialised", gemm_precision=run.precision,
-                 dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap,
+                 dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap, elementwise=run.elementwise,
                  main_grad_bytes=FP16_MAIN_GRAD_BYTES if run.precision == "fp16" else Stack.main_grad_bytes)
 
 

@@ -15,6 +15,9 @@ Blank cells take these documented defaults (a blank cell means the source does n
   (Megatron-Core and NeMo with overlap_grad_reduce, PyTorch FSDP); Megatron-LM before
   September 2023 reduced gradients after the backward pass (its --overlap-grad-reduce
   arrived then: NVIDIA/Megatron-LM issues 391 and 456), as Korthikanti et al. §6.3 ran;
+- ``elementwise``: fused (``tasks.model.stack.ELEMENTWISE_STYLES``: every stack since
+  Megatron-LM 2020 fuses biases, the scores' scale and mask; ``eager`` is PyTorch's unfused
+  layer, as Megatron-LM ran in 2019);
 - ``precision``: bf16; ``flops_formula``: model; ``unit``: the metric's own (``METRICS``).
 
 A metric may be spelled as in ``METRIC_ALIASES`` (``step_time`` for ``iter_time``), and its
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from tasks.model.stack import ELEMENTWISE_STYLES
 from tasks.validation.records import RowError
 
 __all__ = ["REQUIRED_COLUMNS", "METRICS", "METRIC_ALIASES", "UNIT_FACTORS", "PublishedRun", "read_runs"]
@@ -102,6 +106,7 @@ class PublishedRun:
     flash_attention: bool
     dp_overlap: bool
     tp_overlap: bool
+    elementwise: str
     hw: str
     precision: str
     metric: str
@@ -184,7 +189,8 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         global_batch=r.number("global_batch", int), micro_batch=r.number("micro_batch", int, 0, minimum=0) or None,
         zero=r.number("zero", int, 0, minimum=0), recompute=r.choice("recompute", _RECOMPUTE, "none"),
         sequence_parallel=r.flag("sequence_parallel", False), flash_attention=flash,
-        dp_overlap=r.flag("dp_overlap", flash), tp_overlap=r.flag("tp_overlap", False), hw=r.text("hw"),
+        dp_overlap=r.flag("dp_overlap", flash), tp_overlap=r.flag("tp_overlap", False),
+        elementwise=r.choice("elementwise", ELEMENTWISE_STYLES, "fused"), hw=r.text("hw"),
         precision=r.choice("precision", _PRECISIONS, "bf16"), metric=metric,
         flops_formula=r.choice("flops_formula", _FORMULAS, "model"),
         value=_in_metric_unit(r, metric, r.number("value", float, minimum=1e-12)),

@@ -147,7 +147,8 @@ def test_a_stack_preset_and_single_switches_change_the_study_and_bad_ones_are_re
     assert modern.step_context.stack == modern.stack
     for bad, named in (("stack.attention=magic", "stack.attention='magic'"), ("stack.nope=1", "stack.nope"),
                        ("stack.tp_overlap=maybe", "stack.tp_overlap"), ("stack=nothing", "stack='nothing'"),
-                       ("stack.main_grad_bytes=3", "stack.main_grad_bytes=3")):
+                       ("stack.main_grad_bytes=3", "stack.main_grad_bytes=3"),
+                       ("stack.elementwise=jit", "stack.elementwise='jit'")):
         with pytest.raises(UserError, match=named):
             load_search(["default", bad])
     with pytest.raises(UserError, match="search.stack='megatron-core-2024-fp8': runs fp8 GEMMs.*peak_fp8_tflops"):

@@ -119,6 +119,27 @@ def test_each_microbatch_adds_its_weight_gradients_into_the_buffer(h100):
         Stack(main_grad_bytes=3.0)
 
 
+def test_an_eager_stack_pays_each_unfused_kernel_and_nothing_else(h100):
+    # GPT-2 1.2B at Shoeybi et al.'s shape: H 1536, 16 heads, SL 1024, micro-batch 8, TP 1.
+    h, a, sl, b, p = 1536.0, 16.0, 1024.0, 8.0, 2.0
+    fused, eager = (layer_cost(h, a, sl, b, 1.0, h100, stack=Stack(elementwise=e)) for e in ("fused", "eager"))
+    tokens, scores = sl * b * h, b * a * sl * sl
+    seconds = lambda elements: p * elements / (h100.hbm_tbps * 1e12 * h100.memory_efficiency)
+    # biases: QKV 3H, FC1 4H, output and FC2 H each; 4 head copies of H; scale 2 and mask 4 accesses of the scores
+    forward = 2 * (3 + 4 + 1 + 1) * tokens + 2 * 4 * tokens + 2 * scores + 4 * scores
+    backward = (3 + 4 + 1 + 1) * tokens + 2 * 4 * tokens + 2 * scores + 2 * scores
+    assert float(eager.elementwise_fwd - fused.elementwise_fwd) == pytest.approx(seconds(forward), rel=0.02)
+    assert float(eager.elementwise_bwd - fused.elementwise_bwd) == pytest.approx(seconds(backward), rel=0.02)
+    assert float(eager.gemm_fwd) == float(fused.gemm_fwd) and eager.kernels_fwd == fused.kernels_fwd + 11
+    assert float(eager.core_fwd - fused.core_fwd) == pytest.approx(seconds(6 * scores), rel=0.02)  # selective repeats them
+    flash = [layer_cost(h, a, sl, b, 1.0, h100, block=Block(flash=True), stack=Stack(attention="flash", elementwise=e))
+             for e in ("fused", "eager")]
+    assert float(flash[1].elementwise_fwd - flash[0].elementwise_fwd) == pytest.approx(seconds(forward - 6 * scores),
+                                                                                       rel=0.02)
+    with pytest.raises(ValueError, match="stack.elementwise='jit': choose one of fused, eager"):
+        Stack(elementwise="jit")
+
+
 def test_the_accumulation_is_paid_once_per_microbatch(gpt3, h100):
     # GPT-3 175B at TP 8 on 8 devices, 8 sequences as 8 micro-batches of 1 or 2 of 4: fp32
     # rather than 16-bit gradients add 4 bytes per weight per micro-batch, output layer included.

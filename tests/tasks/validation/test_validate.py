@@ -4,13 +4,14 @@ Korthikanti et al.'s Table 4 within 10 %)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from sweeps.config import load_preset
 from tasks.model.layer import Block
-from tasks.validation.predict_runs import find_profile, run_stack
+from tasks.validation.predict_runs import find_profile, predict_run, run_stack
 from tasks.validation.records import RowError
 from tasks.validation.runs import read_runs
 from tasks.validation.throughput import flops_per_step
@@ -47,6 +48,9 @@ def test_blank_cells_take_the_documented_defaults(tmp_path):
     assert run.dp_overlap is False          # no fused attention: a Megatron-LM before September 2023
     (modern,) = read_runs(_runs(tmp_path, _row(flash_attention="true")))
     assert modern.dp_overlap is True
+    assert run.elementwise == "fused" and run_stack(run).elementwise == "fused"
+    (eager,) = read_runs(_runs(tmp_path, _row(elementwise="Eager")))
+    assert run_stack(eager).eager
 
 
 def test_metrics_are_read_in_their_own_unit_whatever_a_row_spells(tmp_path):
@@ -67,6 +71,7 @@ def test_metrics_are_read_in_their_own_unit_whatever_a_row_spells(tmp_path):
     (dict(hidden="wide"), "row 2: hidden='wide'"),
     (dict(metric="speed"), "row 2: metric='speed'"),
     (dict(recompute="some"), "row 2: recompute='some'"),
+    (dict(elementwise="jit"), "row 2: elementwise='jit' is not one of fused, eager"),
 ])
 def test_a_bad_row_is_refused_naming_the_row_and_the_field(tmp_path, cells, named):
     with pytest.raises(RowError, match=named.replace("(", r"\(")):
@@ -102,6 +107,15 @@ def test_an_fp16_run_accumulates_16_bit_gradients_and_a_bf16_run_fp32():
     runs = read_runs(DATA / "published_runs.csv")
     widths = {run.precision: run_stack(run).main_grad_bytes for run in runs}
     assert widths == {"bf16": 4.0, "fp16": 2.0}
+
+
+def test_the_2019_run_is_costed_with_its_unfused_kernels_and_only_it(profiles):
+    runs = read_runs(DATA / "published_runs.csv")
+    assert [run.source for run in runs if run.elementwise == "eager"] == ["shoeybi19_mp"]
+    (run,) = [run for run in runs if run.elementwise == "eager"]
+    hw = find_profile(run.hw, profiles)
+    eager, fused = predict_run(run, hw), predict_run(replace(run, elementwise="fused"), hw)
+    assert eager.step_time_s > 1.2 * fused.step_time_s   # its scores are scaled and masked in kernels of their own
 
 
 def test_hardware_names_match_their_profile_however_spelled(profiles):
