@@ -23,7 +23,8 @@ from tasks.model.layer import STUDY_BLOCK, Block
 from tasks.model.specs import HardwareProfile
 from tasks.model.stack import Stack
 
-__all__ = ["LayerCost", "layer_cost", "grad_accumulation_time", "ATTENTION_CORE_GEMMS"]
+__all__ = ["LayerCost", "layer_cost", "grad_accumulation_time", "cross_entropy_time", "ATTENTION_CORE_GEMMS",
+           "CROSS_ENTROPY_BYTES_PER_LOGIT", "CROSS_ENTROPY_KERNELS"]
 
 #: The attention core's products when the score matrix is materialised.
 ATTENTION_CORE_GEMMS = ("scores", "context")
@@ -107,6 +108,26 @@ def grad_accumulation_time(weights, hw: HardwareProfile, stack: Stack):
     ``gemm_tile_overhead_us``) is the time to write a wave's 16-bit output tiles at 97 % of
     it (132 tiles of 256 x 128 x 2 bytes over 3.35 TB/s: 2.58 us)."""
     return 2.0 * stack.main_grad_bytes * weights / (hw.hbm_tbps * 1e12)
+
+
+#: Bytes per logit that Megatron's vocabulary-parallel cross entropy moves, forward and
+#: backward (NVIDIA/Megatron-LM: megatron/mpu/cross_entropy.py from 2019 on, and Megatron-Core's
+#: tensor_parallel/cross_entropy.py, the default while cross_entropy_loss_fusion is off): the
+#: 16-bit logits are cast to fp32 (read 2, write 4); the forward takes their maximum (read 4),
+#: subtracts it (read and write 8), exponentiates (8), sums (4) and divides by the sum (8),
+#: keeping the softmax for the backward, which scales it by the incoming gradient (8) and
+#: casts it back to 16 bits (read 4, write 2).
+CROSS_ENTROPY_BYTES_PER_LOGIT = 6.0 + 4.0 + 8.0 + 8.0 + 4.0 + 8.0 + 8.0 + 6.0
+#: Kernels of that cross entropy: cast, max, subtract, exp, sum, divide; scale, cast back.
+CROSS_ENTROPY_KERNELS = 8
+
+
+def cross_entropy_time(logits, hw: HardwareProfile):
+    """Seconds of the loss over ``logits`` logits per device (tokens x vocabulary / TP),
+    forward and backward: ``CROSS_ENTROPY_BYTES_PER_LOGIT`` each at the achieved HBM bandwidth.
+    A fused cross entropy (Transformer Engine's, cross_entropy_loss_fusion) moves less and is
+    not modelled."""
+    return roofline.memory_bound_time(CROSS_ENTROPY_BYTES_PER_LOGIT * logits, hw)
 
 
 def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, block: Block = STUDY_BLOCK,

@@ -9,11 +9,12 @@ from typing import Dict
 import numpy as np
 
 from tasks.model import layer, metrics, roofline
-from tasks.model.layer_cost import LayerCost, grad_accumulation_time, layer_cost
+from tasks.model.layer_cost import (CROSS_ENTROPY_KERNELS, LayerCost, cross_entropy_time, grad_accumulation_time,
+                                    layer_cost)
 from tasks.model.memory import model_state_shard_params
 from tasks.model.step_context import StepContext, StepLayouts
 
-__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "stage_layer_cost", "compute_per_microbatch", "optimizer_time"]
+__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "stage_layer_cost", "output_layer_time", "compute_per_microbatch", "optimizer_time"]
 
 #: Bytes the optimizer step moves per parameter of its shard, as Megatron-LM's mixed-precision
 #: optimizer runs it (Micikevicius et al. 2018; fp32 main gradients and weights): the
@@ -41,28 +42,29 @@ def stage_layer_cost(lay: StepLayouts, ctx: StepContext) -> LayerCost:
     return LayerCost(**spread, kernels_fwd=cost.kernels_fwd)
 
 
-def _output_layer(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
-    """The vocabulary-parallel output layer's GEMMs, forward and both gradients, and the
-    accumulation of its weight gradients. It keeps 16 bits under fp8 training (Transformer
-    Engine runs only the layers' linear GEMMs in fp8)."""
+def output_layer_time(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """The vocabulary-parallel output layer's GEMMs, forward and both gradients, the
+    accumulation of its weight gradients, and the loss over its logits. It keeps 16 bits
+    under fp8 training (Transformer Engine runs only the layers' linear GEMMs in fp8)."""
     if ctx.vocab <= 0:
         return np.zeros(np.shape(lay.tp))
     precision = "bf16" if ctx.stack.gemm_precision == "fp8" else ctx.stack.gemm_precision
-    gemms = layer.training_gemms("logits", float(ctx.model.seq_len) * lay.micro_batch, ctx.vocab / lay.tp,
-                                 float(ctx.model.hidden))
+    tokens = float(ctx.model.seq_len) * lay.micro_batch
+    gemms = layer.training_gemms("logits", tokens, ctx.vocab / lay.tp, float(ctx.model.hidden))
     accumulate = grad_accumulation_time(ctx.vocab * float(ctx.model.hidden) / lay.tp, ctx.hardware, ctx.stack)
-    return accumulate + sum(roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.hardware, precision,
+    loss = cross_entropy_time(tokens * ctx.vocab / lay.tp, ctx.hardware)
+    return accumulate + loss + sum(roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.hardware, precision,
                                                       ctx.dtype_bytes) for g in gemms)
 
 
 def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np.ndarray]:
     """Compute of one micro-batch on the busiest stage: its layers forward and backward, plus
     what recomputation repeats (selective: the attention core's forward; full: the whole
-    forward), plus the output layer's GEMMs; what can hide DP traffic (forward and backward
+    forward), plus the output layer (GEMMs and loss); what can hide DP traffic (forward and backward
     time of the stage, §6); and the kernels it launches."""
     repeat = np.where(lay.full, cost.forward, np.where(lay.selective, cost.core_fwd, 0.0))
     t_layer = metrics.apply_flop_vs_bw(cost.total + repeat, ctx.flop_vs_bw)
-    t_output = metrics.apply_flop_vs_bw(_output_layer(lay, ctx), ctx.flop_vs_bw)
+    t_output = metrics.apply_flop_vs_bw(output_layer_time(lay, ctx), ctx.flop_vs_bw)
     core_kernels = 2 + (0 if ctx.stack.flash else 2)
     repeated = np.where(lay.full, cost.kernels_fwd, np.where(lay.selective, core_kernels, 0))
     return {
@@ -71,7 +73,7 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost) 
         "backward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.gemm_bwd + cost.attention_bwd,
                                                                          ctx.flop_vs_bw),
         "kernels_per_microbatch": lay.layers_per_stage * (3 * cost.kernels_fwd + repeated)
-        + (3 if ctx.vocab > 0 else 0),
+        + (3 + CROSS_ENTROPY_KERNELS if ctx.vocab > 0 else 0),
     }
 
 

@@ -16,11 +16,12 @@ from sweeps.config import load_preset
 from tasks.model import layer, memory
 from tasks.model.attention import FUSED_EFFICIENCY, fused_attention_times
 from tasks.model.layer import STUDY_BLOCK, Block
-from tasks.model.layer_cost import grad_accumulation_time, layer_cost
+from tasks.model.layer_cost import cross_entropy_time, grad_accumulation_time, layer_cost
 from tasks.model.layout import Layout, code
 from tasks.model.stack import Stack
 from tasks.model.step import StepContext, step_columns
-from tasks.model.step_compute import OPTIMIZER_BYTES_PER_PARAM
+from tasks.model.step_compute import OPTIMIZER_BYTES_PER_PARAM, output_layer_time
+from tasks.model.step_context import as_layouts
 
 ROOT = Path(__file__).resolve().parents[3]
 FLASH = Stack(attention="flash")
@@ -151,6 +152,20 @@ def test_the_accumulation_is_paid_once_per_microbatch(gpt3, h100):
                                        stack=Stack(main_grad_bytes=w)))
                       for w in (4.0, 2.0))
         assert fp32["compute_s"] - fp16["compute_s"] == pytest.approx(microbatches * extra, rel=1e-6)
+
+
+def test_the_loss_reads_and_writes_every_logit_in_fp32(gpt3, h100):
+    # 2048 tokens x 51200 / 8 logits per device: 52 bytes each at 70 % of 3.35 TB/s.
+    logits = 2048 * 51200 / 8
+    assert float(cross_entropy_time(logits, h100)) == pytest.approx(52 * logits / (0.7 * 3.35e12))
+    # A narrow model with a wide vocabulary: its output layer is mostly the loss, whose
+    # fp32 passes move 26 times the 16-bit logits the GEMM writes.
+    narrow = replace(gpt3, hidden=256, heads=2, vocab=256_000)
+    ctx = StepContext(narrow, h100, devices=1, global_batch=4, memory_fraction=1e6)
+    layout = Layout(tp=1, pp=1, dp=1, micro_batch=4)
+    output = float(output_layer_time(as_layouts(layout.columns(), np.array([1.0]), ctx), ctx)[0])
+    loss = float(cross_entropy_time(4 * narrow.seq_len * 256_000, h100))
+    assert loss < output < 1.25 * loss
 
 
 def test_the_optimizer_step_reads_and_writes_its_shard(gpt3, h100):
