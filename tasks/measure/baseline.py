@@ -109,6 +109,8 @@ class StepProfile:
     step_s: float
     unattributed_s: float          # step time outside every region: framework work and kernels
     unattributed_kernel_s: float   # of which operators (kernels) outside every region
+    #: the operators (``aten::`` names) that ran outside every region, with their seconds
+    unattributed_operators: Dict[str, float] = field(default_factory=dict)
 
 
 def _region_times(prof, cuda: bool) -> Dict[str, float]:
@@ -122,10 +124,10 @@ def _region_times(prof, cuda: bool) -> Dict[str, float]:
     return times
 
 
-def _unattributed_kernel_time(prof, cuda: bool) -> float:
-    """Seconds of operators (``aten::``) that ran outside every ``op:`` region: the
+def _unattributed_operators(prof, cuda: bool) -> Dict[str, float]:
+    """Seconds per operator (``aten::`` name) that ran outside every ``op:`` region: the
     outermost such operators only, so nested calls are not counted twice."""
-    total = 0.0
+    seconds: Dict[str, float] = {}
     for event in prof.events():
         if not event.name.startswith("aten::"):
             continue
@@ -134,12 +136,13 @@ def _unattributed_kernel_time(prof, cuda: bool) -> float:
             inside = parent.name.startswith(OP_PREFIX) or parent.name.startswith("aten::")
             parent = parent.cpu_parent
         if not inside:
-            total += (event.device_time_total if cuda else event.cpu_time_total) / 1e6
-    return total
+            micros = event.device_time_total if cuda else event.cpu_time_total
+            seconds[event.name] = seconds.get(event.name, 0.0) + micros / 1e6
+    return seconds
 
 
-#: One profiled step: seconds per class, the step's own time, and its kernels outside every region.
-_Sample = Tuple[Dict[str, float], float, float]
+#: One profiled step: seconds per class, the step's own time, and its operators outside every region.
+_Sample = Tuple[Dict[str, float], float, Dict[str, float]]
 
 
 def _profiled_samples(step, *, device: str, steps: int, until: Optional[float] = None) -> List[_Sample]:
@@ -165,7 +168,7 @@ def _profiled_samples(step, *, device: str, steps: int, until: Optional[float] =
             raise RuntimeError(f"regions outside the operator classes: {sorted(unknown)}")
         if cuda:
             wall = sum(e.self_device_time_total for e in prof.key_averages()) / 1e6
-        samples.append(({c: regions.get(c, 0.0) for c in OP_CLASSES}, wall, _unattributed_kernel_time(prof, cuda)))
+        samples.append(({c: regions.get(c, 0.0) for c in OP_CLASSES}, wall, _unattributed_operators(prof, cuda)))
     return samples
 
 
@@ -173,7 +176,7 @@ def _fastest(samples: List[_Sample]) -> StepProfile:
     """The fastest time of each class, and the fastest step with what of it ran outside every region."""
     classes = {c: min(s[0][c] for s in samples) for c in OP_CLASSES}
     per_class, wall, stray = min(samples, key=lambda s: s[1])
-    return StepProfile(classes, wall, max(0.0, wall - sum(per_class.values())), stray)
+    return StepProfile(classes, wall, max(0.0, wall - sum(per_class.values())), sum(stray.values()), dict(stray))
 
 
 def profile_step(step, *, device: str, steps: int) -> StepProfile:

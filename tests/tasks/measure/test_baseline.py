@@ -14,14 +14,22 @@ from tasks.measure.transformer_layer import LayerShape, build_layer
 from tasks.model.operators import GEMM_CLASSES, OP_CLASSES, class_column
 
 
+#: Operators that make a view of a tensor (or detach one), moving no data.
+VIEW_OPERATORS = {"aten::detach", "aten::view", "aten::transpose", "aten::reshape", "aten::_unsafe_view",
+                  "aten::as_strided", "aten::t", "aten::expand", "aten::permute", "aten::alias"}
+
+
 def test_every_kernel_of_a_step_lands_in_an_operator_class():
     layer = build_layer(LayerShape(h=256, heads=4, sl=128, b=2, tp=1))
     layer.step()
     profile = profile_step(layer.step, device="cpu", steps=5)
     assert set(profile.classes) == set(OP_CLASSES)
     assert all(t > 0 for t in profile.classes.values()), [c for c, t in profile.classes.items() if t <= 0]
-    # Operators outside every region: the engine's gradient sums only, a few percent at most.
-    assert profile.unattributed_kernel_s / profile.step_s < 0.03
+    # Operators outside every region: the engine's gradient sums (where the residual stream's
+    # two branches meet), and ops that only make views; their time is counted once.
+    outside = set(profile.unattributed_operators) - {"aten::add", "aten::add_"} - VIEW_OPERATORS
+    assert not outside, outside
+    assert profile.unattributed_kernel_s == pytest.approx(sum(profile.unattributed_operators.values()))
     assert profile.unattributed_kernel_s <= profile.unattributed_s
     assert sum(profile.classes.values()) <= profile.step_s * 1.001
 
