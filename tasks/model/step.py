@@ -51,7 +51,7 @@ import numpy as np
 from tasks.model import layer, memory, metrics
 from tasks.model.layout import STRUCTURAL_CONSTRAINTS, first_violation, structural_violations
 from tasks.model.step_comm import dp_comm, embedding_matrices, latency_floor, pp_comm, tp_comm
-from tasks.model.step_compute import compute_per_microbatch, optimizer_time, stage_layer_cost
+from tasks.model.step_compute import compute_per_microbatch, distinct_shapes, optimizer_time, stage_layer_cost
 from tasks.model.step_context import StepContext, StepLayouts, as_layouts
 
 __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "step_columns", "reasons"]
@@ -100,8 +100,9 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
 
 def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
     """The step's times, traffic and memory (method.md §3, §6 and §8)."""
-    cost = stage_layer_cost(lay, ctx)
-    compute = compute_per_microbatch(lay, ctx, cost)
+    shapes = distinct_shapes(lay)
+    cost = stage_layer_cost(lay, ctx, shapes)
+    compute = compute_per_microbatch(lay, ctx, cost, shapes)
     tp = tp_comm(lay, ctx, cost)
     pp = pp_comm(lay, ctx, compute["per_microbatch"])
     dp = dp_comm(lay, ctx, compute)

@@ -105,8 +105,12 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
     per_layer, embed_bytes = _stage_bytes(lay, ctx)
 
     def over_stage(op: str) -> np.ndarray:
-        layers = lay.layers_per_stage * tier_time(op, lay.dp, per_layer, crosses, hw, local_ranks=local)
-        return layers + (tier_time(op, lay.dp, embed_bytes, crosses, hw, local_ranks=local) if ctx.vocab > 0 else 0.0)
+        if ctx.vocab <= 0:
+            return lay.layers_per_stage * tier_time(op, lay.dp, per_layer, crosses, hw, local_ranks=local)
+        # One call for both messages: the groups' figures are worked out once.
+        layer_t, embed_t = tier_time(op, lay.dp, np.stack(np.broadcast_arrays(per_layer, embed_bytes)), crosses, hw,
+                                     local_ranks=local)
+        return lay.layers_per_stage * layer_t + embed_t
 
     def exposed(t, hide=compute["backward_hide"]):
         return metrics.exposed_communication(0.0, t, hide, ctx.dp_slowdown)

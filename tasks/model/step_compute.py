@@ -4,7 +4,7 @@ repeats, the output layer, and the optimizer step (method.md §3; Korthikanti et
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, NamedTuple, Optional
 
 import numpy as np
 
@@ -14,7 +14,8 @@ from tasks.model.layer_cost import (CROSS_ENTROPY_KERNELS, LayerCost, cross_entr
 from tasks.model.memory import model_state_shard_params
 from tasks.model.step_context import StepContext, StepLayouts
 
-__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "stage_layer_cost", "output_layer_time", "compute_per_microbatch", "optimizer_time"]
+__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "DistinctShapes", "distinct_shapes", "stage_layer_cost", "output_layer_time",
+           "compute_per_microbatch", "optimizer_time"]
 
 #: Bytes the optimizer step moves per parameter of its shard, as Megatron-LM's mixed-precision
 #: optimizer runs it (Micikevicius et al. 2018; fp32 main gradients and weights): the
@@ -25,46 +26,71 @@ __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "stage_layer_cost", "output_layer_time",
 OPTIMIZER_BYTES_PER_PARAM = 4.0 + 16.0 + 12.0 + 6.0 + 4.0
 
 
-def stage_layer_cost(lay: StepLayouts, ctx: StepContext) -> LayerCost:
-    """One layer's compute pieces for every layout (``tasks.model.layer_cost``). A layer's
-    cost depends only on (micro-batch, TP, sequence parallelism), of which a space holds a
-    few dozen distinct values: each is costed once and spread back over the layouts."""
-    m = ctx.model
+class DistinctShapes(NamedTuple):
+    """The distinct (micro-batch, TP, sequence parallelism) of a set of layouts, of which a
+    space holds a few dozen, and each layout's index into them."""
+
+    micro_batch: np.ndarray
+    tp: np.ndarray
+    sequence_parallel: np.ndarray
+    index: np.ndarray
+
+    def spread(self, values, shape) -> np.ndarray:
+        """Per-shape ``values`` back over the layouts, as an array of ``shape``."""
+        return np.asarray(values)[self.index].reshape(shape)
+
+
+def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
+    """The layouts' distinct (micro-batch, TP, SP), what the compute of a layer and of the
+    output layer depend on: each is costed once and spread back."""
     # One integer per (micro-batch, TP, SP): both degrees are whole numbers below 2^24.
     keys = (lay.micro_batch.astype(np.int64) << 25) | (lay.tp.astype(np.int64) << 1) | lay.sequence_parallel
     unique, inverse = np.unique(keys.reshape(-1), return_inverse=True)
     b, tp, sp = (unique >> 25).astype(np.float64), ((unique >> 1) & (2**24 - 1)).astype(np.float64), (unique & 1) > 0
-    cost = layer_cost(np.full(len(unique), float(m.hidden)), float(m.heads), float(m.seq_len), b, tp, ctx.hardware,
-                      p=float(ctx.dtype_bytes), block=ctx.block, stack=ctx.stack, sequence_parallel=sp)
-    shape = np.shape(lay.tp)
-    spread = {name: np.asarray(getattr(cost, name))[inverse.reshape(-1)].reshape(shape)
+    return DistinctShapes(b, tp, sp, inverse.reshape(-1))
+
+
+def stage_layer_cost(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes] = None) -> LayerCost:
+    """One layer's compute pieces for every layout (``tasks.model.layer_cost``), costed once
+    per distinct shape (``shapes``, worked out when not given)."""
+    m = ctx.model
+    shapes = distinct_shapes(lay) if shapes is None else shapes
+    cost = layer_cost(np.full(len(shapes.tp), float(m.hidden)), float(m.heads), float(m.seq_len), shapes.micro_batch,
+                      shapes.tp, ctx.hardware, p=float(ctx.dtype_bytes), block=ctx.block, stack=ctx.stack,
+                      sequence_parallel=shapes.sequence_parallel)
+    spread = {name: shapes.spread(getattr(cost, name), np.shape(lay.tp))
               for name in LayerCost.__dataclass_fields__ if name != "kernels_fwd"}
     return LayerCost(**spread, kernels_fwd=cost.kernels_fwd)
 
 
-def output_layer_time(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+def output_layer_time(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes] = None) -> np.ndarray:
     """The vocabulary-parallel output layer's GEMMs, forward and both gradients, the
-    accumulation of its weight gradients, and the loss over its logits. It keeps 16 bits
+    accumulation of its weight gradients, and the loss over its logits, per micro-batch,
+    costed once per distinct shape (``shapes``, worked out when not given). It keeps 16 bits
     under fp8 training (Transformer Engine runs only the layers' linear GEMMs in fp8)."""
     if ctx.vocab <= 0:
         return np.zeros(np.shape(lay.tp))
+    shapes = distinct_shapes(lay) if shapes is None else shapes
+    b, tp = shapes.micro_batch, shapes.tp
     precision = "bf16" if ctx.stack.gemm_precision == "fp8" else ctx.stack.gemm_precision
-    tokens = float(ctx.model.seq_len) * lay.micro_batch
-    gemms = layer.training_gemms("logits", tokens, ctx.vocab / lay.tp, float(ctx.model.hidden))
-    accumulate = grad_accumulation_time(ctx.vocab * float(ctx.model.hidden) / lay.tp, ctx.hardware, ctx.stack)
-    loss = cross_entropy_time(tokens * ctx.vocab / lay.tp, ctx.hardware)
-    return accumulate + loss + sum(roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.hardware, precision,
-                                                      ctx.dtype_bytes) for g in gemms)
+    tokens = float(ctx.model.seq_len) * b
+    gemms = layer.training_gemms("logits", tokens, ctx.vocab / tp, float(ctx.model.hidden))
+    accumulate = grad_accumulation_time(ctx.vocab * float(ctx.model.hidden) / tp, ctx.hardware, ctx.stack)
+    loss = cross_entropy_time(tokens * ctx.vocab / tp, ctx.hardware)
+    per_shape = accumulate + loss + sum(roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.hardware, precision,
+                                                                   ctx.dtype_bytes) for g in gemms)
+    return shapes.spread(per_shape, np.shape(lay.tp))
 
 
-def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np.ndarray]:
+def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
+                           shapes: Optional[DistinctShapes] = None) -> Dict[str, np.ndarray]:
     """Compute of one micro-batch on the busiest stage: its layers forward and backward, plus
     what recomputation repeats (selective: the attention core's forward; full: the whole
     forward), plus the output layer (GEMMs and loss); what can hide DP traffic (forward and backward
     time of the stage, §6); and the kernels it launches."""
     repeat = np.where(lay.full, cost.forward, np.where(lay.selective, cost.core_fwd, 0.0))
     t_layer = metrics.apply_flop_vs_bw(cost.total + repeat, ctx.flop_vs_bw)
-    t_output = metrics.apply_flop_vs_bw(output_layer_time(lay, ctx), ctx.flop_vs_bw)
+    t_output = metrics.apply_flop_vs_bw(output_layer_time(lay, ctx, shapes), ctx.flop_vs_bw)
     core_kernels = 2 + (0 if ctx.stack.flash else 2)
     repeated = np.where(lay.full, cost.kernels_fwd, np.where(lay.selective, core_kernels, 0))
     return {
