@@ -97,6 +97,11 @@ class Gemm:
         return p * self.batch * (self.m * self.k + self.k * self.n + self.m * self.n)
 
 
+def _qkv_width(h, heads, block: Block):
+    """Width of the QKV projection's output: H + 2 x kv_heads x head_dim."""
+    return h + 2.0 * block.kv(heads) * h / heads
+
+
 def _forward(h, heads, sl, b, tp, block: Block) -> Dict[str, Tuple]:
     """Forward GEMMs as (m, n, k, batch), method.md §3 table; tokens = sl * b. The QKV
     projection is H + 2 x kv_heads x head_dim wide; FC1 is ``ffn`` wide (twice, gate and
@@ -106,7 +111,7 @@ def _forward(h, heads, sl, b, tp, block: Block) -> Dict[str, Tuple]:
     heads_per_device = heads / tp
     ffn = block.width(h)
     shapes = {
-        "qkv": (tokens, (h + 2 * block.kv(heads) * head_dim) / tp, h, 1.0),
+        "qkv": (tokens, _qkv_width(h, heads, block) / tp, h, 1.0),
         "scores": (sl, sl, head_dim, b * heads_per_device),
         "context": (sl, head_dim, sl, b * heads_per_device),
         "attn_out": (tokens, h, h / tp, 1.0),
@@ -182,11 +187,6 @@ _ELEMENTWISE: Dict[str, Tuple[Callable, int, int, int]] = {
 
 #: Names of the memory-bound kernel classes of a layer.
 ELEMENTWISE_KERNELS: Tuple[str, ...] = tuple(_ELEMENTWISE)
-
-
-def _qkv_width(h, heads, block: Block):
-    """Width of the QKV projection's output: H + 2 x kv_heads x head_dim."""
-    return h + 2.0 * block.kv(heads) * h / heads
 
 
 #: The kernels an eager (unfused) stack runs besides ``_ELEMENTWISE``, as Megatron-LM's first
