@@ -42,7 +42,7 @@ class LayerCost:
     ``elementwise_fwd``/``elementwise_bwd``: memory-bound kernels (the backward's with the
     gradient accumulation of ``grad_accumulation_time``); ``core_fwd``: the
     attention core's forward (what selective recomputation repeats); ``kernels_fwd``:
-    kernels launched in the forward pass."""
+    kernels launched in the forward pass, ``kernels_core`` of them the attention core's."""
 
     gemm_fwd: np.ndarray
     gemm_bwd: np.ndarray
@@ -54,6 +54,7 @@ class LayerCost:
     elementwise_bwd: np.ndarray
     core_fwd: np.ndarray
     kernels_fwd: int
+    kernels_core: int
 
     @property
     def forward(self) -> np.ndarray:
@@ -144,6 +145,7 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     elem_fwd = np.zeros(np.shape(gemm_fwd))
     elem_bwd = np.zeros(np.shape(gemm_fwd))
     kernels = 0
+    core_kernels = sum(1 for g in forward_gemms if g.name in ATTENTION_CORE_GEMMS)
     for name, fwd_bytes, bwd_bytes, count in layer.elementwise_kernels(h, heads, sl, b, tp, p, block=block,
                                                                        sequence_parallel=sequence_parallel,
                                                                        eager=stack.eager):
@@ -153,6 +155,7 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         kernels += count
         if name in layer.INSIDE_FUSED_ATTENTION:
             core = core + t
+            core_kernels += count
     elem_bwd = elem_bwd + grad_accumulation_time(layer.layer_params(h, heads, block) / tp, hw, stack)
     if stack.gemm_precision == "fp8":
         cast_fwd, cast_bwd = _fp8_casts(linear_fwd_gemms, hw)
@@ -162,9 +165,11 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         attn_fwd, attn_bwd = fused_attention_times(h, sl, b, tp, hw, causal=stack.causal)
         core = core + attn_fwd
         kernels += 1
+        core_kernels += 1
     else:
         attn_fwd = attn_bwd = np.zeros(np.shape(gemm_fwd))
     kernels += len(forward_gemms)
     return LayerCost(gemm_fwd=gemm_fwd, gemm_bwd=gemm_bwd, linear_fwd=linear_fwd, linear_bwd=linear_bwd,
                      attention_fwd=attn_fwd, attention_bwd=attn_bwd, elementwise_fwd=elem_fwd,
-                     elementwise_bwd=elem_bwd, core_fwd=core, kernels_fwd=kernels)
+                     elementwise_bwd=elem_bwd, core_fwd=core, kernels_fwd=kernels,
+                     kernels_core=core_kernels)

@@ -59,8 +59,8 @@ def stage_layer_cost(lay: StepLayouts, ctx: StepContext, shapes: Optional[Distin
                       shapes.tp, ctx.hardware, p=float(ctx.dtype_bytes), block=ctx.block, stack=ctx.stack,
                       sequence_parallel=shapes.sequence_parallel)
     spread = {name: shapes.spread(getattr(cost, name), np.shape(lay.tp))
-              for name in LayerCost.__dataclass_fields__ if name != "kernels_fwd"}
-    return LayerCost(**spread, kernels_fwd=cost.kernels_fwd)
+              for name in LayerCost.__dataclass_fields__ if not name.startswith("kernels_")}
+    return LayerCost(**spread, kernels_fwd=cost.kernels_fwd, kernels_core=cost.kernels_core)
 
 
 def output_layer_time(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes] = None) -> np.ndarray:
@@ -91,8 +91,7 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     repeat = np.where(lay.full, cost.forward, np.where(lay.selective, cost.core_fwd, 0.0))
     t_layer = metrics.apply_flop_vs_bw(cost.total + repeat, ctx.flop_vs_bw)
     t_output = metrics.apply_flop_vs_bw(output_layer_time(lay, ctx, shapes), ctx.flop_vs_bw)
-    core_kernels = 2 + (0 if ctx.stack.flash else 2)
-    repeated = np.where(lay.full, cost.kernels_fwd, np.where(lay.selective, core_kernels, 0))
+    repeated = np.where(lay.full, cost.kernels_fwd, np.where(lay.selective, cost.kernels_core, 0))
     return {
         "per_microbatch": lay.layers_per_stage * t_layer + t_output,
         "forward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw),

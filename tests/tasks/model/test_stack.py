@@ -132,9 +132,12 @@ def test_an_eager_stack_pays_each_unfused_kernel_and_nothing_else(h100):
     assert float(eager.elementwise_fwd - fused.elementwise_fwd) == pytest.approx(seconds(forward), rel=0.02)
     assert float(eager.elementwise_bwd - fused.elementwise_bwd) == pytest.approx(seconds(backward), rel=0.02)
     assert float(eager.gemm_fwd) == float(fused.gemm_fwd) and eager.kernels_fwd == fused.kernels_fwd + 11
+    # the attention core: scores and context GEMMs, softmax, dropout; eager adds scale and mask
+    assert (fused.kernels_core, eager.kernels_core) == (4, 7)
     assert float(eager.core_fwd - fused.core_fwd) == pytest.approx(seconds(6 * scores), rel=0.02)  # selective repeats them
     flash = [layer_cost(h, a, sl, b, 1.0, h100, block=Block(flash=True), stack=Stack(attention="flash", elementwise=e))
              for e in ("fused", "eager")]
+    assert flash[0].kernels_core == flash[1].kernels_core == 1   # one fused kernel holds the whole core
     assert float(flash[1].elementwise_fwd - flash[0].elementwise_fwd) == pytest.approx(seconds(forward - 6 * scores),
                                                                                        rel=0.02)
     with pytest.raises(ValueError, match="stack.elementwise='jit': choose one of fused, eager"):
