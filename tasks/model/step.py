@@ -103,7 +103,7 @@ def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
     shapes = distinct_shapes(lay)
     cost = stage_layer_cost(lay, ctx, shapes)
     compute = compute_per_microbatch(lay, ctx, cost, shapes)
-    tp = tp_comm(lay, ctx, cost)
+    tp = tp_comm(lay, ctx, cost, shapes)
     pp = pp_comm(lay, ctx, compute["per_microbatch"])
     dp = dp_comm(lay, ctx, compute)
     params, device_memory = _memory(lay, ctx)

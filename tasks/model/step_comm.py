@@ -5,7 +5,7 @@ Vectorised over layouts; seconds and bytes."""
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -14,7 +14,8 @@ from tasks.model.collectives import bus_factor, ring_steps, spanning_figures, ti
 from tasks.model.communication import RECOMPUTED_TP_COLLECTIVES, TP_COLLECTIVES_PER_LAYER, tp_collective_time
 from tasks.model.layer_cost import LayerCost
 from tasks.model.layout import code
-from tasks.model.step_context import StepContext, StepLayouts
+from tasks.model.step_compute import DistinctShapes, distinct_shapes
+from tasks.model.step_context import StepContext, StepLayouts, tp_crosses_nodes
 
 __all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_comm", "dp_traffic", "latency_floor", "embedding_matrices"]
 
@@ -40,21 +41,25 @@ def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
     return np.maximum(floor, 2.0 * one - lin_fwd), np.maximum(floor, 2.0 * one - lin_bwd)
 
 
-def tp_collective(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes] = None) -> np.ndarray:
     """One TP collective of a layer (an all-reduce, or reduce-scatter + all-gather under
-    sequence parallelism) on the tier the TP group spans; 0 at TP 1."""
+    sequence parallelism) on the tier the TP group spans; 0 at TP 1. It depends only on
+    the layout's (micro-batch, TP, SP): timed once per distinct one (``shapes``, worked out
+    when not given)."""
     m, hw = ctx.model, ctx.hardware
-    one = tp_collective_time(float(m.hidden), float(m.seq_len), lay.micro_batch, lay.tp, float(ctx.dtype_bytes),
-                             lay.tp_crosses(hw), hw, lay.sequence_parallel)
-    return np.where(lay.tp > 1, one, 0.0)
+    shapes = distinct_shapes(lay) if shapes is None else shapes
+    one = tp_collective_time(float(m.hidden), float(m.seq_len), shapes.micro_batch, shapes.tp, float(ctx.dtype_bytes),
+                             tp_crosses_nodes(shapes.tp, hw), hw, shapes.sequence_parallel)
+    return shapes.spread(np.where(shapes.tp > 1, one, 0.0), np.shape(lay.tp))
 
 
-def tp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np.ndarray]:
+def tp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
+            shapes: Optional[DistinctShapes] = None) -> Dict[str, np.ndarray]:
     """TP communication of one micro-batch on the busiest stage: 4 collectives per layer (6
     under full recomputation, whose forward hides its own as the first did) and one for the
     vocabulary-parallel embedding. ``total``: all of it; ``exposed``: what the step waits for
     (``tp_exposed_per_pass``)."""
-    one = tp_collective(lay, ctx)
+    one = tp_collective(lay, ctx, shapes)
     embedding = one if ctx.vocab > 0 else 0.0
     total = lay.layers_per_stage * _tp_collectives_per_layer(lay) * one + embedding
     fwd, bwd = tp_exposed_per_pass(one, lay.tp, cost, ctx)

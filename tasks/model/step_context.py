@@ -13,7 +13,7 @@ from tasks.model.layout import code
 from tasks.model.specs import HardwareProfile, TransformerModel
 from tasks.model.stack import Stack
 
-__all__ = ["StepContext", "StepLayouts", "as_layouts"]
+__all__ = ["StepContext", "StepLayouts", "as_layouts", "tp_crosses_nodes"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class StepLayouts:
         return self.zero_is("zero3") | self.zero_is("fsdp")
 
     def tp_crosses(self, hw: HardwareProfile) -> np.ndarray:
-        return self.tp > hw.devices_per_node
+        return tp_crosses_nodes(self.tp, hw)
 
     def dp_crosses(self, hw: HardwareProfile) -> np.ndarray:
         return self.tp * self.dp > hw.devices_per_node
@@ -97,6 +97,11 @@ class StepLayouts:
 
     def pp_crosses(self, hw: HardwareProfile) -> np.ndarray:
         return self.tp * self.dp * self.pp > hw.devices_per_node
+
+
+def tp_crosses_nodes(tp, hw: HardwareProfile) -> np.ndarray:
+    """Whether a TP group of ``tp`` ranks (numbered fastest) spans more than one node."""
+    return np.asarray(tp) > hw.devices_per_node
 
 
 def busiest_stage_layers(layers: float, pp, virtual_stages):
