@@ -108,9 +108,13 @@ class StepProfile:
     classes: Dict[str, float]
     step_s: float
     unattributed_s: float          # step time outside every region: framework work and kernels
-    unattributed_kernel_s: float   # of which operators (kernels) outside every region
     #: the operators (``aten::`` names) that ran outside every region, with their seconds
     unattributed_operators: Dict[str, float] = field(default_factory=dict)
+
+    @property
+    def unattributed_kernel_s(self) -> float:
+        """Seconds of the operators (kernels) outside every region, of ``unattributed_s``."""
+        return sum(self.unattributed_operators.values())
 
 
 def _region_times(prof, cuda: bool) -> Dict[str, float]:
@@ -176,7 +180,7 @@ def _fastest(samples: List[_Sample]) -> StepProfile:
     """The fastest time of each class, and the fastest step with what of it ran outside every region."""
     classes = {c: min(s[0][c] for s in samples) for c in OP_CLASSES}
     per_class, wall, stray = min(samples, key=lambda s: s[1])
-    return StepProfile(classes, wall, max(0.0, wall - sum(per_class.values())), sum(stray.values()), dict(stray))
+    return StepProfile(classes, wall, max(0.0, wall - sum(per_class.values())), dict(stray))
 
 
 def profile_step(step, *, device: str, steps: int) -> StepProfile:

@@ -176,13 +176,13 @@ def training_flops_per_layer(h, heads, sl, b, tp, block: Block = STUDY_BLOCK):
 #: reads the gradient and its mask and writes (3); a residual add's backward is the sum of the
 #: two branches' gradients where they meet (3).
 _ELEMENTWISE: Dict[str, Tuple[Callable, int, int, int]] = {
-    # name: (elements(h, heads, sl, b, tp, ffn), forward accesses, backward accesses, kernels per layer)
-    "layernorm": (lambda h, a, sl, b, tp, f: sl * b * h / tp, 2, 3, 2),
-    "softmax": (lambda h, a, sl, b, tp, f: b * a * sl * sl / tp, 2, 3, 1),
-    "attn_dropout": (lambda h, a, sl, b, tp, f: b * a * sl * sl / tp, 3, 3, 1),
-    "gelu": (lambda h, a, sl, b, tp, f: sl * b * f / tp, 2, 3, 1),
-    "dropout": (lambda h, a, sl, b, tp, f: sl * b * h / tp, 3, 3, 2),
-    "residual_add": (lambda h, a, sl, b, tp, f: sl * b * h / tp, 3, 3, 2),
+    # name: (elements(h, heads, sl, b, tp, block), forward accesses, backward accesses, kernels per layer)
+    "layernorm": (lambda h, a, sl, b, tp, blk: sl * b * h / tp, 2, 3, 2),
+    "softmax": (lambda h, a, sl, b, tp, blk: b * a * sl * sl / tp, 2, 3, 1),
+    "attn_dropout": (lambda h, a, sl, b, tp, blk: b * a * sl * sl / tp, 3, 3, 1),
+    "gelu": (lambda h, a, sl, b, tp, blk: sl * b * blk.width(h) / tp, 2, 3, 1),
+    "dropout": (lambda h, a, sl, b, tp, blk: sl * b * h / tp, 3, 3, 2),
+    "residual_add": (lambda h, a, sl, b, tp, blk: sl * b * h / tp, 3, 3, 2),
 }
 
 #: Names of the memory-bound kernel classes of a layer.
@@ -240,7 +240,7 @@ def elementwise_elements(name: str, h, heads, sl, b, tp, *, sequence_parallel: b
     replicated kernels (``REPLICATED_WITHOUT_SP``) touch the whole SL*B*H on every rank."""
     elements, _, _, count = _ELEMENTWISE[name]
     split = 1 if (not sequence_parallel and name in REPLICATED_WITHOUT_SP) else tp
-    return elements(h, heads, sl, b, split, block.width(h)) * count
+    return elements(h, heads, sl, b, split, block) * count
 
 
 def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True, block: Block = STUDY_BLOCK,
@@ -253,20 +253,13 @@ def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True
     attention the softmax and its dropout are left out (inside the attention kernel).
     ``eager``: an unfused stack, which also runs the kernels of ``EAGER_KERNELS``."""
     sp = np.asarray(sequence_parallel, dtype=bool)
-    for name, (elements, fwd, bwd, count) in _ELEMENTWISE.items():
-        if block.flash and name in INSIDE_FUSED_ATTENTION:
-            continue
-        split = np.where(sp, tp, 1.0) if name in REPLICATED_WITHOUT_SP else tp
-        touched = elements(h, heads, sl, b, split, block.width(h)) * p
-        yield name, touched * _accesses(name, fwd, block), touched * _accesses(name, bwd, block, True), count
-    if not eager:
-        return
-    for name, (elements, fwd, bwd, count) in _EAGER.items():
+    kernels = {**_ELEMENTWISE, **_EAGER} if eager else _ELEMENTWISE
+    for name, (elements, fwd, bwd, count) in kernels.items():
         if block.flash and name in INSIDE_FUSED_ATTENTION:
             continue
         split = np.where(sp, tp, 1.0) if name in REPLICATED_WITHOUT_SP else tp
         touched = elements(h, heads, sl, b, split, block) * p
-        yield name, touched * fwd, touched * bwd, count
+        yield name, touched * _accesses(name, fwd, block), touched * _accesses(name, bwd, block, True), count
 
 
 def tp_allreduce_bytes(h, sl, b, p: float):

@@ -85,6 +85,8 @@ def k_overhead(hw: HardwareProfile, dtype: str = "bf16") -> float:
 def _k_steps(hw: HardwareProfile, unit_rate: float) -> float:
     """``tile_overhead_s(hw)`` as K steps of the largest tile at ``unit_rate`` (FLOP/s)."""
     return tile_overhead_s(hw) * unit_rate / (2.0 * _LARGEST_TILE_COST)
+
+
 _TILE_SIDES = sorted({side for tile in GEMM_TILES for side in tile})
 #: Below 1 by more than float32 rounding of a product of tile counts (2^-22), so that
 #: ceil(k * units * _SLACK / units) is k, not k + 1.

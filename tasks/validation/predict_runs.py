@@ -116,13 +116,17 @@ def _words(name: str) -> List[str]:
     return [w for w in re.split(r"[^A-Z0-9]+", name.upper()) if w and w not in VENDOR_WORDS]
 
 
+def _pcie(words: List[str]) -> bool:
+    """Whether ``words`` name a PCIe card (every profile here is an SXM or OAM module, whose
+    clocks and power a PCIe card does not have)."""
+    return any(w.startswith("PCIE") for w in words)
+
+
 def _same_part(words: List[str], hw: HardwareProfile) -> bool:
     """``words`` name ``hw``'s accelerator family (its first word: A100, H100, MI300X), say no
-    other memory size (a word such as 40GB) and no PCIe card (every profile here is an SXM
-    or OAM module, whose clocks and power a PCIe card does not have)."""
+    other memory size (a word such as 40GB) and no PCIe card (``_pcie``)."""
     sizes = [int(w[:-2]) for w in words if re.fullmatch(r"\d+GB", w)]
-    return (words[0] == _words(hw.accelerator)[0] and all(size == round(hw.hbm_gb) for size in sizes)
-            and not any(w.startswith("PCIE") for w in words))
+    return words[0] == _words(hw.accelerator)[0] and all(size == round(hw.hbm_gb) for size in sizes) and not _pcie(words)
 
 
 def find_profile(name: str, profiles: Dict[str, HardwareProfile]) -> Optional[HardwareProfile]:
@@ -144,4 +148,4 @@ def find_profile(name: str, profiles: Dict[str, HardwareProfile]) -> Optional[Ha
         return max(same, key=lambda p: p.hbm_gb)
     near = [p for p in profiles.values()
             if _plain(p.accelerator).startswith(key) or key.startswith(_plain(p.accelerator))]
-    return near[0] if len(near) == 1 and not any(w.startswith("PCIE") for w in words) else None
+    return near[0] if len(near) == 1 and not _pcie(words) else None
