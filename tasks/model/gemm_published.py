@@ -29,7 +29,7 @@ __all__ = ["GEMM_KINDS", "PROFILE_OF_GPU", "BEST_FOUND_SIDES", "MAMF_TOLERANCE",
 #: NVLink links: the same 132 SMs, clocks and dense tensor peaks, so its GEMMs are the h100's.
 PROFILE_OF_GPU = {"A100-SXM": "a100-80gb", "H100-SXM": "h100", "H800-SXM": "h100", "H200-SXM": "h200",
                   "B200-SXM": "b200", "GB200": "gb200",
-                  "MI300X": "mi300x", "MI325X": "mi325x", "MI355X": "mi355x"}
+                  "MI300X": "mi300x", "MI325X": "mi325x", "MI355X": "mi355x", "MI250X-GCD": "mi250x"}
 
 #: A 'best found' row is predicted as the best of every (m, n, k) drawn from these sides:
 #: large shapes, as a MAMF search would try.

@@ -136,7 +136,8 @@ def find_profile(name: str, profiles: Dict[str, HardwareProfile]) -> Optional[Ha
     or punctuation; else the profiles of the same part (``_same_part``: 'NVIDIA A100-SXM4-80GB',
     'H100 SXM5 80GB', 'DGX A100'), the one with the most HBM where the name gives no memory
     size (an 'A100' is the 80 GB part); else the one profile whose accelerator name starts
-    with it or it with the accelerator's ('H100SXM'). 'A100-PCIe', 'V100 16GB' and 'TPU-Z'
+    with it or it with the accelerator's ('H100SXM'), a name shorter than the accelerator's
+    family word excepted ('MI250' is not the MI250X). 'A100-PCIe', 'V100 16GB' and 'TPU-Z'
     call none."""
     key = _plain(name)
     exact = [p for p in profiles.values() if key in (_plain(p.name), _plain(p.accelerator))]
@@ -147,5 +148,6 @@ def find_profile(name: str, profiles: Dict[str, HardwareProfile]) -> Optional[Ha
     if same:
         return max(same, key=lambda p: p.hbm_gb)
     near = [p for p in profiles.values()
-            if _plain(p.accelerator).startswith(key) or key.startswith(_plain(p.accelerator))]
+            if (_plain(p.accelerator).startswith(key) and len(key) >= len(_words(p.accelerator)[0]))
+            or key.startswith(_plain(p.accelerator))]
     return near[0] if len(near) == 1 and not _pcie(words) else None

@@ -128,6 +128,8 @@ def test_hardware_names_match_their_profile_however_spelled(profiles):
     for spelled in ("V100-SXM2-32GB", "Tesla V100 32GB"):
         assert find_profile(spelled, profiles).name == "v100", spelled
     assert find_profile("AMD Instinct MI300X", profiles).name == "mi300x"
+    for spelled in ("MI250X", "AMD Instinct MI250X", "MI250X-GCD"):
+        assert find_profile(spelled, profiles).name == "mi250x", spelled
     assert find_profile("DGX-B200", profiles).name == "b200" and find_profile("DGX-GB200", profiles).name == "gb200"
-    for unknown in ("TPU-Z", "A100-PCIe-40GB", "H100 PCIe", "V100 16GB", "GH200", "A100-SXM-96GB"):
+    for unknown in ("TPU-Z", "A100-PCIe-40GB", "H100 PCIe", "V100 16GB", "GH200", "A100-SXM-96GB", "MI250", "MI300"):
         assert find_profile(unknown, profiles) is None, unknown
