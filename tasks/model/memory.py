@@ -58,7 +58,8 @@ def model_state_shard_params(params, dp, zero):
     return np.where(np.asarray(zero) == code("zero", "none"), params, params / np.asarray(dp, dtype=np.float64))
 
 
-def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, block: Block = STUDY_BLOCK):
+def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, block: Block = STUDY_BLOCK, *,
+                           fp8_inputs: bool = False):
     """Activations one layer keeps for its backward pass, per micro-batch, per device.
 
     Korthikanti et al. (arXiv 2205.05198), Table 2, 16-bit activations and 1-byte dropout
@@ -73,6 +74,13 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     activation inputs and outputs (4*SL*B*ffn, 6*SL*B*ffn for a gated MLP's two inputs);
     fused attention stores no score matrix (its softmax statistics, 4 bytes per row and
     head, are negligible and left out), so the 5*A*SL/H core is gone.
+
+    ``fp8_inputs``: the linear GEMMs run in fp8 under Transformer Engine, which keeps each
+    one's input for the weight gradient as the 1-byte fp8 copy it cast (NVIDIA/
+    TransformerEngine v1.8, ``Linear``, ``LayerNormLinear`` and ``LayerNormMLP``
+    ``save_for_backward``): the QKV and FC1 inputs take 1*SL*B*H each of the 10, the FC2
+    input SL*B*ffn of the MLP's (the activation's input stays 16-bit), and the attention
+    output projection's input SL*B*H, where fused attention keeps its 16-bit output as well.
     """
     sl, b, h, heads, tp = (np.asarray(x, dtype=np.float64) for x in (sl, b, h, heads, tp))
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -80,9 +88,12 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     sbh = sl * b * h
     core = 0.0 if block.flash else 5.0 * heads * sl / h / tp
     kv_share = 1.0 if block.kv_heads is None else block.kv_heads / heads
-    mlp = (6.0 if block.gated else 4.0) * block.width(h) / h
-    split = 4.0 + 4.0 * kv_share + mlp
-    replicated = np.where(sp, 10.0 / tp, 10.0)
+    saved_input = 1.0 if fp8_inputs else 2.0            # bytes per element of a GEMM input kept
+    mlp = ((4.0 if block.gated else 2.0) + saved_input) * block.width(h) / h
+    projection = ((2.0 if block.flash else 0.0) + saved_input) if fp8_inputs else 2.0
+    split = 2.0 + projection + 4.0 * kv_share + mlp       # Q, the projection's input, K and V, the MLP
+    kept = 6.0 + 2.0 * saved_input                        # LayerNorm inputs, dropout masks, QKV and FC1 inputs
+    replicated = np.where(sp, kept / tp, kept)
     stored = sbh * (replicated + split / tp + np.where(recompute == code("recompute", "selective"), 0.0, core))
     full = 2.0 * sbh / np.where(sp, tp, 1.0)
     return np.where(recompute == code("recompute", "full"), full, stored)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.model import memory
+from tasks.model import layer, memory
+from tasks.model.layer import Block
+from tasks.model.stack import Stack
 from tasks.model.layout import RECOMPUTE_MODES, ZERO_MODES, Layout, family
 from tasks.model.space import LayoutSpace, best_index, enumerate_layouts, exhaustive
 from tasks.model.collectives import tier_time
@@ -44,6 +46,29 @@ def test_activations_without_parallelism_are_34_plus_5as_over_h():
     for sp in (False, True):
         assert float(memory.layer_activation_bytes(1024, 2, 4096, 32, 1, sp, 0)) == pytest.approx(
             1024 * 2 * 4096 * (34 + 5 * 32 * 1024 / 4096))
+
+
+@pytest.mark.parametrize("flash, saved", [(False, 1 + 1 + 1 + 4), (True, 1 + 1 - 1 + 4)])
+def test_fp8_linear_inputs_are_kept_in_one_byte(flash, saved):
+    # Transformer Engine keeps the QKV, FC1, FC2 and projection inputs as fp8 copies; fused
+    # attention keeps its 16-bit output besides, so the projection's copy adds a byte there.
+    args = (2048, 1, 12288, 96, 1, False, R["none"], Block(flash=flash))
+    bf16 = memory.layer_activation_bytes(*args)
+    fp8 = memory.layer_activation_bytes(*args, fp8_inputs=True)
+    assert float(bf16 - fp8) == pytest.approx(2048 * 12288 * saved)
+    full = (2048, 1, 12288, 96, 8, True, R["full"], Block(flash=flash))
+    assert memory.layer_activation_bytes(*full, fp8_inputs=True) == memory.layer_activation_bytes(*full)
+
+
+def test_an_fp8_stack_keeps_fp8_weights_and_smaller_activations(gpt3, h100):
+    lay = Layout(tp=8, pp=1, dp=1, micro_batch=1, sequence_parallel=True)
+    memories = [_one(lay, StepContext(gpt3, h100, devices=8, global_batch=1, memory_fraction=1.0,
+                                      stack=Stack(attention="flash", gemm_precision=p)))["memory_per_device_bytes"]
+                for p in ("bf16", "fp8")]
+    args = (2048, 1, 12288, 96, 8, True, R["none"], Block(flash=True, ffn=4 * 12288.0))
+    activations = 96 * (memory.layer_activation_bytes(*args) - memory.layer_activation_bytes(*args, fp8_inputs=True))
+    weights = memory.FP8_WEIGHT_BYTES * 96 * layer.layer_params(12288.0, 96.0) / 8
+    assert memories[1] - memories[0] == pytest.approx(weights - float(activations))
 
 
 def test_device_memory_of_a_plain_replica_is_states_plus_activations_plus_logits(gpt3, h100):
