@@ -90,7 +90,7 @@ def rate(repeats: int) -> None:
         times.append(time.perf_counter() - started)
     n = len(layouts["tp"])
     print(f"(b) exhaustive enumeration + step model, one core: {n / statistics.median(times):,.0f} layouts/s "
-          f"(median of {repeats}; best {n / min(times):,.0f}; {n:,} layouts per call; target >= 100,000)")
+          f"(median of {repeats}; best {n / min(times):,.0f}; {n:,} layouts per call; target >= 1,000,000)")
 
 
 def main() -> None:
