@@ -157,7 +157,7 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
             core = core + t
             core_kernels += count
     elem_bwd = elem_bwd + grad_accumulation_time(layer.layer_params(h, heads, block) / tp, hw, stack)
-    if stack.gemm_precision == "fp8":
+    if stack.fp8:
         cast_fwd, cast_bwd = _fp8_casts(linear_fwd_gemms, hw)
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd
         kernels += len(linear_fwd_gemms)

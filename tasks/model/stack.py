@@ -81,3 +81,8 @@ class Stack:
     @property
     def eager(self) -> bool:
         return self.elementwise == "eager"
+
+    @property
+    def fp8(self) -> bool:
+        """The linear GEMMs run in fp8 (Transformer Engine)."""
+        return self.gemm_precision == "fp8"

@@ -142,12 +142,12 @@ def _memory(lay: StepLayouts, ctx: StepContext):
     per_layer = layer.layer_params(h, heads, block)
     params = lay.layers_per_stage * per_layer / lay.tp + embedding_matrices(lay) * vocab * h / lay.tp
     states = memory.model_state_bytes(params, lay.dp, lay.zero)
-    if ctx.stack.gemm_precision == "fp8":
+    if ctx.stack.fp8:
         states = states + memory.FP8_WEIGHT_BYTES * lay.layers_per_stage * per_layer / lay.tp
     gathered = np.where(lay.sharded, 2.0 * memory.WEIGHT_BYTES * per_layer / lay.tp, 0.0)
     act = memory.layer_activation_bytes(float(model.seq_len), lay.micro_batch, h, heads, lay.tp,
                                         lay.sequence_parallel, lay.recompute, block,
-                                        fp8_inputs=ctx.stack.gemm_precision == "fp8")
+                                        fp8_inputs=ctx.stack.fp8)
     first = memory.in_flight_microbatches(lay.microbatches, lay.pp, lay.stages, lay.interleaved) \
         * lay.layers_per_stage * act
     last = lay.layers_per_stage * act + memory.logits_bytes(float(model.seq_len), lay.micro_batch, vocab, lay.tp)

@@ -72,7 +72,7 @@ def output_layer_time(lay: StepLayouts, ctx: StepContext, shapes: Optional[Disti
         return np.zeros(np.shape(lay.tp))
     shapes = distinct_shapes(lay) if shapes is None else shapes
     b, tp = shapes.micro_batch, shapes.tp
-    precision = "bf16" if ctx.stack.gemm_precision == "fp8" else ctx.stack.gemm_precision
+    precision = "bf16" if ctx.stack.fp8 else ctx.stack.gemm_precision
     tokens = float(ctx.model.seq_len) * b
     gemms = layer.training_gemms("logits", tokens, ctx.vocab / tp, float(ctx.model.hidden))
     accumulate = grad_accumulation_time(ctx.vocab * float(ctx.model.hidden) / tp, ctx.hardware, ctx.stack)
