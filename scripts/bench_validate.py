@@ -13,14 +13,20 @@ the figure reached, the target, and whether it is met.
 - GEMM: the A100 square curve from 2048^3 up, and the maximum-achievable (MAMF) rows; the
   H800 K sweeps (no target: the fp16 sweep is where the wave overhead is fitted, the fp8
   sweeps show how far its K dependence holds where nothing was fitted);
-- every run judged feasible (memory).
+- every run judged feasible (memory);
+- the held-out runs (holdout_runs.csv: other frameworks, precisions and generations), per
+  source: mean and max |error|, and each row's signed error (no target; nothing is fitted
+  to them).
 The whole-step model's speed (layouts per second on one core) is ``scripts/bench_search.py``'s.
 """
 
 from __future__ import annotations
 
+from typing import Dict
+
 from sweeps.jobs.validation import DATA_DIR, load_profiles, run_validation
 from tasks.model.gemm_published import CURVE_FROM, read_gemm_rows
+from tasks.model.specs import HardwareProfile
 from tasks.validation.microbench_check import JUDGED_FROM_BYTES, ladder_row_bytes
 from tasks.validation.records import DATA_FILES, error_summary
 
@@ -30,7 +36,8 @@ def _line(name: str, figure: str, met: bool, target: str) -> None:
 
 
 def main() -> None:
-    result = run_validation(load_profiles()).validation
+    profiles = load_profiles()
+    result = run_validation(profiles).validation
     by = {d: [r for r in result.records if r.dataset == d] for d in ("runs", "layers", "collectives", "gemm")}
     runs = by["runs"]
     print(f"{'source':28s} {'n':>3s} {'mean |err|':>10s} {'max |err|':>10s}")
@@ -71,6 +78,18 @@ def main() -> None:
     tight = [r for r in runs if "usable" in r.detail]
     _line("runs judged feasible", f"{len(runs) - len(tight)} of {len(runs)}", not tight, "every run")
     print(f"\nskipped: {len(result.skipped)} rows (no hardware profile)")
+    held_out(profiles)
+
+
+def held_out(profiles: Dict[str, HardwareProfile]) -> None:
+    """The held-out runs' errors, per source and per row (no target: never fitted to)."""
+    runs = run_validation(profiles, datasets=("runs",), runs_file=DATA_DIR / "holdout_runs.csv").validation.records
+    print("\nheld-out runs (holdout_runs.csv; no target, nothing fitted to them)")
+    for source in sorted({r.source for r in runs}):
+        mine = [r for r in runs if r.source == source]
+        mean, worst = error_summary(mine)
+        rows = ", ".join(f"{r.model} {r.hardware} {r.error:+.0%}" for r in mine)
+        print(f"{source:28s} {len(mine):3d} {mean:10.1%} {worst:10.1%}   {rows}")
 
 
 if __name__ == "__main__":
