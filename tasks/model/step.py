@@ -51,8 +51,8 @@ import numpy as np
 from tasks.model import layer, memory, metrics
 from tasks.model.layout import STRUCTURAL_CONSTRAINTS, first_violation, structural_violations
 from tasks.model.step_comm import dp_comm, embedding_matrices, latency_floor, pp_comm, tp_comm
-from tasks.model.step_compute import compute_per_microbatch, distinct_shapes, optimizer_time, stage_layer_cost
-from tasks.model.step_context import StepContext, StepLayouts, as_layouts
+from tasks.model.step_compute import compute_per_microbatch, optimizer_time, stage_layer_cost
+from tasks.model.step_context import StepContext, StepLayouts, as_layouts, distinct_shapes
 
 __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "step_columns", "reasons"]
 

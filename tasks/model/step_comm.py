@@ -14,8 +14,7 @@ from tasks.model.collectives import bus_factor, ring_steps, spanning_figures, ti
 from tasks.model.communication import RECOMPUTED_TP_COLLECTIVES, TP_COLLECTIVES_PER_LAYER, tp_collective_time
 from tasks.model.layer_cost import LayerCost
 from tasks.model.layout import code
-from tasks.model.step_compute import DistinctShapes, distinct_shapes
-from tasks.model.step_context import StepContext, StepLayouts, tp_crosses_nodes
+from tasks.model.step_context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
 
 __all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_comm", "dp_traffic", "latency_floor", "embedding_matrices"]
 

@@ -4,7 +4,7 @@ repeats, the output layer, and the optimizer step (method.md §3; Korthikanti et
 
 from __future__ import annotations
 
-from typing import Dict, NamedTuple, Optional
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -12,10 +12,10 @@ from tasks.model import layer, metrics, roofline
 from tasks.model.layer_cost import (CROSS_ENTROPY_KERNELS, LayerCost, cross_entropy_time, grad_accumulation_time,
                                     layer_cost)
 from tasks.model.memory import model_state_shard_params
-from tasks.model.step_context import StepContext, StepLayouts
+from tasks.model.step_context import DistinctShapes, StepContext, StepLayouts, distinct_shapes
 
-__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "DistinctShapes", "distinct_shapes", "stage_layer_cost", "output_layer_time",
-           "compute_per_microbatch", "optimizer_time"]
+__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "stage_layer_cost", "output_layer_time", "compute_per_microbatch",
+           "optimizer_time"]
 
 #: Bytes the optimizer step moves per parameter of its shard, as Megatron-LM's mixed-precision
 #: optimizer runs it (Micikevicius et al. 2018; fp32 main gradients and weights): the
@@ -24,30 +24,6 @@ __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "DistinctShapes", "distinct_shapes", "st
 #: updated fp32 weight is copied into the 16-bit model weight (read 4, write 2); the
 #: gradient buffer is zeroed for the next step (write 4).
 OPTIMIZER_BYTES_PER_PARAM = 4.0 + 16.0 + 12.0 + 6.0 + 4.0
-
-
-class DistinctShapes(NamedTuple):
-    """The distinct (micro-batch, TP, sequence parallelism) of a set of layouts, of which a
-    space holds a few dozen, and each layout's index into them."""
-
-    micro_batch: np.ndarray
-    tp: np.ndarray
-    sequence_parallel: np.ndarray
-    index: np.ndarray
-
-    def spread(self, values, shape) -> np.ndarray:
-        """Per-shape ``values`` back over the layouts, as an array of ``shape``."""
-        return np.asarray(values)[self.index].reshape(shape)
-
-
-def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
-    """The layouts' distinct (micro-batch, TP, SP), what the compute of a layer and of the
-    output layer depend on: each is costed once and spread back."""
-    # One integer per (micro-batch, TP, SP): both degrees are whole numbers below 2^24.
-    keys = (lay.micro_batch.astype(np.int64) << 25) | (lay.tp.astype(np.int64) << 1) | lay.sequence_parallel
-    unique, inverse = np.unique(keys.reshape(-1), return_inverse=True)
-    b, tp, sp = (unique >> 25).astype(np.float64), ((unique >> 1) & (2**24 - 1)).astype(np.float64), (unique & 1) > 0
-    return DistinctShapes(b, tp, sp, inverse.reshape(-1))
 
 
 def stage_layer_cost(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes] = None) -> LayerCost:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from tasks.model.layout import code
 from tasks.model.specs import HardwareProfile, TransformerModel
 from tasks.model.stack import Stack
 
-__all__ = ["StepContext", "StepLayouts", "as_layouts", "tp_crosses_nodes"]
+__all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distinct_shapes", "tp_crosses_nodes"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,30 @@ class StepLayouts:
 
     def pp_crosses(self, hw: HardwareProfile) -> np.ndarray:
         return self.tp * self.dp * self.pp > hw.devices_per_node
+
+
+class DistinctShapes(NamedTuple):
+    """The distinct (micro-batch, TP, sequence parallelism) of a set of layouts, of which a
+    space holds a few dozen, and each layout's index into them."""
+
+    micro_batch: np.ndarray
+    tp: np.ndarray
+    sequence_parallel: np.ndarray
+    index: np.ndarray
+
+    def spread(self, values, shape) -> np.ndarray:
+        """Per-shape ``values`` back over the layouts, as an array of ``shape``."""
+        return np.asarray(values)[self.index].reshape(shape)
+
+
+def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
+    """The layouts' distinct (micro-batch, TP, SP), all that a layer's compute, the output
+    layer's and a TP collective depend on: each is costed once and spread back."""
+    # One integer per (micro-batch, TP, SP): both degrees are whole numbers below 2^24.
+    keys = (lay.micro_batch.astype(np.int64) << 25) | (lay.tp.astype(np.int64) << 1) | lay.sequence_parallel
+    unique, inverse = np.unique(keys.reshape(-1), return_inverse=True)
+    b, tp, sp = (unique >> 25).astype(np.float64), ((unique >> 1) & (2**24 - 1)).astype(np.float64), (unique & 1) > 0
+    return DistinctShapes(b, tp, sp, inverse.reshape(-1))
 
 
 def tp_crosses_nodes(tp, hw: HardwareProfile) -> np.ndarray:
