@@ -3,6 +3,7 @@
     commscale search [PRESET] [FIELD=VALUE ...] [--lake PATH] [--storage FILE] [--address ADDR | --ray]
     commscale search small --exhaustive          # enumerate the whole space instead (small spaces)
     commscale search scaling --scaling           # best layout per model and device count
+    commscale search hardware.devices_per_node=4 # one field of the preset's hardware (or model, stack)
     commscale search small --measure 3           # measure the top 3 layouts' kernels and collectives
 
 Bad input (an unknown preset or field, a space in which no layout is feasible, bad
@@ -102,7 +103,7 @@ def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], 
         if exhaustive or scaling:
             raise ConfigError("--measure", measure_top,
                               "measures a search's winners; not with --exhaustive or --scaling")
-    setup = load_search(overrides)
+    setup = load_search(overrides, scaling=scaling)
     lake = Lake(lake_root)
     out = Console(width=max(console().width, 140))
     if scaling:

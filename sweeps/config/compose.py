@@ -127,7 +127,9 @@ def compose(node: Any, overrides: Sequence[str], *, prefix: str = "", source: st
                           f"{reason(exc)}{where}") from None
 
 
-def load_preset(group: str, choice: str) -> Any:
-    """Load and validate one preset of ``group`` against its schema; returns the dataclass."""
+def load_preset(group: str, choice: str, overrides: Sequence[str] = ()) -> Any:
+    """Load and validate one preset of ``group`` against its schema, with ``overrides``
+    (``FIELD=VALUE``, the group's name left off) applied; returns the dataclass."""
     path = preset_path(group, choice)
-    return compose(preset_node(PRESET_SCHEMAS[group], path, prefix=group), [], prefix=f"{group}.", source=f"in {path}")
+    return compose(preset_node(PRESET_SCHEMAS[group], path, prefix=group), overrides, prefix=f"{group}.",
+                   source=f"in {path}")

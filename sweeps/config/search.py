@@ -3,7 +3,9 @@
 A search preset names a model and a hardware preset, a device count, a global batch (in
 sequences), the objective and the budget, and the layout space (``tasks.model.space``).
 Overrides are ``FIELD=VALUE`` in OmegaConf dotlist syntax (``devices=512``,
-``space.tp=[1,2,4,8]``). Every bad input raises ``ConfigError`` or ``UserError`` (exit
+``space.tp=[1,2,4,8]``); ``model.FIELD=VALUE``, ``hardware.FIELD=VALUE`` and
+``stack.FIELD=VALUE`` change one field of the preset the search names (``model.layers=40``).
+Every bad input raises ``ConfigError`` or ``UserError`` (exit
 status 2) before any work starts, and before the lake is touched.
 """
 
@@ -75,33 +77,46 @@ class SearchSetup:
         return f"{self.spec.name}-{content_hash(self.identity(), length=8)}"
 
 
-def _split(overrides: Sequence[str]) -> Tuple[str, List[str]]:
-    preset, dotted = DEFAULT_PRESET, []
+#: The presets a search names whose single fields the command line may override as
+#: ``GROUP.FIELD=VALUE``: ``model.layers=40``, ``hardware.devices_per_node=4``,
+#: ``stack.tp_overlap=false``. Each changes the study (its fingerprint is part of the name).
+PRESET_FIELD_GROUPS = ("model", "hardware", "stack")
+
+
+def _split(overrides: Sequence[str]) -> Tuple[str, List[str], Dict[str, List[str]]]:
+    """(the search preset, the search's own ``FIELD=VALUE`` overrides, each of
+    ``PRESET_FIELD_GROUPS``' field overrides with the group's name left off)."""
+    preset, dotted, fields = DEFAULT_PRESET, [], {group: [] for group in PRESET_FIELD_GROUPS}
     for item in overrides:
-        if "=" in item:
-            dotted.append(item)
-        else:
+        key = item.partition("=")[0]
+        group, dot, _ = key.partition(".")
+        if "=" not in item:
             preset = item
-    return preset, dotted
+        elif dot and group in fields:
+            fields[group].append(item[len(group) + 1:])
+        else:
+            dotted.append(item)
+    return preset, dotted, fields
 
 
-def load_search(overrides: Sequence[str] = ()) -> SearchSetup:
-    """``[PRESET] [FIELD=VALUE ...]``: the preset of ``conf/search`` (or a YAML path), then
-    the overrides; checked (``validate``) but not yet against the space (``check_space``)."""
-    preset, dotted = _split(overrides)
-    switches = [item[len(STACK_PREFIX):] for item in dotted if item.startswith(STACK_PREFIX)]
-    dotted = [item for item in dotted if not item.startswith(STACK_PREFIX)]
+def load_search(overrides: Sequence[str] = (), *, scaling: bool = False) -> SearchSetup:
+    """``[PRESET] [FIELD=VALUE ...] [model.FIELD=VALUE ...]``: the preset of ``conf/search``
+    (or a YAML path), then the overrides; checked (``validate``) but not yet against the
+    space (``check_space``). ``scaling`` (the scaling view, over ``scaling.models``' own
+    presets) refuses ``model.FIELD`` overrides, which it would not use."""
+    preset, dotted, fields = _split(overrides)
+    if scaling and fields["model"]:
+        key, _, value = fields["model"][0].partition("=")
+        raise ConfigError(f"model.{key}", value, "the scaling view searches the presets of search.scaling.models "
+                                                  "as they are; a model field cannot be overridden there")
     path = preset_path("search", preset)
     spec: SearchSpec = compose(preset_node(SearchSpec, path, prefix="search"), dotted, prefix="search.")
     validate_search(spec)
-    model, hardware = load_preset("model", spec.model), load_preset("hardware", spec.hardware)
+    model = load_preset("model", spec.model, fields["model"])
+    hardware = load_preset("hardware", spec.hardware, fields["hardware"])
     validate_model(model)
     validate_hardware(hardware)
-    return SearchSetup(spec, model, hardware, load_stack(spec.stack, hardware, switches))
-
-
-#: Overrides of single stack switches on the command line: ``stack.tp_overlap=false``.
-STACK_PREFIX = "stack."
+    return SearchSetup(spec, model, hardware, load_stack(spec.stack, hardware, fields["stack"]))
 
 
 def load_stack(name: str, hardware: HardwareProfile, switches: Sequence[str] = ()) -> Stack:
@@ -110,7 +125,7 @@ def load_stack(name: str, hardware: HardwareProfile, switches: Sequence[str] = (
     or when ``hardware`` lacks what the stack needs (an fp8 peak for fp8 GEMMs)."""
     path = preset_path("stack", name)
     try:
-        stack = compose(preset_node(Stack, path, prefix="stack"), switches, prefix=STACK_PREFIX, source=f"in {path}")
+        stack = compose(preset_node(Stack, path, prefix="stack"), switches, prefix="stack.", source=f"in {path}")
     except ConfigError:
         raise
     except ValueError as exc:  # Stack's own checks name the field: "stack.attention='x': choose one of ..."

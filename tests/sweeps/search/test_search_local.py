@@ -138,6 +138,23 @@ def test_status_lists_search_studies_and_presets_lists_search_presets(tmp_path):
     assert "search: default, pareto, scaling, small" in presets.output
 
 
+def test_single_fields_of_the_searched_model_and_hardware_change_the_study_and_bad_ones_are_refused():
+    plain = load_search(["small"])
+    changed = load_search(["small", "model.layers=40", "hardware.devices_per_node=4"])
+    assert (plain.model.layers, changed.model.layers) == (74, 40)
+    assert (plain.hardware.devices_per_node, changed.hardware.devices_per_node) == (8, 4)
+    assert changed.model.name == plain.model.name and changed.study_name != plain.study_name
+    assert changed.step_context.model == changed.model and changed.step_context.hardware == changed.hardware
+    for bad, named in (("model.nope=1", "model.nope"), ("model.layers=many", "model.layers='many'"),
+                       ("hardware.peak_tflops=-1", "hardware.peak_tflops=-1"),
+                       ("hardware.intra_node.latency_us=nan", "hardware.intra_node.latency_us=nan")):
+        with pytest.raises(UserError, match=named):
+            load_search(["small", bad])
+    with pytest.raises(UserError, match="model.layers='40': the scaling view searches the presets"):
+        load_search(["scaling", "model.layers=40"], scaling=True)
+    assert load_search(["scaling", "hardware.devices_per_node=4"], scaling=True).hardware.devices_per_node == 4
+
+
 def test_a_stack_preset_and_single_switches_change_the_study_and_bad_ones_are_refused():
     default = load_search(["default"])
     modern = load_search(["default", "stack=megatron-core-2024", "stack.tp_overlap=false"])
