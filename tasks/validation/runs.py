@@ -23,6 +23,9 @@ Blank cells take these documented defaults (a blank cell means the source does n
 A metric may be spelled as in ``METRIC_ALIASES`` (``step_time`` for ``iter_time``), and its
 value given in another unit of ``UNIT_FACTORS`` (``ms``; an MFU as a ``fraction``).
 
+A column of ``UNMODELLED`` (``cp``, ``ep``, ``num_experts`` and their spellings) above 1
+refuses its row: context parallelism and mixture-of-experts layers are not modelled.
+
 A value that cannot be read, or a layout that cannot run (TP x PP x DP not the GPU count,
 a batch that does not split into micro-batches), raises ``RowError`` naming the file, the row
 (1-based, after the header) and the field, before anything is predicted.
@@ -38,7 +41,7 @@ from typing import Callable, Dict, List, Optional
 from tasks.model.stack import ELEMENTWISE_STYLES
 from tasks.validation.records import RowError
 
-__all__ = ["REQUIRED_COLUMNS", "METRICS", "METRIC_ALIASES", "UNIT_FACTORS", "PublishedRun", "read_runs"]
+__all__ = ["REQUIRED_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES", "UNIT_FACTORS", "PublishedRun", "read_runs"]
 
 #: Columns a runs file must have (the others may be absent or blank).
 REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "global_batch", "hw", "metric", "value")
@@ -63,6 +66,18 @@ UNIT_FACTORS: Dict[str, Dict[str, float]] = {
     "iter_time": {"s": 1.0, "sec": 1.0, "ms": 1e-3},
     "tflops_per_gpu": {"tf": 1.0, "tflops": 1.0, "tflop/s": 1.0, "pf": 1e3, "pflops": 1e3},
     "mfu": {"%": 1.0, "percent": 1.0, "fraction": 100.0},
+}
+
+#: Columns a runs file may carry for what the model does not express (they are not among
+#: ``published_runs.csv``'s): a value above 1 refuses the row, naming it, rather than letting
+#: it be predicted as another layout (context-parallel ranks folded into DP, say).
+UNMODELLED: Dict[str, str] = {
+    "cp": "context parallelism is not modelled",
+    "context_parallel": "context parallelism is not modelled",
+    "ep": "expert parallelism (mixture of experts) is not modelled",
+    "expert_parallel": "expert parallelism (mixture of experts) is not modelled",
+    "experts": "mixture-of-experts layers are not modelled",
+    "num_experts": "mixture-of-experts layers are not modelled",
 }
 
 _PRECISIONS = ("bf16", "fp16", "fp8")
@@ -170,6 +185,9 @@ class _Row:
 
 def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
     r = _Row(path, row, cells)
+    for field, why in UNMODELLED.items():
+        if r.number(field, int, 1, minimum=0) > 1:
+            raise r.fail(field, r.text(field), f"{why}: this row cannot be predicted")
     hidden, heads = r.number("hidden", int), r.number("heads", int)
     tp, pp = r.number("tp", int, 1), r.number("pp", int, 1)
     gpus = r.number("gpus", int, 0, minimum=0)

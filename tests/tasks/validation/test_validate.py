@@ -80,6 +80,20 @@ def test_a_bad_row_is_refused_naming_the_row_and_the_field(tmp_path, cells, name
         read_runs(_runs(tmp_path, _row(), _row(**cells)))
 
 
+def test_a_row_of_context_or_expert_parallelism_is_refused_not_predicted_as_another_layout(tmp_path):
+    def runs(column: str, values) -> Path:
+        path = tmp_path / f"{column}.csv"
+        path.write_text("\n".join([HEADER + f",{column}", *(_row() + f",{v}" for v in values)]) + "\n",
+                        encoding="utf-8")
+        return path
+
+    assert len(read_runs(runs("cp", ["", "1"]))) == 2
+    with pytest.raises(RowError, match="row 2: cp='2' context parallelism is not modelled"):
+        read_runs(runs("cp", ["1", "2"]))
+    with pytest.raises(RowError, match="row 1: num_experts='8' mixture-of-experts layers are not modelled"):
+        read_runs(runs("num_experts", ["8"]))
+
+
 def test_unknown_hardware_and_impossible_layouts_name_their_row(tmp_path, profiles):
     with pytest.raises(RowError, match="row 2: hw='TPU-Z'"):
         validate_all(profiles, DATA, runs_file=_runs(tmp_path, _row(), _row(hw="TPU-Z")), datasets=("runs",))
