@@ -71,14 +71,11 @@ UNIT_FACTORS: Dict[str, Dict[str, float]] = {
 #: Columns a runs file may carry for what the model does not express (they are not among
 #: ``published_runs.csv``'s): a value above 1 refuses the row, naming it, rather than letting
 #: it be predicted as another layout (context-parallel ranks folded into DP, say).
-UNMODELLED: Dict[str, str] = {
-    "cp": "context parallelism is not modelled",
-    "context_parallel": "context parallelism is not modelled",
-    "ep": "expert parallelism (mixture of experts) is not modelled",
-    "expert_parallel": "expert parallelism (mixture of experts) is not modelled",
-    "experts": "mixture-of-experts layers are not modelled",
-    "num_experts": "mixture-of-experts layers are not modelled",
-}
+_NO_CP = "context parallelism is not modelled"
+_NO_EP = "expert parallelism (mixture of experts) is not modelled"
+_NO_MOE = "mixture-of-experts layers are not modelled"
+UNMODELLED: Dict[str, str] = {"cp": _NO_CP, "context_parallel": _NO_CP, "ep": _NO_EP, "expert_parallel": _NO_EP,
+                              "experts": _NO_MOE, "num_experts": _NO_MOE}
 
 _PRECISIONS = ("bf16", "fp16", "fp8")
 _RECOMPUTE = ("none", "selective", "full")
