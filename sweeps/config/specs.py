@@ -35,13 +35,24 @@ def validate_hardware(hw: HardwareProfile) -> None:
 
 
 def _check_gemm_ceiling(hw: HardwareProfile) -> None:
-    """Each ``gemm_ceiling`` key is a known dtype with a fraction in (0, 1]; bf16 is there."""
+    """Each ``gemm_ceiling`` key is a known dtype with a fraction in (0, 1]; bf16 is there.
+    Each ``gemm_tile_ceiling`` key too, at or above that dtype's ceiling."""
     for dtype, ceiling in hw.gemm_ceiling.items():
         check_choices("hardware.gemm_ceiling", [dtype], list(GEMM_DTYPES), verb="has a key that is no dtype; use")
         check_range(f"hardware.gemm_ceiling.{dtype}", ceiling, FRACTION)
     if "bf16" not in hw.gemm_ceiling:
         raise ConfigError("hardware.gemm_ceiling", dict(hw.gemm_ceiling), "needs a bf16 entry (the default dtype "
                                                                          "of the GEMM law)")
+    for dtype, tile_ceiling in hw.gemm_tile_ceiling.items():
+        check_choices("hardware.gemm_tile_ceiling", [dtype], list(GEMM_DTYPES), verb="has a key that is no dtype; use")
+        check_range(f"hardware.gemm_tile_ceiling.{dtype}", tile_ceiling, FRACTION)
+        ceiling = hw.gemm_ceiling.get(dtype, hw.gemm_ceiling["bf16"] if dtype == "fp16" else None)
+        if ceiling is None:
+            raise ConfigError(f"hardware.gemm_tile_ceiling.{dtype}", tile_ceiling,
+                              f"has no hardware.gemm_ceiling.{dtype} to stand above; add that first")
+        if tile_ceiling < ceiling:
+            raise ConfigError(f"hardware.gemm_tile_ceiling.{dtype}", tile_ceiling,
+                              f"is below gemm_ceiling {ceiling}: the law could never reach the measured best")
 
 
 def validate_model(model: TransformerModel) -> None:

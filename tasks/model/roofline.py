@@ -4,8 +4,8 @@ Every function is vectorised over NumPy arrays. Times are in seconds. Collective
 are in ``tasks.model.collectives``.
 
 ``gemm_kernel_time`` is the GEMM law: tile and wave quantization over the device's compute
-units, a K-loop prologue/epilogue, a per-dtype ceiling, the memory roofline and the launch
-floor.
+units, a K-loop prologue/epilogue, a per-dtype ceiling no shape exceeds, the memory roofline
+and the launch floor.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from tasks.model.specs import HardwareProfile
 
 __all__ = ["memory_bound_time", "gemm_kernel_time", "gemm_tflops", "peak_flops", "gemm_ceiling",
-           "GEMM_DTYPES", "GEMM_TILES", "TILE_STAGING", "DEFAULT_K_OVERHEAD", "tile_overhead_s", "k_overhead", "MissingFigure"]
+           "gemm_tile_ceiling", "GEMM_DTYPES", "GEMM_TILES", "TILE_STAGING", "DEFAULT_K_OVERHEAD", "tile_overhead_s", "k_overhead", "MissingFigure"]
 
 
 def memory_bound_time(bytes_moved, hw: HardwareProfile):
@@ -60,8 +60,8 @@ _LARGEST_TILE_COST = max(_TILE_COST)
 
 
 def _unit_rate(hw: HardwareProfile, dtype: str) -> float:
-    """FLOP/s of one compute unit running the best tile: peak x ceiling / units."""
-    return peak_flops(hw, dtype) * gemm_ceiling(hw, dtype) / hw.compute_units
+    """FLOP/s of one compute unit running the best tile: peak x tile ceiling / units."""
+    return peak_flops(hw, dtype) * gemm_tile_ceiling(hw, dtype) / hw.compute_units
 
 
 def tile_overhead_s(hw: HardwareProfile) -> float:
@@ -132,6 +132,19 @@ def gemm_ceiling(hw: HardwareProfile, dtype: str = "bf16") -> float:
     return float(hw.gemm_ceiling[key])
 
 
+def gemm_tile_ceiling(hw: HardwareProfile, dtype: str = "bf16") -> float:
+    """The fraction of ``peak_flops(hw, dtype)`` at which the law runs a full wave of its best
+    tile, before short K, waves and tiles cost: ``hw.gemm_tile_ceiling[dtype]`` (fp16 falling
+    back to bf16's entry) where the profile gives one, else ``gemm_ceiling(hw, dtype)``.
+
+    A profile sets it above the ceiling where its maximum-achievable row's own shape loses
+    to waves or short K in the law; ``gemm_kernel_time`` then still caps every shape at the
+    ceiling, the best any shape reached in that search."""
+    ceiling = gemm_ceiling(hw, dtype)
+    key = "bf16" if dtype == "fp16" and "fp16" not in hw.gemm_tile_ceiling else dtype
+    return float(hw.gemm_tile_ceiling.get(key, ceiling))
+
+
 def _workspace(shape: Tuple[int, ...]) -> np.ndarray:
     """Float32 scratch of ``(2 * len(_TILE_SIDES) + 2,) + shape``, reused by this thread's
     calls up to ``_WORKSPACE_MAX`` elements: at 1e5 elements the page faults of fresh arrays
@@ -180,13 +193,16 @@ def gemm_kernel_time(m, n, k, batch, hw: HardwareProfile, dtype: str = "bf16", e
     ``gemm_ceiling``; ``MissingFigure`` where the profile lacks them), ``element_bytes``
     the width of each element moved. The law:
 
-        compute = waves(tile) * cost(tile) * 2 (k + k_overhead) / (peak * ceiling / units),
-        t = max(kernel_launch_us, compute, bytes / (hbm_tbps * memory_efficiency)),
+        compute = waves(tile) * cost(tile) * 2 (k + k_overhead) / (peak * tile_ceiling / units),
+        t = max(kernel_launch_us, compute, 2 m n k batch / (peak * ceiling),
+                bytes / (hbm_tbps * memory_efficiency)),
 
-    minimised over ``GEMM_TILES``, with k_overhead = ``k_overhead(hw, dtype)`` (a fixed time
-    per wave, ``tile_overhead_s``), waves = ceil(batch * tiles / compute_units) and
-    bytes = element_bytes * batch * (m k + k n + m n). A large, well-shaped GEMM runs at
-    peak * ceiling; tile and wave quantization and short K cost below it (NVIDIA, "Matrix
+    compute minimised over ``GEMM_TILES``, with k_overhead = ``k_overhead(hw, dtype)`` (a
+    fixed time per wave, ``tile_overhead_s``), waves = ceil(batch * tiles / compute_units),
+    tile_ceiling = ``gemm_tile_ceiling``, ceiling = ``gemm_ceiling`` and bytes = element_bytes *
+    batch * (m k + k n + m n). A large, well-shaped GEMM runs at peak * ceiling, the best a
+    maximum-achievable search found over shapes, and none faster; tile and wave
+    quantization and short K cost below it (NVIDIA, "Matrix
     Multiplication Background User's Guide"; Volkov 2016); the launch floor follows Erdil
     and Schneider-Joseph (arXiv 2411.01137).
     """
@@ -203,6 +219,12 @@ def gemm_kernel_time(m, n, k, batch, hw: HardwareProfile, dtype: str = "bf16", e
     np.multiply(moved, np.multiply(batch, element_bytes / (hw.hbm_tbps * 1e12 * hw.memory_efficiency), dtype=f32),
                 out=moved)
     np.maximum(t, moved, out=t)
+    best = peak_flops(hw, dtype) * gemm_ceiling(hw, dtype)
+    if unit_rate * hw.compute_units > best:  # the law's tile rate above the best found: cap
+        np.multiply(m, n, out=moved, casting="unsafe")
+        np.multiply(moved, np.multiply(k, batch, dtype=f32), out=moved)
+        np.multiply(moved, f32(2.0 / best), out=moved)
+        np.maximum(t, moved, out=t)
     np.maximum(t, f32(hw.kernel_launch_us * 1e-6), out=t)
     return t.astype(np.float64)
 

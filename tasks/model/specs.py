@@ -72,8 +72,12 @@ class HardwareProfile:
     (SMs or CUs, over which a GEMM's output tiles run in waves), the peak of each dtype
     (``peak_tflops`` for bf16 and fp16, ``peak_fp8_tflops`` for fp8, ``None`` where the
     datasheet gives none) and ``gemm_ceiling``: dtype -> the fraction of that peak the
-    best-shaped large GEMM reaches (a measured maximum achievable matmul FLOP/s); fp16
-    takes bf16's entry unless it has its own; ``gemm_tile_overhead_us``: the time a wave of
+    best-shaped large GEMM reaches (a measured maximum achievable matmul FLOP/s: no GEMM
+    runs faster); fp16 takes bf16's entry unless it has its own; ``gemm_tile_ceiling``:
+    dtype -> the fraction of that peak at which the law runs a full wave of its best tile,
+    where a profile needs it above ``gemm_ceiling`` for the law to pass through the
+    maximum-achievable row at that row's own shape (absent: ``gemm_ceiling``);
+    ``gemm_tile_overhead_us``: the time a wave of
     output tiles spends outside its K loop (``None``: the law's default, see
     ``roofline.tile_overhead_s``).
     """
@@ -89,6 +93,7 @@ class HardwareProfile:
     kernel_launch_us: float = MISSING
     compute_units: int = MISSING
     gemm_ceiling: Dict[str, float] = MISSING
+    gemm_tile_ceiling: Dict[str, float] = field(default_factory=dict)
     peak_fp8_tflops: Optional[float] = None
     gemm_tile_overhead_us: Optional[float] = None
     intra_node: LinkTier = field(default_factory=LinkTier)

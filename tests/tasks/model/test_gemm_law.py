@@ -24,7 +24,7 @@ SWEEPS = read_gemm_rows(CONF_DIR / "data" / "gemm_k_sweeps.csv", sweep=True)
 
 def _reference_time(m, n, k, batch, hw, dtype, element_bytes):
     """The law written out per element in float64, as its docstring states it."""
-    unit_rate = roofline.peak_flops(hw, dtype) * roofline.gemm_ceiling(hw, dtype) / hw.compute_units
+    unit_rate = roofline.peak_flops(hw, dtype) * roofline.gemm_tile_ceiling(hw, dtype) / hw.compute_units
     best_rate = max(1 / (1 + roofline.TILE_STAGING * (1 / tm + 1 / tn)) for tm, tn in roofline.GEMM_TILES)
     # a wave of the largest tile (256 x 128) spends tile_overhead_s outside its K loop
     k_overhead = roofline.tile_overhead_s(hw) * unit_rate / (2 * 256 * 128)
@@ -32,17 +32,42 @@ def _reference_time(m, n, k, batch, hw, dtype, element_bytes):
                   * tm * tn * best_rate * (1 + roofline.TILE_STAGING * (1 / tm + 1 / tn))
                   for tm, tn in roofline.GEMM_TILES) * 2 * (k + k_overhead) / unit_rate
     memory = element_bytes * batch * (m * k + k * n + m * n) / (hw.hbm_tbps * 1e12 * hw.memory_efficiency)
-    return max(compute, memory, hw.kernel_launch_us * 1e-6)
+    best = 2 * m * n * k * batch / (roofline.peak_flops(hw, dtype) * roofline.gemm_ceiling(hw, dtype))
+    return max(compute, best, memory, hw.kernel_launch_us * 1e-6)
 
 
-def test_vectorised_law_matches_the_per_element_formula(h100):
+@pytest.mark.parametrize("profile, dtype, units", [("h100", "bf16", 132), ("gb200", "fp8", 148)])
+def test_vectorised_law_matches_the_per_element_formula(profile, dtype, units):
+    hw = load_preset("hardware", profile)
     rng = np.random.default_rng(7)
     m, n, k = (rng.integers(1, 20000, 300).astype(float) for _ in range(3))
     batch = rng.integers(1, 100, 300).astype(float)
-    m[:4] = [128 * 132, 256 * 132, 2048, 1]  # tile counts at exact multiples of the SM count
-    got = roofline.gemm_kernel_time(m, n, k, batch, h100, "bf16", 2)
-    want = [_reference_time(*args, h100, "bf16", 2) for args in zip(m, n, k, batch)]
+    m[:4] = [128 * units, 256 * units, 2048, 1]  # tile counts at exact multiples of the SM count
+    got = roofline.gemm_kernel_time(m, n, k, batch, hw, dtype, 2)
+    want = [_reference_time(*args, hw, dtype, 2) for args in zip(m, n, k, batch)]
     assert got.dtype == np.float64 and got == pytest.approx(want, rel=1e-5)
+
+
+@pytest.mark.parametrize("profile", ["gb200", "mi250x"])
+def test_no_shape_runs_above_the_best_a_maximum_achievable_search_found(profile):
+    # These profiles run the law's tiles above the ceiling, so that it passes through their
+    # MAMF rows at those rows' shapes; a shape the law finds better still stops at the ceiling.
+    hw = load_preset("hardware", profile)
+    side = np.array([1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 28672.0])
+    m, n, k = np.meshgrid(side, side, side, indexing="ij")
+    for dtype in hw.gemm_tile_ceiling:
+        assert roofline.gemm_tile_ceiling(hw, dtype) > roofline.gemm_ceiling(hw, dtype)
+        achieved = roofline.gemm_tflops(m, n, k, hw, dtype) * 1e12 / roofline.peak_flops(hw, dtype)
+        assert achieved.max() == pytest.approx(roofline.gemm_ceiling(hw, dtype), rel=1e-5)
+        row = next(r for r in ROWS if r.profile == profile and r.dtype == dtype)
+        assert predict_row(row, hw)[0] == pytest.approx(row.tflops, rel=0.002)
+
+
+def test_the_tile_ceiling_defaults_to_the_ceiling(h100):
+    assert h100.gemm_tile_ceiling == {}
+    assert roofline.gemm_tile_ceiling(h100, "fp8") == roofline.gemm_ceiling(h100, "fp8")
+    gb200 = load_preset("hardware", "gb200")
+    assert roofline.gemm_tile_ceiling(gb200, "fp16") == gb200.gemm_tile_ceiling["bf16"]
 
 
 def test_scalars_and_mixed_shapes_broadcast(h100):
@@ -175,6 +200,10 @@ def test_the_targets_cover_the_curve_from_2048_and_every_mamf_row():
     ({"gemm_ceiling": {"bf16": 1.2}}, "hardware.gemm_ceiling.bf16"),
     ({"gemm_ceiling": {"bf16": 0.8, "fp32": 0.5}}, "hardware.gemm_ceiling"),
     ({"gemm_ceiling": {"fp8": 0.7}}, "hardware.gemm_ceiling"),
+    ({"gemm_tile_ceiling": {"bf16": 0.79}}, "hardware.gemm_tile_ceiling.bf16"),
+    ({"gemm_tile_ceiling": {"bf16": 1.01}}, "hardware.gemm_tile_ceiling.bf16"),
+    ({"gemm_tile_ceiling": {"fp32": 0.9}}, "hardware.gemm_tile_ceiling"),
+    ({"gemm_ceiling": {"bf16": 0.8}, "gemm_tile_ceiling": {"fp8": 0.9}}, "hardware.gemm_tile_ceiling.fp8"),
 ])
 def test_hardware_checks_name_the_bad_gemm_field(h100, change, field):
     with pytest.raises(ConfigError) as info:
