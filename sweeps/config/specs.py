@@ -60,5 +60,7 @@ def validate_model(model: TransformerModel) -> None:
     for name in ("layers", "hidden", "heads", "ffn_hidden", "params_b", "seq_len"):
         check_positive(f"model.{name}", getattr(model, name))
     check_fields("model", model, MODEL)
+    if model.dropout >= 1:
+        raise ConfigError("model.dropout", model.dropout, "must be a probability below 1")
     if model.hidden % model.heads:
         raise ConfigError("model.heads", model.heads, f"does not divide model.hidden={model.hidden}")

@@ -28,6 +28,7 @@ __all__ = [
     "EAGER_KERNELS",
     "elementwise_elements",
     "REPLICATED_WITHOUT_SP",
+    "DROPOUT_KERNELS",
     "tp_allreduce_bytes",
     "tp_allreduces_per_layer",
     "layer_params",
@@ -47,13 +48,17 @@ class Block:
     matrices) rather than two. ``flash``: fused attention (Dao et al. 2022): the scores and
     context products, softmax and its dropout run inside one kernel that never stores the
     SL x SL matrix (``tasks.model.attention`` times it), so they are not GEMMs or
-    element-wise kernels of the layer here.
+    element-wise kernels of the layer here. ``dropout``: the layer drops out its attention
+    probabilities and both branches' outputs (Megatron-LM's default, probability 0.1);
+    without it (a probability of 0, as Llama trains) those kernels do not run and keep no
+    masks (PyTorch's dropout returns its input at p = 0).
     """
 
     kv_heads: Optional[float] = None
     ffn: Optional[float] = None
     gated: bool = False
     flash: bool = False
+    dropout: bool = True
 
     def kv(self, heads):
         return heads if self.kv_heads is None else self.kv_heads
@@ -227,6 +232,9 @@ REPLICATED_WITHOUT_SP: Tuple[str, ...] = ("layernorm", "dropout", "residual_add"
 #: element-wise work, which selective recomputation repeats).
 INSIDE_FUSED_ATTENTION: Tuple[str, ...] = ("softmax", "attn_dropout", "score_scale", "score_mask")
 
+#: Kernels that run only where the layer has dropout (``Block.dropout``).
+DROPOUT_KERNELS: Tuple[str, ...] = ("attn_dropout", "dropout")
+
 
 def _accesses(name: str, accesses: int, block: Block, backward: bool = False) -> int:
     """A gated MLP's activation reads two inputs (forward +1) and writes two gradients (+2)."""
@@ -250,12 +258,13 @@ def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True
 
     ``sequence_parallel`` (a bool or bool array): whether the replicated kernels are split
     by TP; the study's table (method.md §3) splits them, so it is the default. Under fused
-    attention the softmax and its dropout are left out (inside the attention kernel).
+    attention the softmax and its dropout are left out (inside the attention kernel), and
+    without ``block.dropout`` the dropouts (``DROPOUT_KERNELS``).
     ``eager``: an unfused stack, which also runs the kernels of ``EAGER_KERNELS``."""
     sp = np.asarray(sequence_parallel, dtype=bool)
     kernels = {**_ELEMENTWISE, **_EAGER} if eager else _ELEMENTWISE
     for name, (elements, fwd, bwd, count) in kernels.items():
-        if block.flash and name in INSIDE_FUSED_ATTENTION:
+        if (block.flash and name in INSIDE_FUSED_ATTENTION) or (not block.dropout and name in DROPOUT_KERNELS):
             continue
         split = np.where(sp, tp, 1.0) if name in REPLICATED_WITHOUT_SP else tp
         touched = elements(h, heads, sl, b, split, block) * p

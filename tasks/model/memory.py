@@ -73,7 +73,9 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     (scaled by kv_heads / heads under grouped-query attention) and 16*SL*B*H the MLP's
     activation inputs and outputs (4*SL*B*ffn, 6*SL*B*ffn for a gated MLP's two inputs);
     fused attention stores no score matrix (its softmax statistics, 4 bytes per row and
-    head, are negligible and left out), so the 5*A*SL/H core is gone.
+    head, are negligible and left out), so the 5*A*SL/H core is gone. A block without
+    dropout keeps no masks (1*SL*B*H each, two of the 10) and no dropped-out probabilities:
+    its materialised core is the softmax output alone, 2*A*SL/H.
 
     ``fp8_inputs``: the linear GEMMs run in fp8 under Transformer Engine, which keeps each
     one's input for the weight gradient as the 1-byte fp8 copy it cast (NVIDIA/
@@ -86,13 +88,15 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     sp = np.asarray(sequence_parallel, dtype=bool)
     recompute = np.asarray(recompute)
     sbh = sl * b * h
-    core = 0.0 if block.flash else 5.0 * heads * sl / h / tp
+    # the score matrix: softmax output (2 bytes), dropout mask (1) and dropped-out copy (2); without dropout, the first
+    core = 0.0 if block.flash else (5.0 * heads * sl / h / tp if block.dropout else 2.0 * heads * sl / h / tp)
     kv_share = 1.0 if block.kv_heads is None else block.kv_heads / heads
     saved_input = 1.0 if fp8_inputs else 2.0            # bytes per element of a GEMM input kept
     mlp = ((4.0 if block.gated else 2.0) + saved_input) * block.width(h) / h
     projection = ((2.0 if block.flash else 0.0) + saved_input) if fp8_inputs else 2.0
     split = 2.0 + projection + 4.0 * kv_share + mlp       # Q, the projection's input, K and V, the MLP
-    kept = 6.0 + 2.0 * saved_input                        # LayerNorm inputs, dropout masks, QKV and FC1 inputs
+    masks = 2.0 if block.dropout else 0.0                 # the two branches' 1-byte dropout masks
+    kept = 4.0 + masks + 2.0 * saved_input                # LayerNorm inputs, dropout masks, QKV and FC1 inputs
     replicated = np.where(sp, kept / tp, kept)
     stored = sbh * (replicated + split / tp + np.where(recompute == code("recompute", "selective"), 0.0, core))
     full = 2.0 * sbh / np.where(sp, tp, 1.0)

@@ -17,7 +17,12 @@ from omegaconf import MISSING
 
 from tasks.identity import content_hash
 
-__all__ = ["TransformerModel", "LinkTier", "HardwareProfile", "fingerprint"]
+__all__ = ["TransformerModel", "DEFAULT_DROPOUT", "LinkTier", "HardwareProfile", "fingerprint"]
+
+
+#: Hidden and attention dropout probability where a model or run does not say: Megatron-LM's
+#: default (--hidden-dropout, --attention-dropout 0.1), as GPT-2 and BERT trained.
+DEFAULT_DROPOUT = 0.1
 
 
 @dataclass
@@ -37,6 +42,7 @@ class TransformerModel:
     vocab: Optional[int] = None
     source: str = MISSING
     gated_mlp: bool = False  # SwiGLU-style: gate and up of ffn_hidden, then down (three matrices)
+    dropout: float = DEFAULT_DROPOUT  # hidden and attention dropout probability; 0: none (Llama)
 
 
 @dataclass

@@ -45,7 +45,8 @@ class StepContext:
         """The model's layer shape under this stack's attention kernel."""
         m = self.model
         return Block(kv_heads=float(m.kv_heads) if m.kv_heads else None, ffn=float(m.ffn_hidden),
-                     gated=bool(getattr(m, "gated_mlp", False)), flash=self.stack.flash)
+                     gated=bool(getattr(m, "gated_mlp", False)), flash=self.stack.flash,
+                     dropout=m.dropout > 0.0)
 
     @property
     def vocab(self) -> float:

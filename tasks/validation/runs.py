@@ -18,7 +18,10 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``elementwise``: fused (``tasks.model.stack.ELEMENTWISE_STYLES``: every stack since
   Megatron-LM 2020 fuses biases, the scores' scale and mask; ``eager`` is PyTorch's unfused
   layer, as Megatron-LM ran in 2019);
-- ``precision``: bf16; ``flops_formula``: model; ``unit``: the metric's own (``METRICS``).
+- ``precision``: bf16; ``flops_formula``: model; ``unit``: the metric's own (``METRICS``);
+- ``dropout`` (the hidden and attention dropout probability, a column ``published_runs.csv``
+  need not have): 0.1, Megatron-LM's default (``tasks.model.specs.DEFAULT_DROPOUT``); Llama
+  recipes train with 0.
 
 A metric may be spelled as in ``METRIC_ALIASES`` (``step_time`` for ``iter_time``), and its
 value given in another unit of ``UNIT_FACTORS`` (``ms``; an MFU as a ``fraction``).
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from tasks.model.specs import DEFAULT_DROPOUT
 from tasks.model.stack import ELEMENTWISE_STYLES
 from tasks.validation.records import RowError
 
@@ -118,6 +122,7 @@ class PublishedRun:
     flash_attention: bool
     dp_overlap: bool
     tp_overlap: bool
+    dropout: float
     elementwise: str
     hw: str
     precision: str
@@ -160,6 +165,12 @@ class _Row:
             raise self.fail(field, raw, f"must be a finite number of at least {minimum:g}")
         if cast is int and float(raw) != int(float(raw)):
             raise self.fail(field, raw, "must be a whole number")
+        return value
+
+    def probability(self, field: str, default: float) -> float:
+        value = self.number(field, float, default, minimum=0)
+        if value >= 1:
+            raise self.fail(field, self.text(field), "must be a probability below 1")
         return value
 
     def flag(self, field: str, default: bool) -> bool:
@@ -205,6 +216,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         zero=r.number("zero", int, 0, minimum=0), recompute=r.choice("recompute", _RECOMPUTE, "none"),
         sequence_parallel=r.flag("sequence_parallel", False), flash_attention=flash,
         dp_overlap=r.flag("dp_overlap", flash), tp_overlap=r.flag("tp_overlap", False),
+        dropout=r.probability("dropout", DEFAULT_DROPOUT),
         elementwise=r.choice("elementwise", ELEMENTWISE_STYLES, "fused"), hw=r.text("hw"),
         precision=r.choice("precision", _PRECISIONS, "bf16"), metric=metric,
         flops_formula=r.choice("flops_formula", _FORMULAS, "model"),

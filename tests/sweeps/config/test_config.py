@@ -286,6 +286,14 @@ def test_model_field_without_model_selected():
     assert load_run_config(["model=gpt3", "sweep.tp=[8]", "model.hidden=12288"]).model.hidden == 12288
 
 
+@pytest.mark.parametrize("value, why", [("1", "must be a probability below 1"), ("-0.1", "outside the sane range"),
+                                        ("nan", "must be a finite number")])
+def test_a_dropout_that_is_no_probability_is_refused(value, why):
+    error = _raises(["model=llama3-70b", f"model.dropout={value}"])
+    assert error.field == "model.dropout" and why in str(error)
+    assert load_run_config(["model=gpt3", "sweep.tp=[8]", "model.dropout=0"]).model.dropout == 0.0
+
+
 def test_scalar_for_nested_tier_names_field_and_value():
     message = str(_raises(["hardware.intra_node=3"]))
     assert "hardware.intra_node" in message

@@ -194,3 +194,35 @@ def test_an_uneven_pipeline_split_runs_and_charges_the_busiest_stage(gpt3, h100)
 
 def test_the_study_block_is_the_default(gpt3, h100):
     assert STUDY_BLOCK == Block() and StepContext(gpt3, h100, 8, 8).block.ffn == 4 * 12288
+
+
+def test_a_layer_without_dropout_runs_no_dropout_kernels_and_keeps_no_masks(h100):
+    # Llama trains without dropout: PyTorch's dropout at p = 0 returns its input, so neither
+    # the two branches' dropouts nor the attention probabilities' run or keep a mask.
+    names = {name for name, *_ in layer.elementwise_kernels(4096.0, 32.0, 2048.0, 1.0, 1.0, 2.0)}
+    without = {name for name, *_ in layer.elementwise_kernels(4096.0, 32.0, 2048.0, 1.0, 1.0, 2.0,
+                                                              block=Block(dropout=False))}
+    assert names - without == set(layer.DROPOUT_KERNELS) == {"dropout", "attn_dropout"}
+    args = (8192.0, 64.0, 4096.0, 1.0, 8.0, h100)
+    for block, stack in ((STUDY_BLOCK, Stack()), (Block(flash=True), FLASH)):
+        kept, dropped = layer_cost(*args, block=block, stack=stack), layer_cost(
+            *args, block=replace(block, dropout=False), stack=stack)
+        assert dropped.elementwise_fwd < kept.elementwise_fwd and dropped.gemm_fwd == kept.gemm_fwd
+    sbh, none = 4096 * 1 * 8192, code("recompute", "none")
+    for flash, core in ((False, 3 * 64 * 4096 / 8192 / 8), (True, 0.0)):  # a 1-byte mask and the dropped copy
+        block = Block(flash=flash)
+        masks = (memory.layer_activation_bytes(4096, 1, 8192, 64, 8, False, none, block)
+                 - memory.layer_activation_bytes(4096, 1, 8192, 64, 8, False, none, replace(block, dropout=False)))
+        assert float(masks) == pytest.approx(sbh * (2 + core))
+
+
+def test_the_llama_preset_has_no_dropout_and_the_study_models_do(h100):
+    llama, gpt3 = load_preset("model", "llama3-70b"), load_preset("model", "gpt3")
+    assert (llama.dropout, gpt3.dropout) == (0.0, 0.1)
+    contexts = {p: StepContext(replace(llama, dropout=p), h100, devices=64, global_batch=64, stack=FLASH)
+                for p in (0.0, 0.1)}
+    assert not contexts[0.0].block.dropout and contexts[0.1].block.dropout
+    lay = Layout(tp=8, pp=8, dp=1, micro_batch=1, sequence_parallel=True)
+    got = {p: {k: v[0] for k, v in step_columns(lay.columns(), ctx).items()} for p, ctx in contexts.items()}
+    assert got[0.0]["step_time_s"] < got[0.1]["step_time_s"]
+    assert got[0.0]["memory_per_device_bytes"] < got[0.1]["memory_per_device_bytes"]

@@ -13,7 +13,7 @@ import pytest
 
 from sweeps.config import load_preset
 from tasks.model.layer import Block
-from tasks.validation.predict_runs import find_profile, predict_run, run_stack
+from tasks.validation.predict_runs import find_profile, predict_run, run_model, run_stack
 from tasks.validation.records import RowError
 from tasks.validation.runs import read_runs
 from tasks.validation.throughput import flops_per_step
@@ -92,6 +92,21 @@ def test_a_row_of_context_or_expert_parallelism_is_refused_not_predicted_as_anot
         read_runs(runs("cp", ["1", "2"]))
     with pytest.raises(RowError, match="row 1: num_experts='8' mixture-of-experts layers are not modelled"):
         read_runs(runs("num_experts", ["8"]))
+
+
+def test_a_dropout_column_says_whether_the_layers_drop_out(tmp_path, profiles):
+    path = tmp_path / "dropout.csv"
+    path.write_text("\n".join([HEADER + ",dropout", *(_row(flash_attention="true") + f",{v}" for v in ("", "0", "0.1"))])
+                    + "\n", encoding="utf-8")
+    default, none, some = read_runs(path)
+    assert (default.dropout, none.dropout, some.dropout) == (0.1, 0.0, 0.1)
+    assert not run_model(none).dropout and run_model(some).dropout == 0.1
+    hw = find_profile(none.hw, profiles)
+    assert predict_run(none, hw).step_time_s < predict_run(some, hw).step_time_s
+    for bad in ("1", "-0.1", "half"):
+        path.write_text("\n".join([HEADER + ",dropout", _row() + f",{bad}"]) + "\n", encoding="utf-8")
+        with pytest.raises(RowError, match=f"row 1: dropout='{bad}'"):
+            read_runs(path)
 
 
 def test_unknown_hardware_and_impossible_layouts_name_their_row(tmp_path, profiles):
