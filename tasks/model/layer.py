@@ -10,7 +10,7 @@ micro-batch, ``tp`` tensor-parallel degree, ``p`` bytes per element.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -29,6 +29,8 @@ __all__ = [
     "elementwise_elements",
     "REPLICATED_WITHOUT_SP",
     "DROPOUT_KERNELS",
+    "FUSED_DROPOUT_HOST",
+    "ElementwiseKernel",
     "tp_allreduce_bytes",
     "tp_allreduces_per_layer",
     "layer_params",
@@ -235,6 +237,27 @@ INSIDE_FUSED_ATTENTION: Tuple[str, ...] = ("softmax", "attn_dropout", "score_sca
 #: Kernels that run only where the layer has dropout (``Block.dropout``).
 DROPOUT_KERNELS: Tuple[str, ...] = ("attn_dropout", "dropout")
 
+#: A fused stack runs each branch's dropout forward inside the residual add's kernel, which
+#: then also writes the dropout mask (one access more): Megatron-LM's bias_dropout_add, a
+#: TorchScript function since September 2020 (NVIDIA/Megatron-LM 51a2e6b), whose dropout
+#: PyTorch's autodiff lowers on CUDA to a random mask the fuser fuses with the adds
+#: (torch/csrc/jit/runtime/symbolic_script.cpp); Megatron-Core's bias_dropout_add is fused by
+#: its jit_fuser. The backward keeps both kernels: the gradient times the mask, and the
+#: residual's gradient sum. An eager stack runs the two as kernels of their own.
+FUSED_DROPOUT_HOST = "residual_add"
+
+
+class ElementwiseKernel(NamedTuple):
+    """One memory-bound kernel class of a layer: bytes one kernel moves in the forward and in
+    the backward pass, and how many such kernels each pass launches per layer (0 where its
+    forward runs inside another kernel)."""
+
+    name: str
+    fwd_bytes: "np.ndarray | float"
+    bwd_bytes: "np.ndarray | float"
+    fwd_count: int
+    bwd_count: int
+
 
 def _accesses(name: str, accesses: int, block: Block, backward: bool = False) -> int:
     """A gated MLP's activation reads two inputs (forward +1) and writes two gradients (+2)."""
@@ -253,22 +276,26 @@ def elementwise_elements(name: str, h, heads, sl, b, tp, *, sequence_parallel: b
 
 def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True, block: Block = STUDY_BLOCK,
                         eager: bool = False):
-    """Yield (name, bytes moved by one forward kernel, by its backward kernel, kernels per
-    layer) per class.
+    """Yield an ``ElementwiseKernel`` per class.
 
     ``sequence_parallel`` (a bool or bool array): whether the replicated kernels are split
     by TP; the study's table (method.md §3) splits them, so it is the default. Under fused
     attention the softmax and its dropout are left out (inside the attention kernel), and
     without ``block.dropout`` the dropouts (``DROPOUT_KERNELS``).
-    ``eager``: an unfused stack, which also runs the kernels of ``EAGER_KERNELS``."""
+    ``eager``: an unfused stack, which also runs the kernels of ``EAGER_KERNELS``; a fused
+    one runs the dropout's forward inside ``FUSED_DROPOUT_HOST``'s kernel."""
     sp = np.asarray(sequence_parallel, dtype=bool)
     kernels = {**_ELEMENTWISE, **_EAGER} if eager else _ELEMENTWISE
+    fused_dropout = block.dropout and not eager
     for name, (elements, fwd, bwd, count) in kernels.items():
         if (block.flash and name in INSIDE_FUSED_ATTENTION) or (not block.dropout and name in DROPOUT_KERNELS):
             continue
         split = np.where(sp, tp, 1.0) if name in REPLICATED_WITHOUT_SP else tp
         touched = elements(h, heads, sl, b, split, block) * p
-        yield name, touched * _accesses(name, fwd, block), touched * _accesses(name, bwd, block, True), count
+        fwd = _accesses(name, fwd, block) + (1 if fused_dropout and name == FUSED_DROPOUT_HOST else 0)
+        fwd_count = 0 if fused_dropout and name == "dropout" else count
+        yield ElementwiseKernel(name, touched * fwd if fwd_count else 0.0, touched * _accesses(name, bwd, block, True),
+                                fwd_count, count)
 
 
 def tp_allreduce_bytes(h, sl, b, p: float):

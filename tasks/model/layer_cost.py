@@ -146,16 +146,15 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     elem_bwd = np.zeros(np.shape(gemm_fwd))
     kernels = 0
     core_kernels = sum(1 for g in forward_gemms if g.name in ATTENTION_CORE_GEMMS)
-    for name, fwd_bytes, bwd_bytes, count in layer.elementwise_kernels(h, heads, sl, b, tp, p, block=block,
-                                                                       sequence_parallel=sequence_parallel,
-                                                                       eager=stack.eager):
-        t = count * roofline.memory_bound_time(fwd_bytes, hw)
+    for kernel in layer.elementwise_kernels(h, heads, sl, b, tp, p, block=block, sequence_parallel=sequence_parallel,
+                                            eager=stack.eager):
+        t = kernel.fwd_count * roofline.memory_bound_time(kernel.fwd_bytes, hw)
         elem_fwd = elem_fwd + t
-        elem_bwd = elem_bwd + count * roofline.memory_bound_time(bwd_bytes, hw)
-        kernels += count
-        if name in layer.INSIDE_FUSED_ATTENTION:
+        elem_bwd = elem_bwd + kernel.bwd_count * roofline.memory_bound_time(kernel.bwd_bytes, hw)
+        kernels += kernel.fwd_count
+        if kernel.name in layer.INSIDE_FUSED_ATTENTION:
             core = core + t
-            core_kernels += count
+            core_kernels += kernel.fwd_count
     elem_bwd = elem_bwd + grad_accumulation_time(layer.layer_params(h, heads, block) / tp, hw, stack)
     if stack.fp8:
         cast_fwd, cast_bwd = _fp8_casts(linear_fwd_gemms, hw)

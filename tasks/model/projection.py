@@ -37,7 +37,7 @@ __all__ = [
 
 #: Bumped whenever a formula or assumption of the cost model changes its numbers; part
 #: of every result key, so a changed model never reuses an old result.
-COST_MODEL_VERSION = "spec-7"  # 7: no GEMM runs above its dtype's measured maximum-achievable fraction (HardwareProfile.gemm_tile_ceiling); 6: an eager stack's unfused element-wise kernels (Stack.elementwise), the loss; 5: each micro-batch adds its weight gradients into the gradient buffer; 4: a GEMM wave's K-loop overhead is a time (fp8 pays it as bf16 does); 3: size-dependent collectives, shape-aware GEMMs; 2: overlap counts dp_slowdown
+COST_MODEL_VERSION = "spec-8"  # 8: a fused stack drops out inside the residual add's kernel (layer.FUSED_DROPOUT_HOST); 7: no GEMM runs above its dtype's measured maximum-achievable fraction (HardwareProfile.gemm_tile_ceiling); 6: an eager stack's unfused element-wise kernels (Stack.elementwise), the loss; 5: each micro-batch adds its weight gradients into the gradient buffer; 4: a GEMM wave's K-loop overhead is a time (fp8 pays it as bf16 does); 3: size-dependent collectives, shape-aware GEMMs; 2: overlap counts dp_slowdown
 
 #: Version of the projection table's schema (the lake's ``schema_version`` column).
 #: 2 added ``status`` and ``reason``; 3 the uncertainty band of a measured calibration.

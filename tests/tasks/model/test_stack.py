@@ -126,12 +126,13 @@ def test_an_eager_stack_pays_each_unfused_kernel_and_nothing_else(h100):
     fused, eager = (layer_cost(h, a, sl, b, 1.0, h100, stack=Stack(elementwise=e)) for e in ("fused", "eager"))
     tokens, scores = sl * b * h, b * a * sl * sl
     seconds = lambda elements: p * elements / (h100.hbm_tbps * 1e12 * h100.memory_efficiency)
-    # biases: QKV 3H, FC1 4H, output and FC2 H each; 4 head copies of H; scale 2 and mask 4 accesses of the scores
-    forward = 2 * (3 + 4 + 1 + 1) * tokens + 2 * 4 * tokens + 2 * scores + 4 * scores
+    # biases: QKV 3H, FC1 4H, output and FC2 H each; 4 head copies of H; scale 2 and mask 4 accesses of the scores;
+    # each branch's dropout its own kernel (3 accesses) where the fused stack's residual add writes its mask (1)
+    forward = 2 * (3 + 4 + 1 + 1) * tokens + 2 * 4 * tokens + 2 * scores + 4 * scores + 2 * (3 - 1) * tokens
     backward = (3 + 4 + 1 + 1) * tokens + 2 * 4 * tokens + 2 * scores + 2 * scores
     assert float(eager.elementwise_fwd - fused.elementwise_fwd) == pytest.approx(seconds(forward), rel=0.02)
     assert float(eager.elementwise_bwd - fused.elementwise_bwd) == pytest.approx(seconds(backward), rel=0.02)
-    assert float(eager.gemm_fwd) == float(fused.gemm_fwd) and eager.kernels_fwd == fused.kernels_fwd + 11
+    assert float(eager.gemm_fwd) == float(fused.gemm_fwd) and eager.kernels_fwd == fused.kernels_fwd + 13
     # the attention core: scores and context GEMMs, softmax, dropout; eager adds scale and mask
     assert (fused.kernels_core, eager.kernels_core) == (4, 7)
     assert float(eager.core_fwd - fused.core_fwd) == pytest.approx(seconds(6 * scores), rel=0.02)  # selective repeats them
@@ -226,3 +227,18 @@ def test_the_llama_preset_has_no_dropout_and_the_study_models_do(h100):
     got = {p: {k: v[0] for k, v in step_columns(lay.columns(), ctx).items()} for p, ctx in contexts.items()}
     assert got[0.0]["step_time_s"] < got[0.1]["step_time_s"]
     assert got[0.0]["memory_per_device_bytes"] < got[0.1]["memory_per_device_bytes"]
+
+
+def test_a_fused_stack_drops_out_inside_the_residual_add():
+    # Megatron-LM's bias_dropout_add: one forward kernel per branch reads the branch's output
+    # and the residual and writes the sum and the mask; the backward keeps both kernels.
+    def pair(**kw):
+        return {k.name: k for k in layer.elementwise_kernels(4096.0, 32.0, 2048.0, 1.0, 1.0, 2.0, **kw)
+                if k.name in ("dropout", "residual_add")}
+    tokens = 2.0 * 2048 * 4096
+    fused, eager, plain = pair(), pair(eager=True), pair(block=Block(dropout=False))
+    assert (fused["dropout"].fwd_count, fused["dropout"].fwd_bytes, fused["residual_add"].fwd_bytes) == (0, 0.0, 4 * tokens)
+    assert (eager["dropout"].fwd_count, eager["dropout"].fwd_bytes, eager["residual_add"].fwd_bytes) == (2, 3 * tokens,
+                                                                                                      3 * tokens)
+    assert all(fused[n].bwd_bytes == eager[n].bwd_bytes == 3 * tokens and fused[n].bwd_count == 2 for n in fused)
+    assert set(plain) == {"residual_add"} and plain["residual_add"].fwd_bytes == 3 * tokens
