@@ -6,7 +6,7 @@ from __future__ import annotations
 from sweeps.config.checks import check_choices, check_fraction, check_name, check_non_negative, check_positive
 from sweeps.config.limits import FRACTION, HARDWARE, LINK_TIER, MODEL, check_fields, check_range
 from sweeps.errors import ConfigError
-from tasks.model.roofline import GEMM_DTYPES
+from tasks.model.roofline import GEMM_DTYPES, MissingFigure, gemm_ceiling
 from tasks.model.specs import HardwareProfile, TransformerModel
 
 __all__ = ["validate_hardware", "validate_model"]
@@ -46,10 +46,11 @@ def _check_gemm_ceiling(hw: HardwareProfile) -> None:
     for dtype, tile_ceiling in hw.gemm_tile_ceiling.items():
         check_choices("hardware.gemm_tile_ceiling", [dtype], list(GEMM_DTYPES), verb="has a key that is no dtype; use")
         check_range(f"hardware.gemm_tile_ceiling.{dtype}", tile_ceiling, FRACTION)
-        ceiling = hw.gemm_ceiling.get(dtype, hw.gemm_ceiling["bf16"] if dtype == "fp16" else None)
-        if ceiling is None:
+        try:
+            ceiling = gemm_ceiling(hw, dtype)
+        except MissingFigure:
             raise ConfigError(f"hardware.gemm_tile_ceiling.{dtype}", tile_ceiling,
-                              f"has no hardware.gemm_ceiling.{dtype} to stand above; add that first")
+                              f"has no hardware.gemm_ceiling.{dtype} to stand above; add that first") from None
         if tile_ceiling < ceiling:
             raise ConfigError(f"hardware.gemm_tile_ceiling.{dtype}", tile_ceiling,
                               f"is below gemm_ceiling {ceiling}: the law could never reach the measured best")

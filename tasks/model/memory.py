@@ -89,7 +89,7 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     recompute = np.asarray(recompute)
     sbh = sl * b * h
     # the score matrix: softmax output (2 bytes), dropout mask (1) and dropped-out copy (2); without dropout, the first
-    core = 0.0 if block.flash else (5.0 * heads * sl / h / tp if block.dropout else 2.0 * heads * sl / h / tp)
+    core = 0.0 if block.flash else (5.0 * heads if block.dropout else 2.0 * heads) * sl / h / tp
     kv_share = 1.0 if block.kv_heads is None else block.kv_heads / heads
     saved_input = 1.0 if fp8_inputs else 2.0            # bytes per element of a GEMM input kept
     mlp = ((4.0 if block.gated else 2.0) + saved_input) * block.width(h) / h

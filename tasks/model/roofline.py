@@ -126,10 +126,16 @@ def gemm_ceiling(hw: HardwareProfile, dtype: str = "bf16") -> float:
     ``hw.gemm_ceiling[dtype]``; fp16 falls back to bf16's entry (the same tensor-core rate
     on every profile here). Raises ``MissingFigure`` naming ``hardware.gemm_ceiling.<dtype>``."""
     _check_dtype(dtype)
-    key = "bf16" if dtype == "fp16" and "fp16" not in hw.gemm_ceiling else dtype
+    key = _entry(hw.gemm_ceiling, dtype)
     if key not in hw.gemm_ceiling:
         raise MissingFigure(f"hardware.gemm_ceiling.{dtype}", hw.name, dtype)
     return float(hw.gemm_ceiling[key])
+
+
+def _entry(table: Dict[str, float], dtype: str) -> str:
+    """The key of ``table`` that holds ``dtype``'s figure: fp16 falls back to bf16's entry
+    (the same tensor-core rate on every profile here) unless it has its own."""
+    return "bf16" if dtype == "fp16" and "fp16" not in table else dtype
 
 
 def gemm_tile_ceiling(hw: HardwareProfile, dtype: str = "bf16") -> float:
@@ -140,9 +146,7 @@ def gemm_tile_ceiling(hw: HardwareProfile, dtype: str = "bf16") -> float:
     A profile sets it above the ceiling where its maximum-achievable row's own shape loses
     to waves or short K in the law; ``gemm_kernel_time`` then still caps every shape at the
     ceiling, the best any shape reached in that search."""
-    ceiling = gemm_ceiling(hw, dtype)
-    key = "bf16" if dtype == "fp16" and "fp16" not in hw.gemm_tile_ceiling else dtype
-    return float(hw.gemm_tile_ceiling.get(key, ceiling))
+    return float(hw.gemm_tile_ceiling.get(_entry(hw.gemm_tile_ceiling, dtype), gemm_ceiling(hw, dtype)))
 
 
 def _workspace(shape: Tuple[int, ...]) -> np.ndarray:
