@@ -73,14 +73,16 @@ def decode(field: str, codes: Sequence[int]) -> List[str]:
     return [names[int(c)] for c in codes]
 
 
-#: The fields of a layout, in table order.
+#: The fields of a layout a search varies and the lake keeps, in table order (a ``Layout``'s
+#: ``recompute_layers``, which only a run states, is 0 for each of them).
 LAYOUT_FIELDS: Tuple[str, ...] = ("tp", "pp", "dp", "micro_batch", "schedule", "virtual_stages", "zero",
                                   "sequence_parallel", "recompute")
 
 #: What the words of ``Layout.describe`` mean, on one line.
 LAYOUT_LEGEND = ("tpN/ppN/dpN: tensor-, pipeline-, data-parallel degree; pp2(i5): interleaved schedule, 5 model "
                  "chunks per device; bN: micro-batch of N sequences; none/zero1/zero3/fsdp: how DP shards model "
-                 "states; sp: sequence parallel; sele/full: selective/full activation recomputation")
+                 "states; sp: sequence parallel; sele/full: selective/full activation recomputation; full(5): full "
+                 "recomputation of 5 layers per model chunk, the others keep their activations")
 
 #: Structural constraints, checked before any cost: name -> what must hold.
 STRUCTURAL_CONSTRAINTS: Dict[str, str] = {
@@ -107,6 +109,10 @@ class Layout:
     zero: str = "none"
     sequence_parallel: bool = False
     recompute: str = "none"
+    #: Under full recomputation, how many layers of each model chunk it repeats, the first ones
+    #: (Megatron-LM's --recompute-method block with --recompute-num-layers); the others keep
+    #: their activations. 0: every layer.
+    recompute_layers: int = 0
 
     def __post_init__(self) -> None:
         for name in CODED_FIELDS:
@@ -114,6 +120,9 @@ class Layout:
         for name in ("tp", "pp", "dp", "micro_batch", "virtual_stages"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
+        if self.recompute_layers < 0 or (self.recompute_layers and self.recompute != "full"):
+            raise ValueError(f"recompute_layers={self.recompute_layers} must be 0, or a layer count under full "
+                             "recomputation")
 
     def columns(self) -> Dict[str, np.ndarray]:
         """This layout as a one-row column table with coded fields."""
@@ -128,7 +137,8 @@ class Layout:
         pp = f"pp{self.pp}" + (f"(i{self.virtual_stages})" if self.schedule == "interleaved" else "")
         parts = [f"tp{self.tp}", pp, f"dp{self.dp}", f"b{self.micro_batch}", self.zero]
         parts += ["sp"] if self.sequence_parallel else []
-        parts += [] if self.recompute == "none" else [self.recompute[:4]]
+        parts += [] if self.recompute == "none" else [self.recompute[:4] + (f"({self.recompute_layers})"
+                                                                            if self.recompute_layers else "")]
         return " ".join(parts)
 
 

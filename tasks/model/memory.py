@@ -59,7 +59,7 @@ def model_state_shard_params(params, dp, zero):
 
 
 def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, block: Block = STUDY_BLOCK, *,
-                           fp8_inputs: bool = False):
+                           fp8_inputs: bool = False, recomputed_share=1.0):
     """Activations one layer keeps for its backward pass, per micro-batch, per device.
 
     Korthikanti et al. (arXiv 2205.05198), Table 2, 16-bit activations and 1-byte dropout
@@ -67,7 +67,9 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     10*SL*B*H (LayerNorms, dropouts, the inputs of the QKV and FC1 GEMMs); sequence
     parallelism splits those too. Selective recomputation drops the 5*A*SL/H attention
     core; full recomputation keeps only the layer's input, 2*SL*B*H (split by TP under
-    sequence parallelism).
+    sequence parallelism). When full recomputation covers only ``recomputed_share`` of the
+    layers (``step_context.recomputed_share``), the others keep everything, and the result is
+    the mean over the layers.
 
     The same accounting for any ``block``: of the 24 split terms, 4*SL*B*H are K and V
     (scaled by kv_heads / heads under grouped-query attention) and 16*SL*B*H the MLP's
@@ -100,7 +102,8 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     replicated = np.where(sp, kept / tp, kept)
     stored = sbh * (replicated + split / tp + np.where(recompute == code("recompute", "selective"), 0.0, core))
     full = 2.0 * sbh / np.where(sp, tp, 1.0)
-    return np.where(recompute == code("recompute", "full"), full, stored)
+    share = np.asarray(recomputed_share, dtype=np.float64)
+    return np.where(recompute == code("recompute", "full"), share * full + (1.0 - share) * stored, stored)
 
 
 def in_flight_microbatches(microbatches, pp, virtual_stages, interleaved):

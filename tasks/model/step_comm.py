@@ -20,7 +20,7 @@ __all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_com
 
 
 def _tp_collectives_per_layer(lay: StepLayouts) -> np.ndarray:
-    return TP_COLLECTIVES_PER_LAYER + np.where(lay.full, RECOMPUTED_TP_COLLECTIVES, 0)
+    return TP_COLLECTIVES_PER_LAYER + RECOMPUTED_TP_COLLECTIVES * lay.recomputed_share
 
 
 def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
@@ -55,14 +55,15 @@ def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctS
 def tp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
             shapes: Optional[DistinctShapes] = None) -> Dict[str, np.ndarray]:
     """TP communication of one micro-batch on the busiest stage: 4 collectives per layer (6
-    under full recomputation, whose forward hides its own as the first did) and one for the
+    under full recomputation, whose forward hides its own as the first did; a layer mean under
+    partial recomputation) and one for the
     vocabulary-parallel embedding. ``total``: all of it; ``exposed``: what the step waits for
     (``tp_exposed_per_pass``)."""
     one = tp_collective(lay, ctx, shapes)
     embedding = one if ctx.vocab > 0 else 0.0
     total = lay.layers_per_stage * _tp_collectives_per_layer(lay) * one + embedding
     fwd, bwd = tp_exposed_per_pass(one, lay.tp, cost, ctx)
-    exposed = lay.layers_per_stage * (fwd * np.where(lay.full, 2.0, 1.0) + bwd) + embedding
+    exposed = lay.layers_per_stage * (fwd * (1.0 + lay.recomputed_share) + bwd) + embedding
     return {"total": total, "exposed": exposed}
 
 

@@ -13,7 +13,8 @@ from tasks.model.layout import code
 from tasks.model.specs import HardwareProfile, TransformerModel
 from tasks.model.stack import Stack
 
-__all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distinct_shapes", "tp_crosses_nodes"]
+__all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distinct_shapes", "recomputed_share",
+           "tp_crosses_nodes"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class StepLayouts:
     sequence_parallel: np.ndarray
     recompute: np.ndarray        # codes of layout.RECOMPUTE_MODES
     layers_per_stage: np.ndarray
+    recomputed_share: np.ndarray  # share of each model chunk's layers full recomputation repeats (0 without it)
 
     @property
     def full(self) -> np.ndarray:
@@ -141,9 +143,24 @@ def as_layouts(layouts: Mapping[str, np.ndarray], dp: np.ndarray, ctx: StepConte
     tp, pp, b = (np.asarray(layouts[k], dtype=np.float64) for k in ("tp", "pp", "micro_batch"))
     interleaved = np.asarray(layouts["schedule"]) == code("schedule", "interleaved")
     stages = np.where(interleaved, np.asarray(layouts["virtual_stages"], dtype=np.float64), 1.0)
+    recompute = np.asarray(layouts["recompute"], dtype=np.int64)
+    layers_per_stage = busiest_stage_layers(float(ctx.model.layers), pp, stages)
     return StepLayouts(tp=tp, pp=pp, dp=dp, micro_batch=b, microbatches=np.floor(ctx.global_batch / (dp * b)),
                        stages=stages,
                        interleaved=interleaved, zero=np.asarray(layouts["zero"], dtype=np.int64),
                        sequence_parallel=np.asarray(layouts["sequence_parallel"], dtype=bool),
-                       recompute=np.asarray(layouts["recompute"], dtype=np.int64),
-                       layers_per_stage=busiest_stage_layers(float(ctx.model.layers), pp, stages))
+                       recompute=recompute, layers_per_stage=layers_per_stage,
+                       recomputed_share=recomputed_share(recompute, layouts.get("recompute_layers"),
+                                                         layers_per_stage / stages))
+
+
+def recomputed_share(recompute, recompute_layers, chunk_layers):
+    """Share of a model chunk's ``chunk_layers`` that full recomputation repeats: 1 under full
+    recomputation of every layer, min(N, chunk) / chunk for ``recompute_layers`` N > 0
+    (Megatron-LM's block method: the first N layers of each chunk), 0 otherwise. ``recompute``:
+    codes of ``layout.RECOMPUTE_MODES``; ``recompute_layers``: None or an array (0: every layer)."""
+    full = (np.asarray(recompute) == code("recompute", "full")).astype(np.float64)
+    if recompute_layers is None:
+        return full
+    n = np.asarray(recompute_layers, dtype=np.float64)
+    return full * np.where(n > 0, np.minimum(n, chunk_layers) / chunk_layers, 1.0)

@@ -29,7 +29,7 @@ class LayerCollective:
 
     group: str
     op: str
-    count: int
+    count: float
     ranks: int
     message_bytes: float
     crosses_nodes: bool
@@ -37,14 +37,15 @@ class LayerCollective:
 
 def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]:
     """The collectives of one layer for one micro-batch, as ``step.step_columns`` charges them:
-    TP (4 all-reduces, 6 under full recomputation; with sequence parallelism a
+    TP (4 all-reduces, 6 under full recomputation, a mean over the stage's layers under partial
+    recomputation; with sequence parallelism a
     reduce-scatter and an all-gather each) and the layer's DP traffic at one micro-batch:
     plain DP an all-reduce, ZeRO-1 a reduce-scatter and an all-gather, ZeRO-3 and FSDP
     two all-gathers (forward, backward) and a reduce-scatter. Groups of one rank are left out."""
     model, p, per_node = ctx.model, float(ctx.dtype_bytes), ctx.hardware.devices_per_node
     out: List[LayerCollective] = []
     if layout.tp > 1:
-        count = TP_COLLECTIVES_PER_LAYER + (RECOMPUTED_TP_COLLECTIVES if layout.recompute == "full" else 0)
+        count = TP_COLLECTIVES_PER_LAYER + RECOMPUTED_TP_COLLECTIVES * float(_one_layout(layout, ctx).recomputed_share[0])
         message = float(layer.tp_allreduce_bytes(model.hidden, model.seq_len, layout.micro_batch, p))
         ops = ("reduce_scatter", "all_gather") if layout.sequence_parallel else ("all_reduce",)
         out += [LayerCollective("tp", op, count, layout.tp, message, layout.tp > per_node) for op in ops]
@@ -81,13 +82,13 @@ def _one_layout(layout: Layout, ctx: StepContext):
 def layer_pass_times(layout: Layout, ctx: StepContext) -> Dict[str, float]:
     """One layer's forward and backward time for one micro-batch, in seconds, as the step
     model charges them: compute plus the TP time the step waits for; the backward includes
-    what recomputation repeats (full: the whole forward with its collectives; selective: the
-    attention core's forward). Korthikanti et al. (arXiv 2205.05198) Table 4 times these."""
+    what recomputation repeats (full: the whole forward with its collectives, for the share of
+    layers it covers; selective: the attention core's forward). Korthikanti et al. (arXiv 2205.05198) Table 4 times these."""
     lay = _one_layout(layout, ctx)
     cost = stage_layer_cost(lay, ctx)
     fwd_tp, bwd_tp = tp_exposed_per_pass(tp_collective(lay, ctx), lay.tp, cost, ctx)
     forward = metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw) + fwd_tp
-    repeat = np.where(lay.full, forward, np.where(lay.selective, metrics.apply_flop_vs_bw(cost.core_fwd,
-                                                                                          ctx.flop_vs_bw), 0.0))
+    repeat = lay.recomputed_share * forward + np.where(lay.selective, metrics.apply_flop_vs_bw(cost.core_fwd,
+                                                                                               ctx.flop_vs_bw), 0.0)
     backward = metrics.apply_flop_vs_bw(cost.backward, ctx.flop_vs_bw) + bwd_tp + repeat
     return {"forward_s": float(forward[0]), "backward_s": float(backward[0])}

@@ -62,7 +62,8 @@ def _layout(run: PublishedRun, micro_batch: int) -> Layout:
         raise run.error("zero", run.zero, "is not a ZeRO stage (0, 1, 2 or 3)")
     return Layout(tp=run.tp, pp=run.pp, dp=run.dp, micro_batch=micro_batch,
                   schedule="interleaved" if run.vp > 1 else "1f1b", virtual_stages=run.vp, zero=zero,
-                  sequence_parallel=run.sequence_parallel, recompute=run.recompute)
+                  sequence_parallel=run.sequence_parallel, recompute=run.recompute,
+                  recompute_layers=run.recompute_layers)
 
 
 def _columns(layouts: List[Layout]) -> Dict[str, np.ndarray]:

@@ -8,7 +8,10 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``dp``: ``gpus / (tp x pp)``; ``gpus``: ``tp x pp x dp``;
 - ``micro_batch``: the fastest one that fits memory, of 1, 2, 4, 8, 16 dividing the batch of a
   replica (what a tuned run uses; the layout search's own rule);
-- ``zero``: 0; ``recompute``: none; ``sequence_parallel``, ``flash_attention``, ``tp_overlap``:
+- ``zero``: 0; ``recompute``: none; ``recompute_layers`` (a column ``published_runs.csv`` need
+  not have): 0, full recomputation repeats every layer; N > 0 repeats the first N layers of
+  each model chunk (Megatron-LM's --recompute-method block --recompute-num-layers N), and
+  asks for ``recompute`` full; ``sequence_parallel``, ``flash_attention``, ``tp_overlap``:
   false;
 - ``dp_overlap``: the row's ``flash_attention``. A run with fused attention ran a 2023 or
   later stack, where bucketed gradient reduction behind the backward pass is the default
@@ -118,6 +121,7 @@ class PublishedRun:
     micro_batch: Optional[int]
     zero: int
     recompute: str
+    recompute_layers: int
     sequence_parallel: bool
     flash_attention: bool
     dp_overlap: bool
@@ -207,13 +211,17 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
     if metric not in METRICS:
         raise r.fail("metric", r.text("metric"), f"is not one of {', '.join([*METRICS, *METRIC_ALIASES])}")
     flash = r.flag("flash_attention", False)
+    recompute, recompute_layers = r.choice("recompute", _RECOMPUTE, "none"), r.number("recompute_layers", int, 0,
+                                                                                      minimum=0)
+    if recompute_layers and recompute != "full":
+        raise r.fail("recompute_layers", recompute_layers, f"needs recompute full, not {recompute}")
     return PublishedRun(
         path=path, row=row, source=r.text("source"), model=r.text("model"), layers=r.number("layers", int),
         hidden=hidden, heads=heads, kv_heads=r.number("kv_heads", int, heads),
         ffn_hidden=r.number("ffn_hidden", int, 4 * hidden), vocab=r.number("vocab", int, 0, minimum=0),
         seq=r.number("seq", int), tp=tp, pp=pp, vp=r.number("vp", int, 1), dp=dp, gpus=gpus,
         global_batch=r.number("global_batch", int), micro_batch=r.number("micro_batch", int, 0, minimum=0) or None,
-        zero=r.number("zero", int, 0, minimum=0), recompute=r.choice("recompute", _RECOMPUTE, "none"),
+        zero=r.number("zero", int, 0, minimum=0), recompute=recompute, recompute_layers=recompute_layers,
         sequence_parallel=r.flag("sequence_parallel", False), flash_attention=flash,
         dp_overlap=r.flag("dp_overlap", flash), tp_overlap=r.flag("tp_overlap", False),
         dropout=r.probability("dropout", DEFAULT_DROPOUT),

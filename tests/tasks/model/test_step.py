@@ -82,6 +82,35 @@ def test_device_memory_of_a_plain_replica_is_states_plus_activations_plus_logits
     assert reason.startswith("memory: needs") and "80 GB" in reason
 
 
+@pytest.mark.parametrize("tp, blocks", [(1, 1), (1, 24), (8, 70)])
+def test_full_recomputation_of_n_layers_of_a_stage_costs_n_over_l_of_full_recomputation(gpt3, h100, tp, blocks):
+    # One stage of 96 layers, one micro-batch: the step's compute, the TP collectives its
+    # recomputed forwards repeat, and the memory it keeps are linear in the layers recomputed
+    # (Megatron-LM's --recompute-method block).
+    ctx = StepContext(gpt3, h100, devices=tp, global_batch=1, memory_fraction=1e6)
+    none, full = (_one(Layout(tp=tp, pp=1, dp=1, micro_batch=1, recompute=r), ctx) for r in ("none", "full"))
+    some = _one(Layout(tp=tp, pp=1, dp=1, micro_batch=1, recompute="full", recompute_layers=blocks), ctx)
+    share = blocks / 96
+    for name in ("step_time_s", "tp_exposed_s", "memory_per_device_bytes"):
+        assert some[name] == pytest.approx(none[name] + share * (full[name] - none[name]), rel=1e-9), name
+    assert none["step_time_s"] < some["step_time_s"] < full["step_time_s"]
+    assert (tp > 1) == (full["tp_exposed_s"] > none["tp_exposed_s"])
+    everything = _one(Layout(tp=tp, pp=1, dp=1, micro_batch=1, recompute="full", recompute_layers=96), ctx)
+    assert everything["step_time_s"] == pytest.approx(full["step_time_s"], rel=1e-12)
+
+
+def test_partial_recomputation_counts_layers_per_model_chunk_and_is_a_full_recomputation_setting():
+    from tasks.model.step_context import recomputed_share
+    full, none = R["full"], R["none"]
+    got = recomputed_share(np.asarray([full, full, full, none]), np.asarray([0, 5, 40, 5]), np.asarray(32.0))
+    assert got.tolist() == pytest.approx([1.0, 5 / 32, 1.0, 0.0])
+    assert recomputed_share(np.asarray([full, R["selective"]]), None, 8.0).tolist() == [1.0, 0.0]
+    assert Layout(tp=1, pp=4, dp=1, micro_batch=1, recompute="full", recompute_layers=5).describe().endswith("full(5)")
+    for bad in ({"recompute": "selective", "recompute_layers": 5}, {"recompute": "full", "recompute_layers": -1}):
+        with pytest.raises(ValueError, match="recompute_layers"):
+            Layout(tp=1, pp=1, dp=1, micro_batch=1, **bad)
+
+
 @pytest.mark.parametrize("pp, m", [(2, 4), (4, 8), (8, 8), (4, 32)])
 def test_1f1b_bubble_is_p_minus_1_over_m_plus_p_minus_1(gpt3, h100, pp, m):
     ctx = StepContext(gpt3, h100, devices=8 * pp, global_batch=m, memory_fraction=1e6)

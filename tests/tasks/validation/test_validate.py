@@ -109,6 +109,22 @@ def test_a_dropout_column_says_whether_the_layers_drop_out(tmp_path, profiles):
             read_runs(path)
 
 
+def test_a_recompute_layers_column_recomputes_that_many_layers_of_each_stage(tmp_path, profiles):
+    path = tmp_path / "partial.csv"
+    path.write_text("\n".join([HEADER + ",recompute_layers",
+                               *(_row(recompute=r) + f",{n}" for r, n in (("full", ""), ("full", "1"), ("none", "")))])
+                    + "\n", encoding="utf-8")
+    every, one, none = read_runs(path)
+    assert (every.recompute_layers, one.recompute_layers) == (0, 1)
+    hw = find_profile(one.hw, profiles)
+    steps = [predict_run(run, hw).step_time_s for run in (none, one, every)]
+    assert steps == sorted(steps) and len(set(steps)) == 3
+    for cells, bad in ((dict(recompute="selective"), "2"), (dict(recompute="full"), "-1"), (dict(recompute="full"), "x")):
+        path.write_text("\n".join([HEADER + ",recompute_layers", _row(**cells) + f",{bad}"]) + "\n", encoding="utf-8")
+        with pytest.raises(RowError, match=f"row 1: recompute_layers='?{bad}'?"):
+            read_runs(path)
+
+
 def test_unknown_hardware_and_impossible_layouts_name_their_row(tmp_path, profiles):
     with pytest.raises(RowError, match="row 2: hw='TPU-Z'"):
         validate_all(profiles, DATA, runs_file=_runs(tmp_path, _row(), _row(hw="TPU-Z")), datasets=("runs",))
