@@ -16,9 +16,11 @@ __all__ = [
     "WEIGHT_BYTES",
     "GRADIENT_BYTES",
     "OPTIMIZER_BYTES",
+    "weights_sharded",
     "model_state_bytes",
     "model_state_shard_params",
     "FP8_WEIGHT_BYTES",
+    "fp8_weight_copy_bytes",
     "layer_activation_bytes",
     "in_flight_microbatches",
     "logits_bytes",
@@ -27,6 +29,11 @@ __all__ = [
 #: Mixed-precision Adam keeps 16 bytes per parameter (Rajbhandari et al., ZeRO, 2020 §3.1):
 #: fp16 weights (2) and gradients (2), fp32 master weights, momentum and variance (12).
 WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
+
+
+def weights_sharded(zero) -> np.ndarray:
+    """Where ``zero`` (codes) shards the weights themselves over DP: ZeRO-3 and FSDP."""
+    return np.isin(np.asarray(zero), [code("zero", "zero3"), code("zero", "fsdp")])
 
 
 def model_state_bytes(params, dp, zero):
@@ -40,7 +47,7 @@ def model_state_bytes(params, dp, zero):
     params = np.asarray(params, dtype=np.float64)
     dp = np.asarray(dp, dtype=np.float64)
     zero = np.asarray(zero)
-    weights = np.where(np.isin(zero, [code("zero", "zero3"), code("zero", "fsdp")]), WEIGHT_BYTES / dp, WEIGHT_BYTES)
+    weights = np.where(weights_sharded(zero), WEIGHT_BYTES / dp, WEIGHT_BYTES)
     gradients = np.where(zero == code("zero", "zero3"), GRADIENT_BYTES / dp, GRADIENT_BYTES)
     optimizer = np.where(zero == code("zero", "none"), OPTIMIZER_BYTES, OPTIMIZER_BYTES / dp)
     return params * (weights + gradients + optimizer)
@@ -49,6 +56,15 @@ def model_state_bytes(params, dp, zero):
 #: Transformer Engine keeps an fp8 copy of each weight beside the 16-bit one when the linear
 #: GEMMs run in fp8 (one byte per parameter).
 FP8_WEIGHT_BYTES = 1.0
+
+
+def fp8_weight_copy_bytes(params, dp, zero):
+    """The fp8 copies (``FP8_WEIGHT_BYTES`` each) of ``params`` weights on one device, sharded
+    as the 16-bit weights are: whole under plain DP and ZeRO-1, 1/DP under ZeRO-3 and FSDP,
+    whose devices keep only their shard between gathers (a gathered layer is cast as it is
+    used, or its fp8 shards are gathered: Megatron-LM's fp8_param_gather). ``zero``: codes."""
+    dp = np.asarray(dp, dtype=np.float64)
+    return FP8_WEIGHT_BYTES * np.asarray(params, dtype=np.float64) / np.where(weights_sharded(zero), dp, 1.0)
 
 
 def model_state_shard_params(params, dp, zero):

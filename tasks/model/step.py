@@ -58,7 +58,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "step_columns", 
 
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
-STEP_MODEL_VERSION = "step-10"  # 10: full recomputation of only some layers of each chunk (Layout.recompute_layers); 9: the fused bias-dropout-add; 8: a model without dropout (Llama) runs no dropout kernels and keeps no masks; 7: GEMMs capped at the measured maximum-achievable fraction; 6: an fp8 stack keeps its linear GEMMs' inputs in one byte (memory); 5: Stack.elementwise, the cross entropy over the logits, the core kernels selective recompute repeats; 4: gradient accumulation per micro-batch; 3: the GEMM law's overhead as a time; 2: stacks, shapes of GQA/gated MLPs, size-dependent collectives, GEMM tiles
+STEP_MODEL_VERSION = "step-11"  # 11: fp8 weight copies sharded under ZeRO-3 and FSDP (memory); 10: full recomputation of only some layers of each chunk (Layout.recompute_layers); 9: the fused bias-dropout-add; 8: a model without dropout (Llama) runs no dropout kernels and keeps no masks; 7: GEMMs capped at the measured maximum-achievable fraction; 6: an fp8 stack keeps its linear GEMMs' inputs in one byte (memory); 5: Stack.elementwise, the cross entropy over the logits, the core kernels selective recompute repeats; 4: gradient accumulation per micro-batch; 3: the GEMM law's overhead as a time; 2: stacks, shapes of GQA/gated MLPs, size-dependent collectives, GEMM tiles
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -143,7 +143,7 @@ def _memory(lay: StepLayouts, ctx: StepContext):
     params = lay.layers_per_stage * per_layer / lay.tp + embedding_matrices(lay) * vocab * h / lay.tp
     states = memory.model_state_bytes(params, lay.dp, lay.zero)
     if ctx.stack.fp8:
-        states = states + memory.FP8_WEIGHT_BYTES * lay.layers_per_stage * per_layer / lay.tp
+        states = states + memory.fp8_weight_copy_bytes(lay.layers_per_stage * per_layer / lay.tp, lay.dp, lay.zero)
     gathered = np.where(lay.sharded, 2.0 * memory.WEIGHT_BYTES * per_layer / lay.tp, 0.0)
     act = memory.layer_activation_bytes(float(model.seq_len), lay.micro_batch, h, heads, lay.tp,
                                         lay.sequence_parallel, lay.recompute, block,

@@ -10,6 +10,7 @@ import numpy as np
 
 from tasks.model.layer import Block
 from tasks.model.layout import code
+from tasks.model.memory import weights_sharded
 from tasks.model.specs import HardwareProfile, TransformerModel
 from tasks.model.stack import Stack
 
@@ -85,7 +86,7 @@ class StepLayouts:
     @property
     def sharded(self) -> np.ndarray:
         """ZeRO-3 or FSDP: weights re-gathered every micro-batch."""
-        return self.zero_is("zero3") | self.zero_is("fsdp")
+        return weights_sharded(self.zero)
 
     def tp_crosses(self, hw: HardwareProfile) -> np.ndarray:
         return tp_crosses_nodes(self.tp, hw)

@@ -71,6 +71,18 @@ def test_an_fp8_stack_keeps_fp8_weights_and_smaller_activations(gpt3, h100):
     assert memories[1] - memories[0] == pytest.approx(weights - float(activations))
 
 
+@pytest.mark.parametrize("zero, copies_per_device", [("zero1", 1.0), ("zero3", 1 / 8), ("fsdp", 1 / 8)])
+def test_fp8_weight_copies_are_sharded_as_the_weights_are(gpt3, h100, zero, copies_per_device):
+    # Under ZeRO-3 and FSDP a device holds its shard of the weights between gathers, and of
+    # their fp8 copies; a whole fp8 copy of every weight on each device was 1 byte/parameter.
+    lay = Layout(tp=1, pp=1, dp=8, micro_batch=1, zero=zero, recompute="full")
+    memories = [_one(lay, StepContext(gpt3, h100, devices=8, global_batch=8, memory_fraction=1.0,
+                                      stack=Stack(attention="flash", gemm_precision=p)))["memory_per_device_bytes"]
+                for p in ("bf16", "fp8")]
+    copies = memory.FP8_WEIGHT_BYTES * 96 * layer.layer_params(12288.0, 96.0) * copies_per_device
+    assert memories[1] - memories[0] == pytest.approx(copies)   # full recomputation: the same activations
+
+
 def test_device_memory_of_a_plain_replica_is_states_plus_activations_plus_logits(gpt3, h100):
     ctx = StepContext(gpt3, h100, devices=8, global_batch=8, memory_fraction=1.0)
     row = _one(Layout(tp=8, pp=1, dp=1, micro_batch=1, recompute="full", sequence_parallel=True), ctx)
