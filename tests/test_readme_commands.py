@@ -2,7 +2,9 @@
 
 The commands are read from the README's ``bash`` blocks, so the test follows the README as
 it changes. A command runs with this environment's ``commscale`` first on PATH; it must end
-with the exit status the README gives it (``# exits N``, else 0) and without a traceback.
+with the exit status the README gives it (``# exits N``, else 0) and without a traceback. A
+calibration the shared machine was too busy for (``BUSY``) is run again with ``--restart``,
+the README's remedy, before it is judged.
 Commands that install, that run this suite, that need GPUs, or that need a cluster started
 by hand are skipped, each with its reason (the cluster commands run in
 ``tests/sweeps/cluster/test_local_cluster.py`` on a loopback cluster).
@@ -36,6 +38,11 @@ SKIPPED = [
 #: The part of the quick start that installs; what follows it runs.
 INSTALL = re.compile(r"^python3\.11 -m venv \.venv && \.venv/bin/pip install [^&]+&& (?P<rest>.*)$")
 _EXITS = re.compile(r"#\s*exits (\d+)")
+#: What ``commscale calibrate`` says when the shared machine's load left no measurement stable
+#: (exit status 1, as the README documents); the README's remedy, ``--restart``, measures anew.
+#: The test follows it, at most ``BUSY_RETRIES`` times: a busy CI host is not a broken command.
+BUSY = "the machine was too busy to calibrate"
+BUSY_RETRIES = 2
 _COMMENT = re.compile(r"\s#.*$")
 
 
@@ -101,6 +108,11 @@ def test_readme_command(command: ReadmeCommand, fresh_copy: Path):
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     done = subprocess.run(["bash", "-c", command.line], cwd=fresh_copy, env=env, capture_output=True, text=True,
                           timeout=900)
+    for _ in range(BUSY_RETRIES):
+        if done.returncode != 1 or BUSY not in done.stdout + done.stderr:
+            break
+        done = subprocess.run(["bash", "-c", _COMMENT.sub("", command.line) + " --restart"], cwd=fresh_copy, env=env,
+                              capture_output=True, text=True, timeout=900)
     said = f"README command {command.index}: {command.line}\nstdout:\n{done.stdout[-3000:]}\nstderr:\n" \
            f"{done.stderr[-3000:]}"
     assert done.returncode == command.exit_status, said
