@@ -33,7 +33,8 @@ WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
 
 def weights_sharded(zero) -> np.ndarray:
     """Where ``zero`` (codes) shards the weights themselves over DP: ZeRO-3 and FSDP."""
-    return np.isin(np.asarray(zero), [code("zero", "zero3"), code("zero", "fsdp")])
+    zero = np.asarray(zero)
+    return (zero == code("zero", "zero3")) | (zero == code("zero", "fsdp"))
 
 
 def model_state_bytes(params, dp, zero):
