@@ -55,10 +55,9 @@ def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctS
 def tp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
             shapes: Optional[DistinctShapes] = None) -> Dict[str, np.ndarray]:
     """TP communication of one micro-batch on the busiest stage: 4 collectives per layer (6
-    under full recomputation, whose forward hides its own as the first did; a layer mean under
-    partial recomputation) and one for the
-    vocabulary-parallel embedding. ``total``: all of it; ``exposed``: what the step waits for
-    (``tp_exposed_per_pass``)."""
+    under full recomputation, whose forward hides its own as the first did; the mean over the
+    layers when it recomputes only some) and one for the vocabulary-parallel embedding.
+    ``total``: all of it; ``exposed``: what the step waits for (``tp_exposed_per_pass``)."""
     one = tp_collective(lay, ctx, shapes)
     embedding = one if ctx.vocab > 0 else 0.0
     total = lay.layers_per_stage * _tp_collectives_per_layer(lay) * one + embedding

@@ -62,8 +62,9 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
                            shapes: Optional[DistinctShapes] = None) -> Dict[str, np.ndarray]:
     """Compute of one micro-batch on the busiest stage: its layers forward and backward, plus
     what recomputation repeats (selective: the attention core's forward; full: the whole
-    forward of ``recomputed_share`` of the layers), plus the output layer (GEMMs and loss); what can hide DP traffic (forward and backward
-    time of the stage, §6); and the kernels it launches."""
+    forward of ``recomputed_share`` of the layers), plus the output layer (GEMMs and loss);
+    what can hide DP traffic (forward and backward time of the stage, §6); and the kernels
+    it launches."""
     repeat = lay.recomputed_share * cost.forward + np.where(lay.selective, cost.core_fwd, 0.0)
     t_layer = metrics.apply_flop_vs_bw(cost.total + repeat, ctx.flop_vs_bw)
     t_output = metrics.apply_flop_vs_bw(output_layer_time(lay, ctx, shapes), ctx.flop_vs_bw)

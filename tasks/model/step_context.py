@@ -73,10 +73,6 @@ class StepLayouts:
     recomputed_share: np.ndarray  # share of each model chunk's layers full recomputation repeats (0 without it)
 
     @property
-    def full(self) -> np.ndarray:
-        return self.recompute == code("recompute", "full")
-
-    @property
     def selective(self) -> np.ndarray:
         return self.recompute == code("recompute", "selective")
 

@@ -37,15 +37,16 @@ class LayerCollective:
 
 def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]:
     """The collectives of one layer for one micro-batch, as ``step.step_columns`` charges them:
-    TP (4 all-reduces, 6 under full recomputation, a mean over the stage's layers under partial
-    recomputation; with sequence parallelism a
-    reduce-scatter and an all-gather each) and the layer's DP traffic at one micro-batch:
-    plain DP an all-reduce, ZeRO-1 a reduce-scatter and an all-gather, ZeRO-3 and FSDP
-    two all-gathers (forward, backward) and a reduce-scatter. Groups of one rank are left out."""
+    TP (4 all-reduces, 6 under full recomputation, the mean over the layers when it recomputes
+    only some; with sequence parallelism a reduce-scatter and an all-gather each) and the
+    layer's DP traffic at one micro-batch: plain DP an all-reduce, ZeRO-1 a reduce-scatter
+    and an all-gather, ZeRO-3 and FSDP two all-gathers (forward, backward) and a
+    reduce-scatter. Groups of one rank are left out."""
     model, p, per_node = ctx.model, float(ctx.dtype_bytes), ctx.hardware.devices_per_node
     out: List[LayerCollective] = []
     if layout.tp > 1:
-        count = TP_COLLECTIVES_PER_LAYER + RECOMPUTED_TP_COLLECTIVES * float(_one_layout(layout, ctx).recomputed_share[0])
+        recomputed = float(_one_layout(layout, ctx).recomputed_share[0])
+        count = TP_COLLECTIVES_PER_LAYER + RECOMPUTED_TP_COLLECTIVES * recomputed
         message = float(layer.tp_allreduce_bytes(model.hidden, model.seq_len, layout.micro_batch, p))
         ops = ("reduce_scatter", "all_gather") if layout.sequence_parallel else ("all_reduce",)
         out += [LayerCollective("tp", op, count, layout.tp, message, layout.tp > per_node) for op in ops]

@@ -111,6 +111,17 @@ def test_full_recomputation_of_n_layers_of_a_stage_costs_n_over_l_of_full_recomp
     assert everything["step_time_s"] == pytest.approx(full["step_time_s"], rel=1e-12)
 
 
+def test_a_layer_of_a_partly_recomputed_stage_charges_the_mean_of_its_layers(gpt3, h100):
+    from tasks.model.step_parts import layer_collectives, layer_pass_times
+    ctx = StepContext(gpt3, h100, devices=8, global_batch=1, memory_fraction=1e6)
+    layouts = {n: Layout(tp=8, pp=1, dp=1, micro_batch=1, recompute=r, recompute_layers=n)
+               for n, r in ((0, "none"), (24, "full"), (96, "full"))}
+    counts = {n: [c.count for c in layer_collectives(lay, ctx)] for n, lay in layouts.items()}
+    assert counts == {0: [4.0], 24: [4.5], 96: [6.0]}
+    backward = {n: layer_pass_times(lay, ctx)["backward_s"] for n, lay in layouts.items()}
+    assert backward[24] == pytest.approx(backward[0] + (backward[96] - backward[0]) / 4)
+
+
 def test_partial_recomputation_counts_layers_per_model_chunk_and_is_a_full_recomputation_setting():
     from tasks.model.step_context import recomputed_share
     full, none = R["full"], R["none"]
