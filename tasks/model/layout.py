@@ -31,6 +31,7 @@ __all__ = [
     "LAYOUT_LEGEND",
     "STRUCTURAL_CONSTRAINTS",
     "Layout",
+    "recompute_layers_problem",
     "structural_violations",
     "first_violation",
     "family",
@@ -120,9 +121,9 @@ class Layout:
         for name in ("tp", "pp", "dp", "micro_batch", "virtual_stages"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
-        if self.recompute_layers < 0 or (self.recompute_layers and self.recompute != "full"):
-            raise ValueError(f"recompute_layers={self.recompute_layers} must be 0, or a layer count under full "
-                             "recomputation")
+        problem = recompute_layers_problem(self.recompute, self.recompute_layers)
+        if problem:
+            raise ValueError(f"recompute_layers={self.recompute_layers} {problem}")
 
     def columns(self) -> Dict[str, np.ndarray]:
         """This layout as a one-row column table with coded fields."""
@@ -140,6 +141,16 @@ class Layout:
         parts += [] if self.recompute == "none" else [self.recompute[:4] + (f"({self.recompute_layers})"
                                                                             if self.recompute_layers else "")]
         return " ".join(parts)
+
+
+def recompute_layers_problem(recompute: str, recompute_layers: int) -> str:
+    """What is wrong with ``recompute_layers`` beside ``recompute`` (empty: nothing): a count of
+    layers is never negative and asks for full recomputation."""
+    if recompute_layers < 0:
+        return "must be 0 (every layer) or a count of layers"
+    if recompute_layers and recompute != "full":
+        return f"needs recompute full, not {recompute}"
+    return ""
 
 
 def structural_violations(layouts: Mapping[str, np.ndarray], *, heads: int, layers: int, devices: int,

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from tasks.model.layout import RECOMPUTE_MODES, recompute_layers_problem
 from tasks.model.specs import DEFAULT_DROPOUT
 from tasks.model.stack import ELEMENTWISE_STYLES
 from tasks.validation.records import RowError
@@ -85,7 +86,7 @@ UNMODELLED: Dict[str, str] = {"cp": _NO_CP, "context_parallel": _NO_CP, "ep": _N
                               "experts": _NO_MOE, "num_experts": _NO_MOE}
 
 _PRECISIONS = ("bf16", "fp16", "fp8")
-_RECOMPUTE = ("none", "selective", "full")
+_RECOMPUTE = RECOMPUTE_MODES
 _FORMULAS = ("narayanan", "model")
 #: Other spellings of a choice, read as the choice they name.
 _SPELLINGS = {"bfloat16": "bf16", "float16": "fp16", "fp8-hybrid": "fp8", "fp8_hybrid": "fp8", "fp8-e4m3": "fp8",
@@ -213,8 +214,9 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
     flash = r.flag("flash_attention", False)
     recompute, recompute_layers = r.choice("recompute", _RECOMPUTE, "none"), r.number("recompute_layers", int, 0,
                                                                                       minimum=0)
-    if recompute_layers and recompute != "full":
-        raise r.fail("recompute_layers", recompute_layers, f"needs recompute full, not {recompute}")
+    problem = recompute_layers_problem(recompute, recompute_layers)
+    if problem:
+        raise r.fail("recompute_layers", recompute_layers, problem)
     return PublishedRun(
         path=path, row=row, source=r.text("source"), model=r.text("model"), layers=r.number("layers", int),
         hidden=hidden, heads=heads, kv_heads=r.number("kv_heads", int, heads),
