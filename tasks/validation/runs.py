@@ -248,7 +248,7 @@ def _in_metric_unit(r: "_Row", metric: str, value: float) -> float:
 def read_runs(path: Path) -> List[PublishedRun]:
     """Every row of a runs CSV, checked; ``RowError`` on the first row that cannot be used."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")     # a spreadsheet's byte order mark is not a column
     except (OSError, UnicodeDecodeError) as exc:
         raise RowError(f"{path}: cannot be read ({exc})") from None
     reader = csv.DictReader(text.splitlines())

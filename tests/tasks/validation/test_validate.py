@@ -55,6 +55,15 @@ def test_blank_cells_take_the_documented_defaults(tmp_path):
     assert run_stack(eager).eager
 
 
+def test_a_runs_file_saved_with_a_byte_order_mark_or_windows_line_ends_reads_as_any_other(tmp_path):
+    """Spreadsheets save "CSV UTF-8" with a byte order mark before the header and CRLF line ends."""
+    (plain,) = read_runs(_runs(tmp_path, _row()))
+    path = tmp_path / "excel.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join([HEADER, _row()]).encode("utf-8") + b"\r\n")
+    (saved,) = read_runs(path)
+    assert replace(saved, path=plain.path) == plain
+
+
 def test_metrics_are_read_in_their_own_unit_whatever_a_row_spells(tmp_path):
     rows = [_row(metric="step_time", value="3000", unit="ms"), _row(metric="mfu", value="0.45", unit=""),
             _row(metric="mfu", value="0.45", unit="fraction"), _row(metric="mfu", value="45", unit="%"),
