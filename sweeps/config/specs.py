@@ -7,7 +7,7 @@ from sweeps.config.checks import check_choices, check_fraction, check_name, chec
 from sweeps.config.limits import FRACTION, HARDWARE, LINK_TIER, MODEL, check_fields, check_range
 from sweeps.errors import ConfigError
 from tasks.model.roofline import GEMM_DTYPES, MissingFigure, gemm_ceiling
-from tasks.model.specs import HardwareProfile, TransformerModel
+from tasks.model.specs import HardwareProfile, TransformerModel, heads_problem
 
 __all__ = ["validate_hardware", "validate_model"]
 
@@ -63,5 +63,6 @@ def validate_model(model: TransformerModel) -> None:
     check_fields("model", model, MODEL)
     if model.dropout >= 1:
         raise ConfigError("model.dropout", model.dropout, "must be a probability below 1")
-    if model.hidden % model.heads:
-        raise ConfigError("model.heads", model.heads, f"does not divide model.hidden={model.hidden}")
+    problem = heads_problem(model.hidden, model.heads, model.kv_heads, prefix="model.")
+    if problem:
+        raise ConfigError(*problem)

@@ -11,13 +11,13 @@ Units are in the field names: ``_tflops`` is 10^12 FLOP/s, ``_GBps`` is 10^9 byt
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from omegaconf import MISSING
 
 from tasks.identity import content_hash
 
-__all__ = ["TransformerModel", "DEFAULT_DROPOUT", "LinkTier", "HardwareProfile", "fingerprint"]
+__all__ = ["TransformerModel", "heads_problem", "DEFAULT_DROPOUT", "LinkTier", "HardwareProfile", "fingerprint"]
 
 
 #: Hidden and attention dropout probability where a model or run does not say: Megatron-LM's
@@ -43,6 +43,23 @@ class TransformerModel:
     source: str = MISSING
     gated_mlp: bool = False  # SwiGLU-style: gate and up of ffn_hidden, then down (three matrices)
     dropout: float = DEFAULT_DROPOUT  # hidden and attention dropout probability; 0: none (Llama)
+
+
+def heads_problem(hidden: int, heads: int, kv_heads: Optional[int], *,
+                  prefix: str = "") -> Optional[Tuple[str, int, str]]:
+    """Why ``heads`` and ``kv_heads`` cannot split a layer ``hidden`` wide, as (field, value,
+    reason), the field named after ``prefix``; None when they can.
+
+    Multi-head attention gives each of ``heads`` heads hidden / heads columns (Vaswani et al.
+    2017); grouped-query attention (Ainslie et al. 2023) shares each of ``kv_heads`` key/value
+    heads among heads / kv_heads query heads, so kv_heads divides heads (None: one key/value
+    head per query head), as Megatron-LM asserts of --num-query-groups."""
+    if hidden % heads:
+        return f"{prefix}heads", heads, f"does not divide {prefix}hidden={hidden}"
+    if kv_heads is not None and heads % kv_heads:
+        return (f"{prefix}kv_heads", kv_heads, f"does not divide {prefix}heads={heads}: grouped-query attention "
+                                               "shares each key/value head among as many query heads")
+    return None
 
 
 @dataclass

@@ -36,11 +36,11 @@ class RunPrediction:
 
 
 def run_model(run: PublishedRun) -> TransformerModel:
-    """The run's Transformer. Its MLP is gated (SwiGLU) where ``ffn_hidden`` is not 4 x hidden."""
+    """The run's Transformer (its MLP gated as the row's ``gated_mlp`` says)."""
     return TransformerModel(name=run.model, year=0, layers=run.layers, hidden=run.hidden, heads=run.heads,
                             ffn_hidden=run.ffn_hidden, params_b=0.0, seq_len=run.seq, architecture="decoder",
                             kv_heads=run.kv_heads, vocab=run.vocab, source=run.source,
-                            gated_mlp=run.ffn_hidden != 4 * run.hidden, dropout=run.dropout)
+                            gated_mlp=run.gated_mlp, dropout=run.dropout)
 
 
 #: The gradient buffer of an fp16 run: Megatron-LM accumulates fp16 runs' gradients in 16

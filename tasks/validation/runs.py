@@ -3,8 +3,13 @@ columns of ``conf/data/published_runs.csv``.
 
 Blank cells take these documented defaults (a blank cell means the source does not say):
 
-- ``kv_heads``: ``heads`` (multi-head attention); ``ffn_hidden``: 4 x ``hidden``; ``vocab``: 0
-  (no embedding or output layer); ``vp``: 1 (no interleaving); ``pp``, ``tp``: 1;
+- ``kv_heads``: ``heads`` (multi-head attention; else it divides ``heads``); ``ffn_hidden``: 4 x
+  ``hidden``; ``vocab``: 0 (no embedding or output layer); ``vp``: 1 (no interleaving); ``pp``,
+  ``tp``: 1;
+- ``gated_mlp`` (a column ``published_runs.csv`` need not have): true for a gated MLP (SwiGLU:
+  gate and up projections of ``ffn_hidden``, then down: three matrices); blank: gated where
+  ``ffn_hidden`` is not 4 x ``hidden`` (Llama's widths), plain where it is (GPT's), so a gated
+  MLP 4 x ``hidden`` wide (PaLM's) says true;
 - ``dp``: ``gpus / (tp x pp)``; ``gpus``: ``tp x pp x dp``;
 - ``micro_batch``: the fastest one that fits memory, of 1, 2, 4, 8, 16 dividing the batch of a
   replica (what a tuned run uses; the layout search's own rule);
@@ -45,7 +50,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from tasks.model.layout import RECOMPUTE_MODES, recompute_layers_problem
-from tasks.model.specs import DEFAULT_DROPOUT
+from tasks.model.specs import DEFAULT_DROPOUT, heads_problem
 from tasks.model.stack import ELEMENTWISE_STYLES
 from tasks.validation.records import RowError
 
@@ -111,6 +116,7 @@ class PublishedRun:
     heads: int
     kv_heads: int
     ffn_hidden: int
+    gated_mlp: bool
     vocab: int
     seq: int
     tp: int
@@ -202,6 +208,10 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         if r.number(field, int, 1, minimum=0) > 1:
             raise r.fail(field, r.text(field), f"{why}: this row cannot be predicted")
     hidden, heads = r.number("hidden", int), r.number("heads", int)
+    kv_heads, ffn_hidden = r.number("kv_heads", int, heads), r.number("ffn_hidden", int, 4 * hidden)
+    problem = heads_problem(hidden, heads, kv_heads)
+    if problem:
+        raise r.fail(*problem)
     tp, pp = r.number("tp", int, 1), r.number("pp", int, 1)
     gpus = r.number("gpus", int, 0, minimum=0)
     dp = r.number("dp", int, (gpus // (tp * pp)) if gpus else 1)
@@ -219,8 +229,8 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         raise r.fail("recompute_layers", recompute_layers, problem)
     return PublishedRun(
         path=path, row=row, source=r.text("source"), model=r.text("model"), layers=r.number("layers", int),
-        hidden=hidden, heads=heads, kv_heads=r.number("kv_heads", int, heads),
-        ffn_hidden=r.number("ffn_hidden", int, 4 * hidden), vocab=r.number("vocab", int, 0, minimum=0),
+        hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden,
+        gated_mlp=r.flag("gated_mlp", ffn_hidden != 4 * hidden), vocab=r.number("vocab", int, 0, minimum=0),
         seq=r.number("seq", int), tp=tp, pp=pp, vp=r.number("vp", int, 1), dp=dp, gpus=gpus,
         global_batch=r.number("global_batch", int), micro_batch=r.number("micro_batch", int, 0, minimum=0) or None,
         zero=r.number("zero", int, 0, minimum=0), recompute=recompute, recompute_layers=recompute_layers,

@@ -44,6 +44,9 @@ def _env() -> dict:
     (["model=gpt3"], "memory: all"),
     (["objective=fastest"], "search.objective='fastest'"),
     (["space.zero=[zero2]"], "search.space.zero='zero2'"),
+    (["model.kv_heads=5"], "model.kv_heads=5: does not divide model.heads=24"),
+    (["model.kv_heads=48"], "model.kv_heads=48: does not divide model.heads=24"),
+    (["model.heads=7"], "model.heads=7: does not divide model.hidden="),
 ])
 def test_bad_input_exits_2_with_the_failed_constraint_and_leaves_no_lake(tmp_path, overrides, message):
     lake = tmp_path / "lake"

@@ -83,10 +83,30 @@ def test_metrics_are_read_in_their_own_unit_whatever_a_row_spells(tmp_path):
     (dict(metric="speed"), "row 2: metric='speed'"),
     (dict(recompute="some"), "row 2: recompute='some'"),
     (dict(elementwise="jit"), "row 2: elementwise='jit' is not one of fused, eager"),
+    (dict(heads="7"), "row 2: heads=7 does not divide hidden=2304"),
+    (dict(kv_heads="5"), "row 2: kv_heads=5 does not divide heads=24"),
+    (dict(kv_heads="48"), "row 2: kv_heads=48 does not divide heads=24"),
 ])
 def test_a_bad_row_is_refused_naming_the_row_and_the_field(tmp_path, cells, named):
     with pytest.raises(RowError, match=named.replace("(", r"\(")):
         read_runs(_runs(tmp_path, _row(), _row(**cells)))
+
+
+def test_a_gated_mlp_column_says_what_the_width_alone_cannot(tmp_path, profiles):
+    """Blank, the MLP is gated where ffn_hidden is not 4 x hidden; a cell overrides that both ways
+    (PaLM's gated MLP is 4 x hidden wide), and a gated MLP costs its third matrix."""
+    path = tmp_path / "gated.csv"
+    rows = [_row() + ",", _row(ffn_hidden="6144") + ",", _row() + ",true", _row(ffn_hidden="6144") + ",false"]
+    path.write_text("\n".join([HEADER + ",gated_mlp", *rows]) + "\n", encoding="utf-8")
+    plain, narrow, palm, narrow_plain = read_runs(path)
+    assert [r.gated_mlp for r in (plain, narrow, palm, narrow_plain)] == [False, True, True, False]
+    assert run_model(palm).gated_mlp and not run_model(plain).gated_mlp
+    hw = find_profile(plain.hw, profiles)
+    step = {name: predict_run(r, hw).step_time_s for name, r in (("plain", plain), ("palm", palm))}
+    assert step["palm"] > 1.1 * step["plain"]          # a third MLP matrix: the MLP's GEMMs grow by half
+    path.write_text("\n".join([HEADER + ",gated_mlp", _row() + ",maybe"]) + "\n", encoding="utf-8")
+    with pytest.raises(RowError, match="row 1: gated_mlp='maybe' must be true or false"):
+        read_runs(path)
 
 
 def test_a_row_of_context_or_expert_parallelism_is_refused_not_predicted_as_another_layout(tmp_path):
