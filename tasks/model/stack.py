@@ -49,7 +49,9 @@ class Stack:
     ``pp_overlap``: pipeline sends and receives overlapped with compute (Megatron-Core's
     overlap_p2p_comm); off, serialized.
     ``main_grad_bytes``: one of ``MAIN_GRAD_WIDTHS``, the width of the gradient buffer each
-    micro-batch's weight gradients are added into.
+    micro-batch's weight gradients are added into, and which DP reduces as it is (Megatron's
+    DDP: --accumulate-allreduce-grads-in-fp32, forced for bf16 since April 2021; Megatron-Core's
+    grad_reduce_in_fp32, which Megatron-Bridge's bf16 recipes set).
     ``elementwise``: one of ``ELEMENTWISE_STYLES``.
     """
 

@@ -90,11 +90,22 @@ def embedding_matrices(lay: StepLayouts) -> np.ndarray:
     return np.where(lay.pp > 1, 1.0, 2.0)
 
 
-def _stage_bytes(lay: StepLayouts, ctx: StepContext) -> tuple:
-    """(one layer's, the stage's embeddings') gradient bytes on one device."""
-    m, p = ctx.model, float(ctx.dtype_bytes)
-    per_layer = layer.dp_gradient_bytes(float(m.hidden), lay.tp, p, float(m.heads), ctx.block)
-    return per_layer, embedding_matrices(lay) * p * ctx.vocab * float(m.hidden) / lay.tp
+def _stage_elements(lay: StepLayouts, ctx: StepContext) -> tuple:
+    """(one layer's, the stage's embeddings') weights on one device: each DP message carries
+    one value per weight, at the width of what it moves (``_widths``)."""
+    m = ctx.model
+    per_layer = layer.dp_gradient_bytes(float(m.hidden), lay.tp, 1.0, float(m.heads), ctx.block)
+    return per_layer, embedding_matrices(lay) * ctx.vocab * float(m.hidden) / lay.tp
+
+
+def _widths(ctx: StepContext) -> Dict[str, float]:
+    """Bytes per value of each DP collective: gradients are reduced (all-reduce, reduce-scatter)
+    in the gradient buffer they were accumulated in, ``stack.main_grad_bytes`` (Megatron's DDP
+    reduces its buffer as it is: fp32 for bf16 since Megatron-LM forced
+    --accumulate-allreduce-grads-in-fp32 for bf16 in April 2021, Megatron-Core's
+    grad_reduce_in_fp32; 16 bits for fp16); weights are gathered at the run's width."""
+    grads = float(ctx.stack.main_grad_bytes)
+    return {"all_reduce": grads, "reduce_scatter": grads, "all_gather": float(ctx.dtype_bytes)}
 
 
 def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -106,13 +117,15 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
     backward)."""
     hw = ctx.hardware
     crosses, local = lay.dp_crosses(hw), lay.dp_local_ranks(hw)
-    per_layer, embed_bytes = _stage_bytes(lay, ctx)
+    per_layer, embed = _stage_elements(lay, ctx)
+    widths = _widths(ctx)
 
     def over_stage(op: str) -> np.ndarray:
+        width = widths[op]
         if ctx.vocab <= 0:
-            return lay.layers_per_stage * tier_time(op, lay.dp, per_layer, crosses, hw, local_ranks=local)
+            return lay.layers_per_stage * tier_time(op, lay.dp, width * per_layer, crosses, hw, local_ranks=local)
         # One call for both messages: the groups' figures are worked out once.
-        layer_t, embed_t = tier_time(op, lay.dp, np.stack(np.broadcast_arrays(per_layer, embed_bytes)), crosses, hw,
+        layer_t, embed_t = tier_time(op, lay.dp, width * np.stack(np.broadcast_arrays(per_layer, embed)), crosses, hw,
                                      local_ranks=local)
         return lay.layers_per_stage * layer_t + embed_t
 
@@ -135,12 +148,15 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
 
 def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
     """Bytes one device sends over its DP rings per step (nccl-tests' bus bytes)."""
-    per_layer, embed_bytes = _stage_bytes(lay, ctx)
-    stage_bytes = lay.layers_per_stage * per_layer + embed_bytes
-    allreduce = bus_factor("all_reduce", lay.dp) * stage_bytes
-    gather = bus_factor("all_gather", lay.dp) * stage_bytes
-    return np.select([lay.zero <= code("zero", "zero1"), lay.zero_is("zero3")],
-                     [allreduce, 3.0 * lay.microbatches * gather], (2.0 * lay.microbatches + 1.0) * gather)
+    per_layer, embed = _stage_elements(lay, ctx)
+    widths = _widths(ctx)
+    stage = lay.layers_per_stage * per_layer + embed
+    allreduce = bus_factor("all_reduce", lay.dp) * widths["all_reduce"] * stage
+    gather = bus_factor("all_gather", lay.dp) * widths["all_gather"] * stage
+    scatter = bus_factor("reduce_scatter", lay.dp) * widths["reduce_scatter"] * stage
+    return np.select([lay.zero_is("none"), lay.zero_is("zero1"), lay.zero_is("zero3")],
+                     [allreduce, scatter + gather, lay.microbatches * (2.0 * gather + scatter)],
+                     2.0 * lay.microbatches * gather + scatter)
 
 
 def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels_per_mb: np.ndarray) -> np.ndarray:

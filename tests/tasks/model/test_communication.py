@@ -10,6 +10,7 @@ import pytest
 from tasks.model.layout import Layout
 from tasks.model.projection import project_columns
 from tasks.model.specs import TransformerModel
+from tasks.model.stack import Stack
 from tasks.model.step import StepContext, step_columns
 
 
@@ -26,7 +27,9 @@ def _one_layer(hidden: int, heads: int, seq_len: int) -> TransformerModel:
 ])
 def test_projection_and_step_model_give_the_same_tp_and_dp_time_for_one_layer(h100, hidden, heads, seq_len, b, tp, dp):
     model = _one_layer(hidden, heads, seq_len)
-    ctx = StepContext(model, h100, devices=tp * dp, global_batch=dp * b, memory_fraction=1e6)
+    # the study's points reduce gradients at their own 16-bit width: a stack with 16-bit gradients
+    ctx = StepContext(model, h100, devices=tp * dp, global_batch=dp * b, memory_fraction=1e6,
+                      stack=Stack(main_grad_bytes=2.0))
     step = {k: float(v[0]) for k, v in step_columns(Layout(tp=tp, pp=1, dp=dp, micro_batch=b).columns(), ctx).items()}
     assert step["microbatches"] == 1 and step["status_code"] == 0
     point = dict(h=hidden, heads=heads, sl=seq_len, b=b, tp=tp, dp=dp, dtype_bytes=2, flop_vs_bw=1.0, dp_slowdown=1.0)

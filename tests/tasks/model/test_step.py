@@ -150,17 +150,26 @@ def test_interleaving_divides_the_bubble_by_v(gpt3, h100):
     assert bubble / (1 - bubble) == pytest.approx((4 - 1) / (3 * 8))
 
 
-def test_zero3_moves_1_5_times_plain_dp_traffic(gpt3, h100):
-    ctx = StepContext(gpt3, h100, devices=64, global_batch=8, memory_fraction=1e6)  # one micro-batch
-    traffic = {z: _one(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero=z), ctx)["dp_traffic_bytes"] for z in ZERO_MODES}
-    assert traffic["zero3"] == pytest.approx(1.5 * traffic["none"])
-    assert traffic["zero1"] == pytest.approx(traffic["none"])
-    assert traffic["fsdp"] == pytest.approx(traffic["zero3"])
+def test_dp_traffic_reduces_gradients_at_the_buffer_width_and_gathers_weights_at_theirs(gpt3, h100):
+    """Gradients are reduced in the fp32 buffer a bf16 run accumulates them in, weights gathered
+    in 16 bits: ZeRO-3 then moves as much as plain DP (one micro-batch), ZeRO-1 three quarters;
+    with 16-bit gradients (an fp16 run), ZeRO-3 moves 1.5 times plain DP and ZeRO-1 as much."""
     params = 96 * 12 * 12288**2 / 8 + 2 * 50257 * 12288 / 8
-    assert traffic["none"] == pytest.approx(2 * 7 / 8 * 2 * params)  # ring all-reduce: 2(n-1)/n of p * params
-    ctx4 = StepContext(gpt3, h100, devices=64, global_batch=32, memory_fraction=1e6)  # four micro-batches
-    assert _one(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero="zero3"), ctx4)["dp_traffic_bytes"] == pytest.approx(
-        4 * traffic["zero3"])
+    ring = 7 / 8                                                    # (n-1)/n of the bytes, n = 8
+
+    def traffic(stack: Stack, global_batch: int = 8) -> dict:      # 8: one micro-batch per replica
+        ctx = StepContext(gpt3, h100, devices=64, global_batch=global_batch, memory_fraction=1e6, stack=stack)
+        return {z: _one(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero=z), ctx)["dp_traffic_bytes"] for z in ZERO_MODES}
+
+    fp32 = traffic(Stack())
+    assert fp32["none"] == pytest.approx(2 * ring * 4 * params)    # all-reduce of 4-byte gradients
+    assert fp32["zero1"] == pytest.approx(ring * (4 + 2) * params)  # reduce-scatter them, all-gather 2-byte weights
+    assert fp32["zero3"] == pytest.approx(ring * (2 * 2 + 4) * params) == pytest.approx(fp32["none"])
+    assert fp32["fsdp"] == pytest.approx(fp32["zero3"])
+    assert traffic(Stack(), global_batch=32)["zero3"] == pytest.approx(4 * fp32["zero3"])  # per micro-batch
+    fp16 = traffic(Stack(main_grad_bytes=2.0))
+    assert fp16["none"] == pytest.approx(2 * ring * 2 * params)
+    assert fp16["zero3"] == pytest.approx(1.5 * fp16["none"]) and fp16["zero1"] == pytest.approx(fp16["none"])
 
 
 def test_tp_time_is_the_collective_model_and_sequence_parallelism_splits_each_all_reduce(gpt3, h100):
