@@ -16,7 +16,8 @@ from tasks.model.layer_cost import LayerCost
 from tasks.model.layout import code
 from tasks.model.step_context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
 
-__all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_comm", "dp_traffic", "latency_floor", "embedding_matrices"]
+__all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_widths", "dp_comm", "dp_traffic",
+           "latency_floor", "embedding_matrices"]
 
 
 def _tp_collectives_per_layer(lay: StepLayouts) -> np.ndarray:
@@ -92,13 +93,13 @@ def embedding_matrices(lay: StepLayouts) -> np.ndarray:
 
 def _stage_elements(lay: StepLayouts, ctx: StepContext) -> tuple:
     """(one layer's, the stage's embeddings') weights on one device: each DP message carries
-    one value per weight, at the width of what it moves (``_widths``)."""
+    one value per weight, at the width of what it moves (``dp_widths``)."""
     m = ctx.model
-    per_layer = layer.dp_gradient_bytes(float(m.hidden), lay.tp, 1.0, float(m.heads), ctx.block)
+    per_layer = layer.layer_params(float(m.hidden), float(m.heads), ctx.block) / lay.tp
     return per_layer, embedding_matrices(lay) * ctx.vocab * float(m.hidden) / lay.tp
 
 
-def _widths(ctx: StepContext) -> Dict[str, float]:
+def dp_widths(ctx: StepContext) -> Dict[str, float]:
     """Bytes per value of each DP collective: gradients are reduced (all-reduce, reduce-scatter)
     in the gradient buffer they were accumulated in, ``stack.main_grad_bytes`` (Megatron's DDP
     reduces its buffer as it is: fp32 for bf16 since Megatron-LM forced
@@ -118,7 +119,7 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
     hw = ctx.hardware
     crosses, local = lay.dp_crosses(hw), lay.dp_local_ranks(hw)
     per_layer, embed = _stage_elements(lay, ctx)
-    widths = _widths(ctx)
+    widths = dp_widths(ctx)
 
     def over_stage(op: str) -> np.ndarray:
         width = widths[op]
@@ -135,28 +136,34 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
     reduce = exposed if ctx.stack.dp_overlap else (lambda t: t)
     allreduce, gather, scatter = over_stage("all_reduce"), over_stage("all_gather"), over_stage("reduce_scatter")
     allreduce, gather, scatter = (np.where(lay.dp > 1, t, 0.0) for t in (allreduce, gather, scatter))
-    is_zero3, is_fsdp, microbatches = lay.zero_is("zero3"), lay.zero_is("fsdp"), lay.microbatches
+    is_zero3, is_fsdp = lay.zero_is("zero3"), lay.zero_is("fsdp")
     per_mb = np.where(lay.sharded, exposed(gather, compute["forward_hide"])
                       + exposed(gather + np.where(is_zero3, scatter, 0.0)), 0.0)
     per_step = np.select([lay.zero_is("none"), lay.zero_is("zero1"), is_fsdp],
                          [reduce(allreduce), reduce(scatter) + gather, reduce(scatter)], 0.0)
-    total = np.select([lay.zero_is("none"), lay.zero_is("zero1"), is_zero3],
-                      [allreduce, scatter + gather, microbatches * (2.0 * gather + scatter)],
-                      2.0 * microbatches * gather + scatter)
+    total = _per_step(lay, allreduce, scatter, gather)
     return {"per_microbatch": per_mb, "per_step": per_step, "total": total, "traffic": dp_traffic(lay, ctx)}
 
 
 def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
     """Bytes one device sends over its DP rings per step (nccl-tests' bus bytes)."""
     per_layer, embed = _stage_elements(lay, ctx)
-    widths = _widths(ctx)
+    widths = dp_widths(ctx)
     stage = lay.layers_per_stage * per_layer + embed
     allreduce = bus_factor("all_reduce", lay.dp) * widths["all_reduce"] * stage
     gather = bus_factor("all_gather", lay.dp) * widths["all_gather"] * stage
     scatter = bus_factor("reduce_scatter", lay.dp) * widths["reduce_scatter"] * stage
+    return _per_step(lay, allreduce, scatter, gather)
+
+
+def _per_step(lay: StepLayouts, allreduce, scatter, gather) -> np.ndarray:
+    """A step's sum of a stage's DP collectives (times or bytes, one of each kind): plain DP
+    all-reduces once; ZeRO-1 reduce-scatters and all-gathers once; ZeRO-3 gathers the weights
+    for the forward and the backward and reduce-scatters every micro-batch; FSDP gathers
+    twice every micro-batch and reduce-scatters once (``no_sync``)."""
+    mb = lay.microbatches
     return np.select([lay.zero_is("none"), lay.zero_is("zero1"), lay.zero_is("zero3")],
-                     [allreduce, scatter + gather, lay.microbatches * (2.0 * gather + scatter)],
-                     2.0 * lay.microbatches * gather + scatter)
+                     [allreduce, scatter + gather, mb * (2.0 * gather + scatter)], 2.0 * mb * gather + scatter)
 
 
 def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels_per_mb: np.ndarray) -> np.ndarray:

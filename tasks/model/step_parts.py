@@ -15,7 +15,7 @@ from tasks.model.collectives import tier_time
 from tasks.model.communication import RECOMPUTED_TP_COLLECTIVES, TP_COLLECTIVES_PER_LAYER
 from tasks.model.layout import Layout
 from tasks.model.step import StepContext
-from tasks.model.step_comm import tp_collective, tp_exposed_per_pass
+from tasks.model.step_comm import dp_widths, tp_collective, tp_exposed_per_pass
 from tasks.model.step_compute import stage_layer_cost
 from tasks.model.step_context import as_layouts
 
@@ -41,7 +41,7 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     only some; with sequence parallelism a reduce-scatter and an all-gather each) and the
     layer's DP traffic at one micro-batch: plain DP an all-reduce, ZeRO-1 a reduce-scatter
     and an all-gather, ZeRO-3 and FSDP two all-gathers (forward, backward) and a
-    reduce-scatter. Groups of one rank are left out."""
+    reduce-scatter, each at its ``step_comm.dp_widths``. Groups of one rank are left out."""
     model, p, per_node = ctx.model, float(ctx.dtype_bytes), ctx.hardware.devices_per_node
     out: List[LayerCollective] = []
     if layout.tp > 1:
@@ -53,8 +53,8 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     if layout.dp > 1:
         dp_ops = {"none": (("all_reduce", 1),), "zero1": (("reduce_scatter", 1), ("all_gather", 1))}.get(
             layout.zero, (("all_gather", 2), ("reduce_scatter", 1)))
-        message = float(layer.dp_gradient_bytes(model.hidden, layout.tp, p, model.heads, ctx.block))
-        out += [LayerCollective("dp", op, count, layout.dp, message, layout.tp * layout.dp > per_node)
+        values, widths = float(layer.layer_params(model.hidden, model.heads, ctx.block)) / layout.tp, dp_widths(ctx)
+        out += [LayerCollective("dp", op, count, layout.dp, widths[op] * values, layout.tp * layout.dp > per_node)
                 for op, count in dp_ops]
     return out
 

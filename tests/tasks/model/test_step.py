@@ -122,6 +122,16 @@ def test_a_layer_of_a_partly_recomputed_stage_charges_the_mean_of_its_layers(gpt
     assert backward[24] == pytest.approx(backward[0] + (backward[96] - backward[0]) / 4)
 
 
+def test_a_winners_dp_collectives_carry_the_widths_the_step_model_charges(gpt3, h100):
+    from tasks.model.step_parts import layer_collectives
+    values = 12 * 12288**2 / 8                                       # one layer's weights per TP rank
+    for stack, grads in ((Stack(), 4.0), (Stack(main_grad_bytes=2.0), 2.0)):
+        ctx = StepContext(gpt3, h100, devices=64, global_batch=8, memory_fraction=1e6, stack=stack)
+        sizes = {c.op: c.message_bytes for c in layer_collectives(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero="zero1"),
+                                                                  ctx) if c.group == "dp"}
+        assert sizes == pytest.approx({"reduce_scatter": grads * values, "all_gather": 2.0 * values})
+
+
 def test_partial_recomputation_counts_layers_per_model_chunk_and_is_a_full_recomputation_setting():
     from tasks.model.step_context import recomputed_share
     full, none = R["full"], R["none"]
