@@ -237,7 +237,7 @@ def _run_study(out: Console, setup: SearchSetup, lake: Lake, **options) -> pd.Da
         top = top_layouts(rows, spec.objective)
         out.print(_layout_table(f"Top {spec.top} layouts by {OBJECTIVES[spec.objective][0][0]}", top.head(spec.top),
                                 extra=("trial",)))
-        gap = optimum_gap(setup, top, warm_start=report.warm_start)
+        gap = optimum_gap(setup, rows, warm_start=report.warm_start)
         if gap is not None:
             sampled = "" if gap.sampled_best is None else (
                 " (the sampler's own trials: no feasible layout)" if gap.sampled_gap is None

@@ -34,8 +34,8 @@ def layout_of(row) -> Layout:
 
 
 def study_rows(lake: Lake, study: str) -> pd.DataFrame:
-    """Every trial row of ``study``."""
-    return query(lake, f"SELECT * FROM {SEARCH} WHERE study = '{study}'").to_pandas()
+    """Every trial row of ``study``, in trial order (a layout tried twice has a row per trial)."""
+    return query(lake, f"SELECT * FROM {SEARCH} WHERE study = '{study}' ORDER BY trial").to_pandas()
 
 
 def pareto(rows: pd.DataFrame) -> pd.DataFrame:
@@ -49,10 +49,12 @@ def pareto(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def top_layouts(rows: pd.DataFrame, objective: str) -> pd.DataFrame:
-    """Feasible distinct layouts, best first by the (first) objective."""
+    """Feasible distinct layouts, best first by the (first) objective, each at the first trial
+    that tried it, whatever the order of ``rows``."""
     column, direction = OBJECTIVES[objective][0]
     ok = rows[rows["status"] == "ok"]
-    return ok.sort_values(column, ascending=direction == "minimize").drop_duplicates(subset=list(LAYOUT_FIELDS))
+    ranked = ok.sort_values([column, "trial"], ascending=[direction == "minimize", True], kind="stable")
+    return ranked.drop_duplicates(subset=list(LAYOUT_FIELDS))
 
 
 def exhaustive_frame(setup: SearchSetup) -> pd.DataFrame:
@@ -89,18 +91,22 @@ class OptimumGap:
         return abs(self.sampled_best - self.optimum) / abs(self.optimum)
 
 
-def optimum_gap(setup: SearchSetup, best: pd.DataFrame, limit: int = 100_000,
+def optimum_gap(setup: SearchSetup, rows: pd.DataFrame, limit: int = 100_000,
                 warm_start: int = 0) -> Optional[OptimumGap]:
-    """The search's best (first row of ``best``) against the exhaustive optimum, for a
-    single objective over a space of at most ``limit`` layouts; else None. With a warm
-    start, also the best of the trials numbered ``warm_start`` and up."""
+    """The best of a study's trial ``rows`` against the exhaustive optimum, for a single
+    objective over a space of at most ``limit`` layouts; else None. With a warm start, also
+    the best of the trials numbered ``warm_start`` and up: the layouts the sampler chose,
+    one the warm start had tried first included."""
     objectives = OBJECTIVES[setup.spec.objective]
-    if len(objectives) > 1 or setup.spec.space.size > limit or best.empty:
+    if len(objectives) > 1 or setup.spec.space.size > limit:
+        return None
+    best = top_layouts(rows, setup.spec.objective)
+    if best.empty:
         return None
     column, direction = objectives[0]
     _, costs = exhaustive(setup.spec.space, setup.step_context)
     optimum = costs[column][best_index(costs, column, maximize=direction == "maximize")]
-    sampled = best[best["trial"] >= warm_start][column] if warm_start else None
+    sampled = top_layouts(rows[rows["trial"] >= warm_start], setup.spec.objective)[column] if warm_start else None
     sampled_best = None if sampled is None else float(sampled.iloc[0]) if len(sampled) else math.nan
     return OptimumGap(column, float(optimum), float(best[column].iloc[0]), sampled_best)
 

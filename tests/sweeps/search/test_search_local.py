@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from optuna.trial import TrialState
@@ -20,7 +21,8 @@ from sweeps.errors import UserError
 from sweeps.lake import Lake
 from sweeps.search import IN_PROCESS, open_study, run_search, study_path
 from sweeps.search.journal import BatchedJournal, driver_lock
-from sweeps.search.results import STEP_TERMS, exhaustive_frame, step_terms, study_rows, why_best
+from sweeps.search.results import (STEP_TERMS, exhaustive_frame, optimum_gap, step_terms, study_rows, top_layouts,
+                                   why_best)
 from tasks.model.space import enumerate_layouts
 
 TINY = ["small", "space.tp=[1,2,4]", "space.pp=[1,2]", "space.micro_batch=[1]", "space.schedule=[1f1b]",
@@ -45,6 +47,24 @@ def test_sequence_parallel_at_tp1_is_one_layout_neither_enumerated_nor_searched_
     study = open_study(load_search([*TINY, "sampler=random"]), study_path(lake, setup))
     assert study.trials[0].distributions["tensor"].choices == ("tp1", "tp2", "tp2 sp", "tp4", "tp4 sp")
     assert sorted(study.trials[0].params) == sorted(TRIAL_PARAMETERS.split(","))  # no parameter is conditional
+
+
+def test_the_best_and_the_samplers_own_best_do_not_depend_on_the_order_rows_are_read(tmp_path):
+    """A layout the warm start tried and the sampler chose again counts for the sampler, and
+    is shown at its first trial, however the lake returns the rows."""
+    setup = load_search(TINY)
+    lake = Lake(str(tmp_path / "lake"))
+    report = run_search(setup, lake)
+    rows = study_rows(lake, setup.study_name)
+    assert rows["trial"].tolist() == sorted(rows["trial"])
+    again = rows[rows["trial"] == 0].assign(trial=int(rows["trial"].max()) + 1)  # the optimum, chosen by the sampler
+    rows = pd.concat([rows, again], ignore_index=True)
+    seen = set()
+    for seed in range(8):
+        shuffled = rows.sample(frac=1.0, random_state=seed)
+        gap = optimum_gap(setup, shuffled, warm_start=report.warm_start)
+        seen.add((gap.gap, gap.sampled_gap, int(top_layouts(shuffled, setup.spec.objective)["trial"].iloc[0])))
+    assert seen == {(0.0, 0.0, 0)}
 
 
 def test_a_fresh_study_starts_from_the_step_models_best_layouts_unless_told_not_to(tmp_path):
