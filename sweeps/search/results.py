@@ -98,17 +98,16 @@ def optimum_gap(setup: SearchSetup, rows: pd.DataFrame, limit: int = 100_000,
     the best of the trials numbered ``warm_start`` and up: the layouts the sampler chose,
     one the warm start had tried first included."""
     objectives = OBJECTIVES[setup.spec.objective]
-    if len(objectives) > 1 or setup.spec.space.size > limit:
-        return None
-    best = top_layouts(rows, setup.spec.objective)
-    if best.empty:
+    ok = rows[rows["status"] == "ok"]
+    if len(objectives) > 1 or setup.spec.space.size > limit or ok.empty:
         return None
     column, direction = objectives[0]
+    extreme = "max" if direction == "maximize" else "min"
     _, costs = exhaustive(setup.spec.space, setup.step_context)
     optimum = costs[column][best_index(costs, column, maximize=direction == "maximize")]
-    sampled = top_layouts(rows[rows["trial"] >= warm_start], setup.spec.objective)[column] if warm_start else None
-    sampled_best = None if sampled is None else float(sampled.iloc[0]) if len(sampled) else math.nan
-    return OptimumGap(column, float(optimum), float(best[column].iloc[0]), sampled_best)
+    sampled = ok[ok["trial"] >= warm_start][column] if warm_start else None
+    sampled_best = None if sampled is None else float(sampled.agg(extreme)) if len(sampled) else math.nan
+    return OptimumGap(column, float(optimum), float(ok[column].agg(extreme)), sampled_best)
 
 
 #: The parts a step's time splits into (seconds, summing to ``step_time_s``), by name.
