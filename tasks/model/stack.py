@@ -28,11 +28,11 @@ GEMM_PRECISIONS: Tuple[str, ...] = ("bf16", "fp16", "fp8")
 #: and Transformer Engine keep them, PyTorch AMP's gradients of fp32 weights are fp32), or
 #: the 16-bit gradients of fp16 Megatron-LM (2).
 MAIN_GRAD_WIDTHS: Tuple[float, ...] = (2.0, 4.0)
-#: How the layer's memory-bound work runs. "fused": as Megatron-LM from 2020 on and every
-#: later stack run it, biases in the GEMMs' epilogues or fused with GELU and dropout, the
-#: scores' scale and mask inside the softmax kernel, heads split without copies; "eager": as
-#: PyTorch runs an unfused layer (Megatron-LM 2019), each of those a kernel of its own
-#: (``tasks.model.layer.EAGER_KERNELS``).
+#: How the layer's memory-bound work runs. "fused": as Megatron-LM from September 2020 on
+#: and every later stack run it, biases in the GEMMs' epilogues or fused with GELU and
+#: dropout, the scores' scale and mask inside the softmax kernel, heads split without
+#: copies; "eager": as PyTorch runs an unfused layer (Megatron-LM through its 1.0 release,
+#: 2019-20), each of those a kernel of its own (``tasks.model.layer.EAGER_KERNELS``).
 ELEMENTWISE_STYLES: Tuple[str, ...] = ("fused", "eager")
 
 

@@ -24,8 +24,8 @@ Blank cells take these documented defaults (a blank cell means the source does n
   September 2023 reduced gradients after the backward pass (its --overlap-grad-reduce
   arrived then: NVIDIA/Megatron-LM issues 391 and 456), as Korthikanti et al. §6.3 ran;
 - ``elementwise``: fused (``tasks.model.stack.ELEMENTWISE_STYLES``: every stack since
-  Megatron-LM 2020 fuses biases, the scores' scale and mask; ``eager`` is PyTorch's unfused
-  layer, as Megatron-LM ran in 2019);
+  Megatron-LM of September 2020 fuses biases, the scores' scale and mask; ``eager`` is PyTorch's unfused
+  layer, as Megatron-LM ran through its 1.0 release);
 - ``precision``: bf16; ``flops_formula``: model; ``unit``: the metric's own (``METRICS``);
 - ``dropout`` (the hidden and attention dropout probability, a column ``published_runs.csv``
   need not have): 0.1, Megatron-LM's default (``tasks.model.specs.DEFAULT_DROPOUT``); Llama
