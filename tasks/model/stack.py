@@ -46,8 +46,10 @@ class Stack:
     Megatron's DDP with overlap_grad_reduce, PyTorch DDP and FSDP do); off, it runs after it.
     ``tp_overlap``: TP collectives overlapped with the GEMMs they feed (Megatron-Core /
     Transformer Engine communication-GEMM overlap; Wang et al. 2022); off, serialized.
-    ``pp_overlap``: pipeline sends and receives overlapped with compute (Megatron-Core's
-    overlap_p2p_comm); off, serialized.
+    ``pp_overlap``: an interleaved pipeline's sends and receives overlapped with compute
+    (Megatron-Core's overlap_p2p_comm, Megatron-LM's default since October 2023, commit
+    4eeff55); off, serialized. The plain 1F1B schedule has no such overlap, so the switch
+    leaves it serialized.
     ``main_grad_bytes``: one of ``MAIN_GRAD_WIDTHS``, the width of the gradient buffer each
     micro-batch's weight gradients are added into, and which DP reduces as it is (Megatron's
     DDP: --accumulate-allreduce-grads-in-fp32, forced for bf16 since April 2021; Megatron-Core's

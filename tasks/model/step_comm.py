@@ -72,8 +72,11 @@ def pp_comm(lay: StepLayouts, ctx: StepContext, compute_mb: np.ndarray) -> Dict[
     boundary, v times for the interleaved schedule. Each TP rank sends 1/TP of the activation
     (already split under sequence parallelism; otherwise Megatron's scatter/gather
     optimisation, Narayanan et al. 2021 §4.1, which then all-gathers it inside the node,
-    left out here as cheap beside the cross-stage send). With ``stack.pp_overlap`` the sends
-    hide behind the micro-batch's compute."""
+    left out here as cheap beside the cross-stage send). With ``stack.pp_overlap`` an
+    interleaved schedule's sends hide behind the micro-batch's compute; the plain 1F1B
+    schedule waits for its sends whatever the switch says (Megatron-LM turns overlap_p2p_comm
+    off without a virtual pipeline, megatron/training/arguments.py; Megatron-Bridge sets it
+    exactly when VP > 1, src/megatron/bridge/training/comm_overlap.py)."""
     hw = ctx.hardware
     (a_in, bw_in), (a_out, bw_out) = tier_figures(hw.intra_node), tier_figures(hw.inter_node)
     crosses = lay.pp_crosses(hw)
@@ -82,7 +85,8 @@ def pp_comm(lay: StepLayouts, ctx: StepContext, compute_mb: np.ndarray) -> Dict[
                                        float(ctx.dtype_bytes))
     p2p_bytes = message / lay.tp
     total = np.where(lay.pp > 1, 2.0 * lay.stages * (alpha + p2p_bytes / bandwidth), 0.0)
-    exposed = np.maximum(0.0, total - compute_mb) if ctx.stack.pp_overlap else total
+    hidden = np.maximum(0.0, total - compute_mb)
+    exposed = np.where(lay.interleaved, hidden, total) if ctx.stack.pp_overlap else total
     return {"total": total, "exposed": exposed}
 
 

@@ -52,7 +52,8 @@ def run_stack(run: PublishedRun) -> Stack:
     """The run's stack: its attention kernel, GEMM precision, overlap switches, element-wise
     kernels and gradient buffer (fp32, 16 bits for an fp16 run)."""
     return Stack(attention="flash" if run.flash_attention else "materialised", gemm_precision=run.precision,
-                 dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap, elementwise=run.elementwise,
+                 dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap, pp_overlap=run.pp_overlap,
+                 elementwise=run.elementwise,
                  main_grad_bytes=FP16_MAIN_GRAD_BYTES if run.precision == "fp16" else Stack.main_grad_bytes)
 
 

@@ -23,6 +23,10 @@ Blank cells take these documented defaults (a blank cell means the source does n
   (Megatron-Core and NeMo with overlap_grad_reduce, PyTorch FSDP); Megatron-LM before
   September 2023 reduced gradients after the backward pass (its --overlap-grad-reduce
   arrived then: NVIDIA/Megatron-LM issues 391 and 456), as Korthikanti et al. §6.3 ran;
+- ``pp_overlap`` (a column ``published_runs.csv`` need not have; it matters only where ``vp``
+  is above 1): the row's ``flash_attention``, for the same reason. Megatron-LM overlaps an
+  interleaved pipeline's sends with compute by default since October 2023 (overlap_p2p_comm,
+  commit 4eeff55), NeMo's launcher configs set it, and Megatron-Bridge sets it whenever VP > 1;
 - ``elementwise``: fused (``tasks.model.stack.ELEMENTWISE_STYLES``: every stack since
   Megatron-LM of September 2020 fuses biases, the scores' scale and mask; ``eager`` is PyTorch's unfused
   layer, as Megatron-LM ran through its 1.0 release);
@@ -133,6 +137,7 @@ class PublishedRun:
     flash_attention: bool
     dp_overlap: bool
     tp_overlap: bool
+    pp_overlap: bool
     dropout: float
     elementwise: str
     hw: str
@@ -236,6 +241,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         zero=r.number("zero", int, 0, minimum=0), recompute=recompute, recompute_layers=recompute_layers,
         sequence_parallel=r.flag("sequence_parallel", False), flash_attention=flash,
         dp_overlap=r.flag("dp_overlap", flash), tp_overlap=r.flag("tp_overlap", False),
+        pp_overlap=r.flag("pp_overlap", flash),
         dropout=r.probability("dropout", DEFAULT_DROPOUT),
         elementwise=r.choice("elementwise", ELEMENTWISE_STYLES, "fused"), hw=r.text("hw"),
         precision=r.choice("precision", _PRECISIONS, "bf16"), metric=metric,

@@ -105,7 +105,24 @@ def test_overlap_switches_change_only_what_they_name(gpt3, h100):
     assert tp_over["tp_comm_s"] == pytest.approx(serial["tp_comm_s"])               # the traffic is the same
     assert serial["tp_comm_s"] / 8 <= tp_over["tp_exposed_s"] < serial["tp_exposed_s"]  # one chunk of 8 stays
     pp_over = _one(layout, replace(base, stack=Stack(pp_overlap=True)))
-    assert pp_over["pp_exposed_s"] < serial["pp_exposed_s"] == pytest.approx(serial["pp_comm_s"])
+    assert pp_over["pp_exposed_s"] == serial["pp_exposed_s"] == pytest.approx(serial["pp_comm_s"])
+    assert serial["pp_comm_s"] > 0
+
+
+def test_only_an_interleaved_pipeline_hides_its_sends_behind_compute(gpt3, h100):
+    """Megatron overlaps pipeline sends (overlap_p2p_comm) only in the interleaved schedule;
+    the plain 1F1B schedule waits for each send whatever the stack says."""
+    base = StepContext(gpt3, h100, devices=64, global_batch=64, memory_fraction=1e6)
+    overlapped = replace(base, stack=Stack(pp_overlap=True))
+    plain = Layout(tp=8, pp=2, dp=4, micro_batch=1, sequence_parallel=True)
+    interleaved = replace(plain, schedule="interleaved", virtual_stages=2)
+    for layout in (plain, interleaved):
+        serial = _one(layout, base)
+        assert serial["pp_comm_s"] > 0 and serial["pp_exposed_s"] == pytest.approx(serial["pp_comm_s"])
+    assert _one(plain, overlapped)["pp_exposed_s"] == _one(plain, base)["pp_exposed_s"]
+    hidden = _one(interleaved, overlapped)
+    assert hidden["pp_exposed_s"] == 0.0 < hidden["pp_comm_s"]
+    assert hidden["step_time_s"] < _one(interleaved, base)["step_time_s"]
 
 
 def test_each_microbatch_adds_its_weight_gradients_into_the_buffer(h100):

@@ -48,8 +48,15 @@ def test_blank_cells_take_the_documented_defaults(tmp_path):
     assert (run.dp, run.kv_heads, run.ffn_hidden, run.vp, run.micro_batch, run.zero) == (32, 24, 4 * 2304, 1, None, 0)
     assert (run.recompute, run.precision, run.flops_formula, run.flash_attention) == ("none", "bf16", "model", False)
     assert run.dp_overlap is False          # no fused attention: a Megatron-LM before September 2023
+    assert run.pp_overlap is False and run_stack(run).pp_overlap is False
     (modern,) = read_runs(_runs(tmp_path, _row(flash_attention="true")))
     assert modern.dp_overlap is True
+    assert modern.pp_overlap is True and run_stack(modern).pp_overlap is True   # a 2023 or later stack
+    path = tmp_path / "stated.csv"
+    path.write_text("\n".join([HEADER + ",pp_overlap", _row(flash_attention="true") + ",false"]) + "\n",
+                    encoding="utf-8")
+    (stated,) = read_runs(path)
+    assert stated.dp_overlap is True and run_stack(stated).pp_overlap is False
     assert run.elementwise == "fused" and run_stack(run).elementwise == "fused"
     (eager,) = read_runs(_runs(tmp_path, _row(elementwise="Eager")))
     assert run_stack(eager).eager
