@@ -32,8 +32,10 @@ Blank cells take these documented defaults (a blank cell means the source does n
   layer, as Megatron-LM ran through its 1.0 release);
 - ``precision``: bf16; ``flops_formula``: model; ``unit``: the metric's own (``METRICS``);
 - ``dropout`` (the hidden and attention dropout probability, a column ``published_runs.csv``
-  need not have): 0.1, Megatron-LM's default (``tasks.model.specs.DEFAULT_DROPOUT``); Llama
-  recipes train with 0.
+  need not have): 0 for a gated MLP, else 0.1, Megatron-LM's default
+  (``tasks.model.specs.DEFAULT_DROPOUT``). The models with gated MLPs pre-train without
+  dropout (PaLM, Chowdhery et al. 2022 §5; Llama 2's and 3's recipes in NeMo and
+  Megatron-Bridge set 0), where Megatron-LM's GPT runs keep its 0.1.
 
 A metric may be spelled as in ``METRIC_ALIASES`` (``step_time`` for ``iter_time``), and its
 value given in another unit of ``UNIT_FACTORS`` (``ms``; an MFU as a ``fraction``).
@@ -227,6 +229,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
     if metric not in METRICS:
         raise r.fail("metric", r.text("metric"), f"is not one of {', '.join([*METRICS, *METRIC_ALIASES])}")
     flash = r.flag("flash_attention", False)
+    gated = r.flag("gated_mlp", ffn_hidden != 4 * hidden)
     recompute, recompute_layers = r.choice("recompute", _RECOMPUTE, "none"), r.number("recompute_layers", int, 0,
                                                                                       minimum=0)
     problem = recompute_layers_problem(recompute, recompute_layers)
@@ -235,14 +238,14 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
     return PublishedRun(
         path=path, row=row, source=r.text("source"), model=r.text("model"), layers=r.number("layers", int),
         hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden,
-        gated_mlp=r.flag("gated_mlp", ffn_hidden != 4 * hidden), vocab=r.number("vocab", int, 0, minimum=0),
+        gated_mlp=gated, vocab=r.number("vocab", int, 0, minimum=0),
         seq=r.number("seq", int), tp=tp, pp=pp, vp=r.number("vp", int, 1), dp=dp, gpus=gpus,
         global_batch=r.number("global_batch", int), micro_batch=r.number("micro_batch", int, 0, minimum=0) or None,
         zero=r.number("zero", int, 0, minimum=0), recompute=recompute, recompute_layers=recompute_layers,
         sequence_parallel=r.flag("sequence_parallel", False), flash_attention=flash,
         dp_overlap=r.flag("dp_overlap", flash), tp_overlap=r.flag("tp_overlap", False),
         pp_overlap=r.flag("pp_overlap", flash),
-        dropout=r.probability("dropout", DEFAULT_DROPOUT),
+        dropout=r.probability("dropout", 0.0 if gated else DEFAULT_DROPOUT),
         elementwise=r.choice("elementwise", ELEMENTWISE_STYLES, "fused"), hw=r.text("hw"),
         precision=r.choice("precision", _PRECISIONS, "bf16"), metric=metric,
         flops_formula=r.choice("flops_formula", _FORMULAS, "model"),

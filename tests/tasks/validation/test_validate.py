@@ -109,7 +109,8 @@ def test_a_gated_mlp_column_says_what_the_width_alone_cannot(tmp_path, profiles)
     assert [r.gated_mlp for r in (plain, narrow, palm, narrow_plain)] == [False, True, True, False]
     assert run_model(palm).gated_mlp and not run_model(plain).gated_mlp
     hw = find_profile(plain.hw, profiles)
-    step = {name: predict_run(r, hw).step_time_s for name, r in (("plain", plain), ("palm", palm))}
+    same_dropout = replace(palm, dropout=plain.dropout)   # a blank cell leaves a gated MLP without dropout
+    step = {name: predict_run(r, hw).step_time_s for name, r in (("plain", plain), ("palm", same_dropout))}
     assert step["palm"] > 1.1 * step["plain"]          # a third MLP matrix: the MLP's GEMMs grow by half
     path.write_text("\n".join([HEADER + ",gated_mlp", _row() + ",maybe"]) + "\n", encoding="utf-8")
     with pytest.raises(RowError, match="row 1: gated_mlp='maybe' must be true or false"):
@@ -143,6 +144,18 @@ def test_a_dropout_column_says_whether_the_layers_drop_out(tmp_path, profiles):
         path.write_text("\n".join([HEADER + ",dropout", _row() + f",{bad}"]) + "\n", encoding="utf-8")
         with pytest.raises(RowError, match=f"row 1: dropout='{bad}'"):
             read_runs(path)
+
+
+def test_a_gated_mlp_trains_without_dropout_unless_the_row_says_otherwise(tmp_path):
+    """Models with gated MLPs (Llama, PaLM) pre-train without dropout; GPT runs keep Megatron's 0.1."""
+    llama = dict(hidden="4096", heads="32", ffn_hidden="11008")
+    path = tmp_path / "gated.csv"
+    path.write_text("\n".join([HEADER + ",gated_mlp,dropout", _row(**llama) + ",,", _row(**llama) + ",,0.1",
+                               _row() + ",true,", _row() + ",,"]) + "\n", encoding="utf-8")
+    blank, stated, palm, gpt = read_runs(path)
+    assert (blank.gated_mlp, stated.gated_mlp, palm.gated_mlp, gpt.gated_mlp) == (True, True, True, False)
+    assert (blank.dropout, stated.dropout, palm.dropout, gpt.dropout) == (0.0, 0.1, 0.0, 0.1)
+    assert run_model(blank).dropout == 0.0
 
 
 def test_a_recompute_layers_column_recomputes_that_many_layers_of_each_stage(tmp_path, profiles):
