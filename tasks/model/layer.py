@@ -321,6 +321,7 @@ def layer_params(h, heads=None, block: Block = STUDY_BLOCK):
 
 
 def dp_gradient_bytes(h, tp, p: float, heads=None, block: Block = STUDY_BLOCK):
-    """Bytes of one layer's weight gradients on one device, p * 12 H^2 / TP for the study's
-    block (``layer_params`` / TP in general)."""
+    """Bytes of one layer's weight gradients (or weights) on one device at ``p`` bytes per
+    value, p * 12 H^2 / TP for the study's block (``layer_params`` / TP in general): one DP
+    message of the layer."""
     return p * layer_params(h, heads, block) / tp

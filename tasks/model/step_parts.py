@@ -53,8 +53,10 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     if layout.dp > 1:
         dp_ops = {"none": (("all_reduce", 1),), "zero1": (("reduce_scatter", 1), ("all_gather", 1))}.get(
             layout.zero, (("all_gather", 2), ("reduce_scatter", 1)))
-        values, widths = float(layer.layer_params(model.hidden, model.heads, ctx.block)) / layout.tp, dp_widths(ctx)
-        out += [LayerCollective("dp", op, count, layout.dp, widths[op] * values, layout.tp * layout.dp > per_node)
+        widths = dp_widths(ctx)
+        out += [LayerCollective("dp", op, count, layout.dp,
+                                float(layer.dp_gradient_bytes(model.hidden, layout.tp, widths[op], model.heads, ctx.block)),
+                                layout.tp * layout.dp > per_node)
                 for op, count in dp_ops]
     return out
 
