@@ -11,9 +11,11 @@ hardware profile or an impossible layout) raises ``DataFileError`` naming the fi
 and the field, before anything is predicted and before the lake is touched.
 
 A record's lake key is a hash of (dataset, source, row, metric, cost-model version, digest of
-its dataset's data files): committing the same model's records of the same data again adds nothing,
-while a new cost-model version, or an edited data file, adds rows beside the former ones, so
-the lake keeps the accuracy of every version.
+its inputs: its dataset's data files and the figures of the hardware profile it was predicted
+with): committing the same model's records of the same inputs again adds nothing, while a new
+cost-model version, an edited data file or a changed profile figure adds rows beside the
+former ones, so the lake keeps the accuracy of every version and never serves a prediction
+of figures since changed as the current one.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from sweeps.errors import DataFileError
 from sweeps.lake import CommitResult, Lake
 from sweeps.lake.kinds import VALIDATION, VALIDATION_ROW_SCHEMA
 from tasks.identity import content_hash
-from tasks.model.specs import HardwareProfile
+from tasks.model.specs import HardwareProfile, fingerprint
 from tasks.validation.records import DATASETS, VALIDATION_SCHEMA_VERSION, RowError, dataset_files, records_table
 from tasks.validation.validate import Validation, validate_all
 
@@ -49,12 +51,14 @@ PARTITION: Dict[str, str] = {"sweep": "validate"}
 @dataclass
 class ValidationResult:
     """One ``commscale validate``: its records and skipped rows (``validation``), the
-    datasets asked for, the files each was read from and when (seconds since the epoch)."""
+    datasets asked for, the files each was read from, when (seconds since the epoch), and the
+    ``specs.fingerprint`` of each hardware profile by name (its figures, not its prose)."""
 
     validation: Validation
     datasets: Sequence[str]
     files: Dict[str, Tuple[Path, ...]]
     validated_at: float
+    profile_fingerprints: Dict[str, str]
 
 
 def load_profiles() -> Dict[str, HardwareProfile]:
@@ -90,7 +94,8 @@ def run_validation(profiles: Dict[str, HardwareProfile], *, datasets: Sequence[s
         validation = validate_all(profiles, DATA_DIR, runs_file=runs_file, datasets=tuple(datasets))
     except RowError as exc:
         raise DataFileError(str(exc)) from None
-    return ValidationResult(validation, tuple(datasets), data_files(datasets, runs_file), started)
+    return ValidationResult(validation, tuple(datasets), data_files(datasets, runs_file), started,
+                            {name: fingerprint(hw) for name, hw in profiles.items()})
 
 
 def _digest(paths: Sequence[Path]) -> str:
@@ -107,10 +112,13 @@ def _digest(paths: Sequence[Path]) -> str:
 
 def lake_rows(result: ValidationResult) -> pa.Table:
     """The records as ``VALIDATION_ROW_SCHEMA`` rows: each with its key, the digest of its
-    dataset's files and when it was validated."""
+    inputs (``data_digest``: its dataset's files and its hardware profile's fingerprint, 16 hex
+    digits) and when it was validated."""
     records = records_table(result.validation.records)
     digests = {name: _digest(paths) for name, paths in result.files.items()}
-    digest = [digests.get(name, "") for name in records.column("dataset").to_pylist()]
+    digest = [content_hash([digests.get(dataset, ""), result.profile_fingerprints.get(hardware, "")])
+              for dataset, hardware in zip(records.column("dataset").to_pylist(),
+                                           records.column("hardware").to_pylist(), strict=True)]
     keys = [content_hash([r["dataset"], r["source"], r["row"], r["metric"], r["cost_model_version"], d], length=32)
             for r, d in zip(records.to_pylist(), digest, strict=True)]
     table = records.append_column("data_digest", pa.array(digest, pa.string()))

@@ -38,7 +38,8 @@ FAILURE_SCHEMA_VERSION = 1
 SHARED_KINDS = frozenset({ROI})
 
 #: A ``validation`` row: ``tasks.validation.records.VALIDATION_SCHEMA`` with the lake's key,
-#: ``data_digest`` (sha256 of the data file the row was read from, 16 hex digits) and
+#: ``data_digest`` (16 hex digits of sha256 over what the row was predicted from: the data
+#: files it was read from and its hardware profile's figures) and
 #: ``validated_at`` (seconds since the epoch of the ``commscale validate`` that committed it).
 VALIDATION_ROW_SCHEMA = pa.schema([pa.field("key", pa.string()), *VALIDATION_SCHEMA,
                                    pa.field("data_digest", pa.string()), pa.field("validated_at", pa.float64())])
