@@ -25,19 +25,20 @@ __all__ = ["scaling_job"]
 
 def scaling_job(setup: SearchSetup) -> SweepJob:
     """The scaling sweep of a search preset: ``scaling.models`` x ``scaling.devices`` at
-    ``scaling.global_batch`` on the preset's hardware and space."""
+    ``scaling.global_batch`` on the preset's hardware, stack and space (the stack's
+    fingerprint is part of every key: another stack makes other rows)."""
     spec, hw = setup.spec, setup.hardware
     models = {name: load_preset("model", name) for name in spec.scaling.models}
     config = {"space": dataclasses.asdict(spec.space), "objective": spec.objective,
               "memory_fraction": spec.memory_fraction, "dtype_bytes": spec.dtype_bytes,
               "scaling": dataclasses.asdict(spec.scaling), "models": {n: fingerprint(m) for n, m in models.items()},
-              "cost_model": f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"}
+              "stack": fingerprint(setup.stack), "cost_model": f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"}
     fp = fingerprint_of(config)
     rows = [{"key": key_of([SCALING, spec.name, fp, fingerprint(hw), name, devices]),
              "model": name, "hardware": hw.name, "devices": devices, "global_batch": spec.scaling.global_batch}
             for name in spec.scaling.models for devices in spec.scaling.devices]
     points = pa.Table.from_pylist(rows, schema=pa.schema(list(SCALING_SCHEMA)[:5]))
-    context = ScalingContext(models, hw, spec.space, spec.objective, spec.memory_fraction, spec.dtype_bytes)
+    context = ScalingContext(models, hw, spec.space, spec.objective, spec.memory_fraction, spec.dtype_bytes, setup.stack)
     workload = Workload(kind=SCALING, body=best_layout_rows, context=context, schema=SCALING_SCHEMA,
                         schema_version=SCALING_SCHEMA_VERSION, resources=Resources(), point_timeout_s=120.0)
     return SweepJob(name=spec.name, hardware=hw.name, points=points, workload=workload, config=config,

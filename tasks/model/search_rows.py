@@ -10,7 +10,7 @@ a worker); infeasible layouts are rows with ``status`` "infeasible" and the reas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Tuple
 
 import numpy as np
@@ -19,6 +19,7 @@ import pyarrow as pa
 from tasks.model.layout import CODED_FIELDS, STRUCTURAL_CONSTRAINTS, decode, encode, families
 from tasks.model.space import LayoutSpace, best_index, constraint_counts, exhaustive
 from tasks.model.specs import HardwareProfile, TransformerModel
+from tasks.model.stack import Stack
 from tasks.model.step import StepContext, reasons, step_columns
 from tasks.outcomes import STATUS_INFEASIBLE, STATUS_OK
 
@@ -92,7 +93,8 @@ class SearchContext:
 
 @dataclass(frozen=True)
 class ScalingContext:
-    """What the scaling points share: models by name, the cluster, the space, settings."""
+    """What the scaling points share: models by name, the cluster, the space, settings and
+    the software stack the search names (``tasks.model.stack``)."""
 
     models: Dict[str, TransformerModel]
     hardware: HardwareProfile
@@ -100,6 +102,7 @@ class ScalingContext:
     objective: str = "step_time"
     memory_fraction: float = 0.9
     dtype_bytes: int = 2
+    stack: Stack = field(default_factory=Stack)
 
 
 def coded(table: pa.Table) -> Dict[str, np.ndarray]:
@@ -152,7 +155,8 @@ def best_layout_rows(points: pa.Table, context: ScalingContext) -> pa.Table:
     for point in points.to_pylist():
         model = context.models[point["model"]]
         ctx = StepContext(model, context.hardware, devices=point["devices"], global_batch=point["global_batch"],
-                          dtype_bytes=context.dtype_bytes, memory_fraction=context.memory_fraction)
+                          dtype_bytes=context.dtype_bytes, memory_fraction=context.memory_fraction,
+                          stack=context.stack)
         layouts, result = exhaustive(context.space, ctx)
         best = best_index(result, column, maximize=direction == "maximize")
         row = {name: point[name] for name, _ in _CASE}

@@ -114,6 +114,19 @@ def test_scaling_rows_name_the_winner_or_why_nothing_fits(tmp_path):
     assert best["winner_family"] and best["latency_s"] > 0 and best["feasible_layouts"] > 0
 
 
+
+def test_the_scaling_view_costs_layouts_with_the_search_stack():
+    from sweeps.jobs.scaling import scaling_job
+
+    point = ["small", "scaling.models=[megatron-8.3b]", "scaling.devices=[16]", "scaling.global_batch=64"]
+    setups = [load_search(point), load_search(point + ["stack=megatron-core-2024"])]
+    jobs = [scaling_job(setup) for setup in setups]
+    assert jobs[0].points.column("key") != jobs[1].points.column("key")  # another stack, other rows
+    for setup, job in zip(setups, jobs, strict=True):
+        (row,) = job.workload.body(job.points, job.workload.context).to_pylist()
+        _, costs = exhaustive(setup.spec.space, setup.step_context)  # the search's own context, stack included
+        assert row["step_time_s"] == pytest.approx(costs["step_time_s"][best_index(costs)], rel=1e-12)
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_search_on_a_small_space_finds_the_enumerated_optimum_on_ray(tmp_path):
