@@ -130,6 +130,20 @@ def test_query_rejects_bad_sql(tmp_path, lake, statement, fragments):
     assert snapshot(tmp_path) == before
 
 
+
+@pytest.mark.parametrize("command", [
+    pytest.param(["query", "SELECT count(*) AS n FROM toy", "--format", "csv", "-o"], id="query-output"),
+    pytest.param(["lake", "verify", "--keys-out"], id="verify-keys-out"),
+])
+def test_an_output_file_in_a_missing_folder_is_refused_before_the_lake_is_read(tmp_path, lake, command):
+    """Written last, such a file would fail after the work: lake verify would have moved a
+    damaged file aside and lost the list of keys to measure again."""
+    before = snapshot(tmp_path)
+    out = tmp_path / "no_such_folder" / "out.txt"
+    result = commscale(*command, str(out), "--lake", str(lake), cwd=tmp_path)
+    assert_clean_failure(result, ["out.txt", "no_such_folder", "does not exist"])
+    assert result.stdout == "" and snapshot(tmp_path) == before
+
 def test_query_csv_and_json(tmp_path, lake):
     before = snapshot(tmp_path)
     statement = "SELECT count(*) AS n FROM toy"

@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sweeps.cli.options import lake_option
+from sweeps.cli.options import check_output_file, lake_option
 from sweeps.cli.render import console
 from sweeps.errors import UserError
 from sweeps.lake import Lake
@@ -53,7 +53,7 @@ def lake() -> None:
 @lake.command()
 @lake_option
 @click.option("--keys-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the keys to measure again, one per line.")
+              callback=check_output_file, help="Write the keys to measure again, one per line.")
 @click.option("--repair", is_flag=True,
               help="Also mend what can be mended: roll back a damaged newest log entry, record missing ones as "
                    "lost, restore _lake.json, rebuild key sidecars, adopt orphan data files. Deletes nothing.")
@@ -122,7 +122,7 @@ def upgrade(*, lake_root: str) -> None:
 @lake_option
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write to this file instead of stdout (required for parquet).")
+              callback=check_output_file, help="Write to this file instead of stdout (required for parquet).")
 def query(*, statement: str, lake_root: str, fmt: str, output: Optional[Path]) -> None:
     """Run one read-only SQL statement over the lake: one view per result kind
     (projection, search, ...). SELECT, EXPLAIN, DESCRIBE, SHOW and SUMMARIZE run; COPY,

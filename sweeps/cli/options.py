@@ -7,7 +7,7 @@ import os
 import click
 
 __all__ = ["DEFAULT_LAKE", "DEFAULT_REPORT", "default_lake", "default_report", "lake_option", "address_option",
-           "num_cpus_option", "restart_option", "no_report_option"]
+           "num_cpus_option", "restart_option", "no_report_option", "check_output_file"]
 
 #: The lake of every command unless ``--lake`` or ``COMMSCALE_LAKE`` says otherwise.
 DEFAULT_LAKE = "lake"
@@ -34,6 +34,25 @@ def _check_address(ctx: click.Context, param: click.Parameter, value):
         from sweeps.cluster.reach import check_reachable
 
         check_reachable(value or os.environ["RAY_ADDRESS"])
+    return value
+
+
+def check_output_file(ctx: click.Context, param: click.Parameter, value):
+    """A file option's path (``--out``, ``--output``, ``--keys-out``) that cannot be written
+    is refused now, in one line naming the option, before the command does any work: its
+    folder must exist and the path must not be a folder."""
+    from pathlib import Path
+
+    from sweeps.errors import UserError
+
+    if value is None:
+        return value
+    path = Path(value)
+    option = param.opts[0] if param.opts else param.name
+    if path.is_dir():
+        raise UserError(f"{option} {path}: is a folder; name a file")
+    if not path.parent.is_dir():
+        raise UserError(f"{option} {path}: its folder {path.parent} does not exist")
     return value
 
 

@@ -24,9 +24,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sweeps.cli.options import default_report, lake_option, no_report_option
+from sweeps.cli.options import check_output_file, default_report, lake_option, no_report_option
 from sweeps.cli.render import PIPE_WIDTH, console
 from sweeps.cli.report import write_and_announce
+from sweeps.errors import UserError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import VALIDATION
 from tasks.validation.records import DATASETS, MODEL_VERSION, ValidationRecord, error_summary
@@ -120,7 +121,7 @@ def _text(records: Sequence[ValidationRecord], skipped: Sequence[str], fmt: str)
 @click.option("--no-lake", is_flag=True, help="Do not commit the records to the lake.")
 @no_report_option
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
-              help="Write the records (in --format) to this file instead of stdout.")
+              callback=check_output_file, help="Write the records (in --format) to this file instead of stdout.")
 def validate(*, runs_file: Optional[Path], datasets: Sequence[str], fmt: str, lake_root: str, no_lake: bool,
              no_report: bool, out_file: Optional[Path]) -> None:
     """Predict every published measurement (training runs, layer times, collective and GEMM
@@ -129,6 +130,9 @@ def validate(*, runs_file: Optional[Path], datasets: Sequence[str], fmt: str, la
     lake (kind validation) unless --no-lake."""
     from sweeps.jobs.validation import commit_validation, load_profiles, run_validation
 
+    if runs_file is not None and datasets and "runs" not in datasets:
+        raise UserError(f"--runs {runs_file}: replaces the runs dataset, which --dataset {' '.join(datasets)} leaves "
+                        "out; add --dataset runs")
     lake = Lake(lake_root)
     if not no_lake and lake.exists():
         lake.ensure_readable()  # an unusable lake is refused before any work

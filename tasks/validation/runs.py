@@ -60,10 +60,18 @@ from tasks.model.specs import DEFAULT_DROPOUT, heads_problem
 from tasks.model.stack import ELEMENTWISE_STYLES
 from tasks.validation.records import RowError
 
-__all__ = ["REQUIRED_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES", "UNIT_FACTORS", "PublishedRun", "read_runs"]
+__all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES", "UNIT_FACTORS", "PublishedRun", "read_runs"]
 
 #: Columns a runs file must have (the others may be absent or blank).
 REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "global_batch", "hw", "metric", "value")
+#: The other columns a runs file may have: what a row's prediction reads (blank: its
+#: default), and ``params_b``, ``confidence`` and ``notes``, which it does not. Any other
+#: column is refused, naming it: a misspelled ``recompute`` would otherwise be blank and
+#: predict another layout.
+OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", "tp", "pp", "vp", "dp", "gpus",
+                    "micro_batch", "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
+                    "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
+                    "unit", "confidence", "notes")
 
 #: Metrics a run can report -> the unit it is compared in.
 METRICS: Dict[str, str] = {
@@ -271,9 +279,15 @@ def read_runs(path: Path) -> List[PublishedRun]:
     except (OSError, UnicodeDecodeError) as exc:
         raise RowError(f"{path}: cannot be read ({exc})") from None
     reader = csv.DictReader(text.splitlines())
-    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    columns = reader.fieldnames or []
+    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
     if missing:
         raise RowError(f"{path}: lacks the column(s) {', '.join(missing)} of published_runs.csv")
+    known = (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS, *UNMODELLED)
+    unknown = [c for c in columns if c not in known]
+    if unknown:
+        raise RowError(f"{path}: column {unknown[0]!r} is not a column of a runs file (known: {', '.join(known)}); "
+                       "free text goes in notes")
     runs = [_run(str(path), i, cells) for i, cells in enumerate(reader, start=1)]
     if not runs:
         raise RowError(f"{path}: holds no rows")

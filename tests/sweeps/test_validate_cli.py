@@ -117,6 +117,32 @@ def test_a_missing_runs_file_exits_2_naming_it(tmp_path):
     assert not (tmp_path / "lake").exists()
 
 
+
+def test_a_column_no_runs_file_has_exits_2_naming_it(tmp_path):
+    """A misspelled column would otherwise be blank in every row and predict another layout."""
+    path = runs_file(tmp_path, MY_RUNS.replace(",micro_batch,", ",micro_bach,"))
+    result = validate("--runs", str(path), "--lake", str(tmp_path / "lake"))
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip()
+    assert "\n" not in line and f"{path}: column 'micro_bach' is not a column of a runs file" in line
+    assert not (tmp_path / "lake").exists()
+
+
+def test_a_runs_file_without_the_runs_dataset_exits_2(tmp_path):
+    """--runs stands in for the shipped runs; with only other datasets it would go unread."""
+    result = validate("--runs", str(runs_file(tmp_path, MY_RUNS)), "--dataset", "layers", "--lake", str(tmp_path / "l"))
+    assert result.exit_code == 2, result.output
+    assert "--runs" in result.stderr and "--dataset runs" in result.stderr and "\n" not in result.stderr.strip()
+    assert not (tmp_path / "l").exists()
+
+
+def test_an_out_file_in_a_missing_folder_exits_2_before_any_prediction(tmp_path):
+    out = tmp_path / "no_such_folder" / "records.csv"
+    result = validate("--dataset", "runs", "--format", "csv", "--out", str(out), "--lake", str(tmp_path / "lake"))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == f"error: --out {out}: its folder {out.parent} does not exist"
+    assert result.stdout == "" and not (tmp_path / "lake").exists()
+
 def test_records_committed_twice_are_not_doubled_and_query_reads_them(tmp_path, runs_csv):
     lake = str(tmp_path / "lake")
     first = validate("--dataset", "runs", "--lake", lake, "--no-report", "--format", "csv")
