@@ -75,6 +75,15 @@ BAD_CONFIG = [
     pytest.param(["model=gpt3", "sweep.tp=[128]"], ["sweep.tp=128", "model.heads=96"], id="tp-vs-heads"),
     pytest.param(["hardware=nope"], ["hardware='nope'", "unknown preset"], id="unknown-preset"),
     pytest.param(["sweep.links=sideways"], ["sweep.links='sideways'"], id="enum"),
+    # A repeated value plans one point twice under one key: the sweep could never be done.
+    pytest.param(["sweep.tp=[4,4]"], ["sweep.tp=[4, 4]", "lists 4 twice"], id="repeated-value"),
+    # ROI: no GEMM pass divides by zero after the collectives were committed; an overlap TP
+    # that does not divide H measures truncated shapes; fewer repeats than the minimum.
+    pytest.param(["sweep=roi-smoke", "sweep.roi.passes=[]"], ["sweep.roi.passes=[]", "at least one"], id="roi-no-pass"),
+    pytest.param(["sweep=roi-smoke", "sweep.overlap_tp=3"], ["sweep.overlap_tp=3", "does not divide H=256"],
+                 id="roi-overlap-tp"),
+    pytest.param(["sweep=roi-smoke", "sweep.roi.min_repeats=50", "sweep.roi.max_repeats=5"],
+                 ["sweep.roi.max_repeats=5", "min_repeats=50"], id="roi-repeats"),
     pytest.param([f"hardware={FIXTURES / 'hardware_wrong_type.yaml'}"], ["hardware.peak_tflops='fast'"],
                  id="fixture-wrong-type"),
 ]
@@ -191,6 +200,13 @@ def test_bad_input_ends_in_one_line_before_the_lake_exists(tmp_path, overrides, 
     result = commscale("run", *overrides, "--lake", str(lake), cwd=tmp_path)
     assert_one_line_and_no_lake(result, lake, fragments)
 
+
+
+def test_a_search_space_naming_a_value_twice_ends_in_one_line_before_the_lake_exists(tmp_path):
+    """It costed every layout of that value twice and explained the win of a layout over itself."""
+    lake = tmp_path / "lake"
+    result = commscale("search", "small", "space.tp=[1,1,2]", "--exhaustive", "--lake", str(lake), cwd=tmp_path)
+    assert_one_line_and_no_lake(result, lake, ["search.space.tp=[1, 1, 2]", "lists 1 twice"])
 
 def test_an_address_where_nothing_listens_is_refused_at_once(tmp_path):
     lake = tmp_path / "lake"

@@ -32,10 +32,23 @@ def check_name(field: str, value: str) -> None:
                                         "digit, with no '..'")
 
 
+def _check_unique(field: str, values) -> None:
+    """A list names each value once: a repeated one would plan the same point twice, under
+    one key, so a sweep could never be done."""
+    if isinstance(values, (list, tuple)):
+        seen = set()
+        for value in values:
+            if value in seen:
+                raise ConfigError(field, values, f"lists {value} twice; name each value once")
+            seen.add(value)
+
+
 def check_positive(field: str, values) -> None:
-    """Every value (one, or each of a list) is positive; a list is not empty."""
+    """Every value (one, or each of a list) is positive; a list is not empty and names each
+    value once."""
     if isinstance(values, list) and not values:
         raise ConfigError(field, values, "must list at least one value")
+    _check_unique(field, values)
     for value in _values(values):
         if value <= 0:
             raise ConfigError(field, value, "must be positive")
@@ -58,7 +71,8 @@ def check_fraction(field: str, value, what: str = "an efficiency") -> None:
 
 
 def check_choices(field: str, values: Iterable[str], allowed: Sequence[str], *, verb: str = "choose from") -> None:
-    """Each value is one of ``allowed``."""
+    """Each value is one of ``allowed``, and a list names each once."""
+    _check_unique(field, values)
     for value in values:
         if value not in allowed:
             raise ConfigError(field, value, f"{verb} {', '.join(allowed)}")

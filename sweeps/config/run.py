@@ -72,6 +72,10 @@ def validate_run(config: RunConfig) -> None:
         check_positive(f"sweep.{name}", getattr(sweep, name))
     if sweep.mode == SweepMode.roi:
         _validate_roi(sweep.roi)
+        for h in ([model.hidden] if model is not None else sweep.h):
+            if h % sweep.overlap_tp:
+                raise ConfigError("sweep.overlap_tp", sweep.overlap_tp, f"does not divide H={h}: the ROI's overlap "
+                                                                      "GEMMs are one TP rank's share of the layer")
     check_at_least("sweep.dp_slowdown", sweep.dp_slowdown, 1.0, "an interference slowdown is at least 1")
     for i, scenario in enumerate(sweep.scenarios):
         check_at_least(f"sweep.scenarios[{i}].dp_slowdown", scenario.dp_slowdown, 1.0,
@@ -102,6 +106,9 @@ def _validate_roi(roi: RoiSpec) -> None:
     if not check_device(roi.device):
         raise ConfigError("sweep.roi.device", roi.device, "use cpu or cuda")
     check_choices("sweep.roi.dtype", [roi.dtype], list(DTYPE_BYTES), verb="choose one of")
+    if not roi.passes:
+        raise ConfigError("sweep.roi.passes", roi.passes, f"must list at least one of {', '.join(PASSES)}: the "
+                                                          "overlap is measured against these GEMMs")
     check_choices("sweep.roi.passes", roi.passes, PASSES)
     check_choices("sweep.roi.collective_ops", roi.collective_ops, COLLECTIVE_OPS)
     if roi.placement not in ("pack", "spread"):
@@ -110,3 +117,5 @@ def _validate_roi(roi: RoiSpec) -> None:
                  "time_cap_s"):
         check_positive(f"sweep.roi.{name}", getattr(roi, name))
     check_positive("sweep.roi.ladder_bytes", roi.ladder_bytes or [1])
+    check_at_least("sweep.roi.max_repeats", roi.max_repeats, roi.min_repeats,
+                   f"is below sweep.roi.min_repeats={roi.min_repeats}")
