@@ -21,6 +21,7 @@ calibration=NAME``.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -43,6 +44,7 @@ from tasks.fit.accuracy import (
     newest_fit,
     why_not_fit,
 )
+from tasks.identity import content_hash
 from tasks.measure.stability import STATUS_UNSTABLE
 from tasks.model.projection import Calibration
 from tasks.model.specs import LinkTier
@@ -50,9 +52,17 @@ from tasks.model.specs import LinkTier
 __all__ = ["CalibrationResult", "calibrate", "timed_rows", "load_calibration", "measured_label", "link_tier"]
 
 
-def measured_label(name: str, calibration_id: str) -> str:
-    """The ``calibration`` column of a projection made with a measured calibration."""
-    return f"measured:{name}@{calibration_id}"
+def measured_label(name: str, calibration_id: str, intra: Optional[LinkTier] = None,
+                   inter: Optional[LinkTier] = None) -> str:
+    """The ``calibration`` column of a projection made with a measured calibration:
+    ``measured:NAME@ID``, and ``+links:HASH`` (8 hex digits of the tiers' figures) where
+    measured link tiers price its collectives. The label is part of every row's key and of
+    the sweep's version, so a new fit of the compute or of the links makes new rows."""
+    label = f"measured:{name}@{calibration_id}"
+    if intra is None and inter is None:
+        return label
+    tiers = [dataclasses.asdict(t) if t is not None else None for t in (intra, inter)]
+    return f"{label}+links:{content_hash(tiers, length=8)}"
 
 
 @dataclass(frozen=True)
@@ -132,4 +142,4 @@ def load_calibration(lake: Lake, name: str) -> Calibration:
         fits = lake.dataset(COLLECTIVE_FIT).to_table().to_pandas()
         fits = fits[fits["device_model"] == device_model]
         intra, inter = link_tier(fits, "pack"), link_tier(fits, "spread")
-    return Calibration(measured_label(name, newest["calibration_id"].iloc[0]), models, box, intra, inter)
+    return Calibration(measured_label(name, newest["calibration_id"].iloc[0], intra, inter), models, box, intra, inter)
