@@ -96,11 +96,12 @@ def why_not_fit(planned: int, fit_rows: pd.DataFrame, stable_measurements: int) 
 def fit_calibration(name: str, fit_rows: pd.DataFrame, *, fitted_at: float) -> Tuple[pa.Table, str]:
     """Operator models of every class from ``fit_rows`` (ok ``baseline`` rows of the
     baseline and its variations); returns the ``opmodel`` rows and the calibration id
-    (a hash of the measurements fitted and the model's version, so the same measurements
-    fitted by the same model give the same id)."""
+    (a hash of the measurements fitted, keys and measured values, and the model's version:
+    the same measurements fitted by the same model give the same id, and a configuration
+    measured again, with other times, gives a new one, so its fit is stored beside the old)."""
     if len(fit_rows) < 3:
         raise ValueError(f"calibration {name}: {len(fit_rows)} measured configurations; a fit needs at least 3")
-    calibration_id = content_hash([OPMODEL_VERSION, sorted(fit_rows["key"])])
+    calibration_id = content_hash([OPMODEL_VERSION, fit_rows.sort_values("key").to_dict("records")])
     models = fit_operators(_configs(fit_rows), {c: _class_times(fit_rows, c) for c in MODELLED_CLASSES})
     box = MeasuredRange.of(_configs(fit_rows))
     first = fit_rows.iloc[0]
@@ -136,7 +137,9 @@ def accuracy_rows(name: str, calibration_id: str, models: Dict[str, OperatorMode
     Raises ``HeldOutLeak`` if a held-out configuration is among ``fit_rows``. A row is
     ``judged`` when its measured step lasts at least ``judged_from_s`` (short steps are
     dominated by launch floors and noise, and are reported but not judged) and its
-    measurement is stable (an ``unstable`` one keeps that status and its reason).
+    measurement is stable (an ``unstable`` one keeps that status and its reason). A row's key
+    covers the calibration id, the held-out measurement (its key and measured values), the
+    class and ``judged_from_s``: the same judgement is stored once, a changed one beside it.
     """
     fitted = {_shape(r) for r in fit_rows.to_dict("records")}
     leaked = [s for s in (_shape(r) for r in held_rows.to_dict("records")) if s in fitted]
@@ -154,7 +157,8 @@ def accuracy_rows(name: str, calibration_id: str, models: Dict[str, OperatorMode
         projected, band = (step, step_band) if op_class == STEP else predict(models, classes, configs)
         for i, row in enumerate(held_rows.to_dict("records")):
             error = (projected[i] - measured[i]) / measured[i] if measured[i] > 0 else float("nan")
-            out.append(dict(key=content_hash([calibration_id, row["key"], op_class], length=32), calibration=name,
+            key = content_hash([calibration_id, row, op_class, judged_from_s], length=32)
+            out.append(dict(key=key, calibration=name,
                             calibration_id=calibration_id, device_model=row["device_model"],
                             **{k: int(row[k]) for k in HYPERPARAMETERS}, op_class=op_class,
                             measured_s=float(measured[i]), projected_s=float(projected[i]),

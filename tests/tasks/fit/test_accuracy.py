@@ -69,3 +69,31 @@ def test_a_calibration_is_fitted_unless_barely_measured_or_never_stable():
                                                "every one unstable): the machine was too busy to calibrate")
     assert why_not_fit(14, _fit_rows().iloc[:2], 2) == "2 of 14 fit configurations measured; a fit needs at least 3"
     assert why_not_fit(14, _fit_rows().iloc[:3], 3) is None  # the time cap left 11 unmeasured
+
+
+def test_measurements_taken_again_or_judged_otherwise_get_new_keys():
+    """The keys are what the lake stores once: keyed by what was measured rather than by its
+    values, a configuration measured again (after --restart) would keep serving the old fit
+    and judgement."""
+    fit_rows = _fit_rows()
+    opmodels, calibration_id = fit_calibration("t", fit_rows, fitted_at=1.0)
+    assert fit_calibration("t", fit_rows.copy(), fitted_at=2.0)[1] == calibration_id   # the same measurements
+    slower = fit_rows.copy()
+    slower.loc[0, "plain_step_s"] *= 1.5
+    refit, new_id = fit_calibration("t", slower, fitted_at=3.0)
+    assert new_id != calibration_id
+    assert not set(refit.column("key").to_pylist()) & set(opmodels.column("key").to_pylist())
+
+    models, box = models_from_rows(opmodels.to_pandas())
+    held = pd.DataFrame([_row(dict(h=768, heads=12, sl=384, b=2, tp=2), "held_out")])
+
+    def keys(held_rows, judged_from_s=0.0):
+        table = accuracy_rows("t", calibration_id, models, box, fit_rows, held_rows, judged_from_s=judged_from_s)
+        return set(table.column("key").to_pylist())
+
+    first = keys(held)
+    assert keys(held.copy()) == first
+    assert not keys(held, judged_from_s=1.0) & first
+    again = held.copy()
+    again.loc[0, "plain_step_s"] *= 1.2
+    assert not keys(again) & first
