@@ -51,7 +51,7 @@ def roi_job(config: RunConfig) -> SweepJob:
     points = roi_points(roi_configs(config), passes=roi.passes, elementwise=roi.elementwise, dtype=roi.dtype,
                         device=roi.device, device_model_spec=roi.device_model, collective_ops=roi.collective_ops,
                         world=roi.world, placement=roi.placement, ladder_bytes=roi.ladder_bytes,
-                        torch_version=torch.__version__)
+                        torch_version=torch.__version__, peak_tflops=config.hardware.peak_tflops)
     spec = {f"sweep.{k}": v for k, v in dataclasses.asdict(config.sweep).items()
             if k not in ("description", "scenarios")}  # scenarios do not change what is measured
     spec["sweep.links"], spec["sweep.mode"] = config.sweep.links.value, config.sweep.mode.value

@@ -69,7 +69,8 @@ def winner_points(setup: SearchSetup, layouts: Sequence[Layout], *, device: str,
     among ``world`` ranks; deduplicated by key."""
     kernels = roi_points([_config(setup, layout) for layout in layouts], passes=MEASURED_PASSES, elementwise=False,
                          dtype=dtype, device=device, device_model_spec="auto", collective_ops=(), world=world,
-                         placement="pack", ladder_bytes=(), torch_version=torch_version)
+                         placement="pack", ladder_bytes=(), torch_version=torch_version,
+                         peak_tflops=setup.hardware.peak_tflops)
     sizes: Dict[str, set] = {}
     for layout in layouts:
         for c in layer_collectives(layout, setup.step_context):

@@ -3,13 +3,16 @@ overlapped grid, the backward GEMMs (input- and weight-gradient) and the weight-
 all-reduce that would overlap in a real step, planned as measurement points.
 
 A point's key is its measurement's identity (operation, shape, dtype, device, device
-model, torch version), so a kernel measured once for any sweep is not measured again.
+model, torch version), so a kernel measured once for any sweep is not measured again. A
+kernel's row also stores its share of a peak (``peak_fraction``), so its key names that peak
+too: a sweep on another hardware profile measures the kernel again rather than reading a
+fraction of the former profile's peak.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import pyarrow as pa
 
@@ -18,6 +21,7 @@ from tasks.identity import content_hash
 from tasks.measure.collectives import CollectiveContext
 from tasks.measure.kernels import ROI_POINT_SCHEMA, KernelContext, measure_kernels
 from tasks.model import layer
+from tasks.model.collectives import MODELLED_OPS
 
 __all__ = ["RoiContext", "measure_roi_kernels", "roi_point", "roi_points", "config_gemms", "measurement_key"]
 
@@ -36,18 +40,23 @@ def measure_roi_kernels(points: pa.Table, context: RoiContext) -> pa.Table:
     return measure_kernels(points, context.kernels)
 
 
-def measurement_key(point: Dict[str, object], torch_version: str) -> str:
+def measurement_key(point: Dict[str, object], torch_version: str, peak_tflops: Optional[float] = None) -> str:
+    """The key of ``point``: what it measures, and for a kernel (not a collective) the peak
+    its ``peak_fraction`` refers to."""
     fields = ("op", "m", "n", "k", "batch", "dtype", "device", "device_model_spec", "world", "message_bytes",
               "placement")
-    return content_hash([point[f] for f in fields] + [torch_version], length=32)
+    peak = [] if peak_tflops is None or point["op"] in MODELLED_OPS else [peak_tflops]
+    return content_hash([point[f] for f in fields] + [torch_version] + peak, length=32)
 
 
-def roi_point(*, dtype: str, device: str, device_model_spec: str, torch_version: str, **fields) -> Dict[str, object]:
+def roi_point(*, dtype: str, device: str, device_model_spec: str, torch_version: str,
+              peak_tflops: Optional[float] = None, **fields) -> Dict[str, object]:
     """One measurement point (a row of ``ROI_POINT_SCHEMA``) with its key; ``fields`` set
-    op, name, m, n, k, batch, world, message_bytes (bytes), placement."""
+    op, name, m, n, k, batch, world, message_bytes (bytes), placement; ``peak_tflops`` is the
+    hardware profile's peak that a kernel's ``peak_fraction`` will refer to."""
     point = {"op": "", "name": "", "m": 0, "n": 0, "k": 0, "batch": 1, "dtype": dtype, "device": device,
              "device_model_spec": device_model_spec, "world": 1, "message_bytes": 0, "placement": "", **fields}
-    point["key"] = measurement_key(point, torch_version)
+    point["key"] = measurement_key(point, torch_version, peak_tflops)
     return point
 
 
@@ -58,7 +67,8 @@ def config_gemms(h: int, heads: int, sl: int, b: int, tp: int, passes: Sequence[
 
 def roi_points(configs: Sequence[Dict[str, int]], *, passes: Sequence[str], elementwise: bool, dtype: str,
                device: str, device_model_spec: str, collective_ops: Sequence[str], world: int,
-               placement: str, ladder_bytes: Sequence[int], torch_version: str) -> pa.Table:
+               placement: str, ladder_bytes: Sequence[int], torch_version: str,
+               peak_tflops: Optional[float] = None) -> pa.Table:
     """Measurement points for ``configs`` (dicts of h, heads, sl, b, tp), deduplicated.
 
     Kernels: every GEMM of ``passes`` (and the memory-bound kernels if ``elementwise``).
@@ -72,7 +82,7 @@ def roi_points(configs: Sequence[Dict[str, int]], *, passes: Sequence[str], elem
 
     def add(**fields) -> None:
         point = roi_point(dtype=dtype, device=device, device_model_spec=device_model_spec, torch_version=torch_version,
-                          **fields)
+                          peak_tflops=peak_tflops, **fields)
         points.setdefault(point["key"], point)
 
     for c in configs:

@@ -33,3 +33,14 @@ def test_points_shared_by_configurations_are_measured_once():
     assert len(two) == len(one) and len({r["key"] for r in two}) == len(two)
     gemms = [r for r in one if r["op"] == "gemm"]
     assert gemms and {r["name"].rsplit(".", 1)[1] for r in gemms} == {"ig", "wg"}
+
+
+def test_a_kernel_key_names_the_peak_its_fraction_refers_to_and_a_collective_key_does_not():
+    """Rows are shared by every sweep: read under another hardware profile, a kernel's
+    stored peak_fraction would be a fraction of the former profile's peak."""
+    config = [dict(h=512, heads=8, sl=256, b=1, tp=2)]
+    mi210, h100 = _points(config, peak_tflops=181.0), _points(config, peak_tflops=989.0)
+    keys = {(r["op"], r["name"], r["message_bytes"]): r["key"] for r in mi210}
+    for row in h100:
+        same = keys[(row["op"], row["name"], row["message_bytes"])] == row["key"]
+        assert same == (row["op"] != "gemm"), row["name"]
