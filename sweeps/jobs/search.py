@@ -15,15 +15,18 @@ from tasks.model.search_rows import SEARCH_SCHEMA, SEARCH_SCHEMA_VERSION, TRIAL_
 __all__ = ["trial_key", "trial_points", "trial_workload"]
 
 
-def trial_key(study: str, number: int) -> str:
-    """The lake key of a trial's row."""
-    return key_of([SEARCH, study, number])
+def trial_key(study: str, number: int, layout: Dict[str, Any]) -> str:
+    """The lake key of a trial's row: the study, the trial's number and the layout it costs.
+    Which layout a number means lives in the study's journal; two journals of one study
+    (``--storage``) number other layouts alike, and a row keyed by the number alone would
+    serve one journal's layout as the other's trial."""
+    return key_of([SEARCH, study, number, {name: layout[name] for name in sorted(layout)}])
 
 
 def trial_points(setup: SearchSetup, study: str, trials: Sequence[Tuple[int, Dict[str, Any]]]) -> pa.Table:
     """The points of ``trials`` ((trial number, layout) pairs; DP is derived by the model)."""
     spec = setup.spec
-    rows = [{"key": trial_key(study, number), "study": study, "model": setup.model.name,
+    rows = [{"key": trial_key(study, number, layout), "study": study, "model": setup.model.name,
              "hardware": setup.hardware.name, "devices": spec.devices, "global_batch": spec.global_batch,
              "trial": number, "dp": 0, **layout} for number, layout in trials]
     return pa.Table.from_pylist(rows, schema=TRIAL_FIELDS)

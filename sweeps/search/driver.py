@@ -196,10 +196,11 @@ def _stored_rows(lake: Lake, keys: List[str]) -> Dict[str, Dict[str, Any]]:
 def _reconcile(study: optuna.Study, lake: Lake, setup: SearchSetup) -> tuple:
     """Settle trials left RUNNING by a dead driver; returns (told from lake, re-asked)."""
     running = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
-    stored = _stored_rows(lake, [trial_key(study.study_name, t.number) for t in running])
+    keys = {t.number: trial_key(study.study_name, t.number, suggest_layout(t, setup.spec.space)) for t in running}
+    stored = _stored_rows(lake, list(keys.values()))
     told = reasked = 0
     for trial in running:
-        row = stored.get(trial_key(study.study_name, trial.number))
+        row = stored.get(keys[trial.number])
         if row is not None:
             study.tell(trial.number, _values(row, setup.spec.objective))
             told += 1
@@ -299,7 +300,8 @@ def _trials(setup: SearchSetup, lake: Lake, study: optuna.Study, journal: Batche
         asked = [study.ask() for _ in range(min(spec.batch, spec.trials - done))]
         layouts = [(t.number, suggest_layout(t, spec.space)) for t in asked]
         journal.flush()  # the asked trials are in the journal before any of their rows is in the lake
-        by_key = {trial_key(setup.study_name, t.number): t for t in asked}
+        by_key = {trial_key(setup.study_name, t.number, layout): t
+                  for t, (_, layout) in zip(asked, layouts, strict=True)}
 
         def commit_and_tell(piece: pa.Table, outcome: ChunkOutcome, by_key: Dict[str, Any] = by_key) -> None:
             nonlocal done

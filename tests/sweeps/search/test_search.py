@@ -83,7 +83,8 @@ def test_trials_left_running_are_settled_from_the_lake_or_asked_again(tmp_path):
     stranded = [study.ask() for _ in range(2)]  # a driver that died mid-batch
     layouts = [suggest_layout(t, setup.spec.space) for t in stranded]
     committed = pa.Table.from_pylist([{
-        "key": trial_key(setup.study_name, stranded[0].number), "study": setup.study_name, "model": setup.model.name,
+        "key": trial_key(setup.study_name, stranded[0].number, layouts[0]), "study": setup.study_name,
+        "model": setup.model.name,
         "hardware": setup.hardware.name, "devices": setup.spec.devices, "global_batch": setup.spec.global_batch,
         "trial": stranded[0].number, "dp": 0, **layouts[0]}], schema=TRIAL_FIELDS)
     row = evaluate_trials(committed, SearchContext(setup.step_context, setup.spec.objective))
@@ -98,8 +99,31 @@ def test_trials_left_running_are_settled_from_the_lake_or_asked_again(tmp_path):
     again = study.trials[2]  # the failed trial's layout, enqueued, is asked first
     assert again.params == stranded[1].params and again.state == TrialState.COMPLETE
     keys = {r["key"] for r in query(lake, "SELECT key FROM search").to_pylist()}
-    assert keys == {trial_key(setup.study_name, t.number) for t in study.trials if t.state == TrialState.COMPLETE}
+    assert keys == {trial_key(setup.study_name, t.number, suggest_layout(t, setup.spec.space))
+                    for t in study.trials if t.state == TrialState.COMPLETE}
 
+
+
+def test_two_journals_of_one_study_keep_their_own_layouts_in_one_lake(tmp_path):
+    """A trial number means a layout only within its journal: keyed by the number alone, the
+    second journal's rows were skipped as present and its trials read the first's layouts."""
+    lake = Lake(str(tmp_path / "lake"))
+    setups = {seed: load_search(["small", "trials=6", "batch=3", f"seed={seed}"]) for seed in (1, 2)}
+    assert setups[1].study_name == setups[2].study_name  # the seed is no part of a study's name
+    for seed, setup in setups.items():
+        report = run_search(setup, lake, storage=str(tmp_path / f"{seed}.journal"), evaluator=local_evaluator(setup),
+                            warm_start=False)
+        assert report.failures == []
+    rows = query(lake, f"SELECT key, trial, tp, pp, micro_batch, schedule, zero, recompute FROM {KIND}").to_pylist()
+    assert len(rows) == 12
+    setup = setups[1]
+    for seed in setups:
+        study = open_study(setup, tmp_path / f"{seed}.journal")
+        for trial in study.trials:
+            layout = suggest_layout(trial, setup.spec.space)
+            (row,) = [r for r in rows if r["key"] == trial_key(setup.study_name, trial.number, layout)]
+            assert (row["tp"], row["pp"], row["zero"], row["recompute"]) == (
+                layout["tp"], layout["pp"], layout["zero"], layout["recompute"])
 
 def test_scaling_rows_name_the_winner_or_why_nothing_fits(tmp_path):
     from sweeps.jobs.scaling import scaling_job
@@ -173,7 +197,8 @@ def test_a_killed_search_resumes_at_its_trial_count(tmp_path):
     assert len(complete) == 120 and not [t for t in study.trials if t.state == TrialState.RUNNING]
     keys = [r["key"] for r in query(Lake(str(lake)), "SELECT key FROM search").to_pylist()]
     assert len(keys) == len(set(keys)) == 120
-    assert set(keys) == {trial_key(setup.study_name, t.number) for t in complete}
+    assert set(keys) == {trial_key(setup.study_name, t.number, suggest_layout(t, setup.spec.space))
+                         for t in complete}
 
 
 @pytest.mark.ray
