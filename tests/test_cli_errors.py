@@ -208,6 +208,26 @@ def test_a_search_space_naming_a_value_twice_ends_in_one_line_before_the_lake_ex
     result = commscale("search", "small", "space.tp=[1,1,2]", "--exhaustive", "--lake", str(lake), cwd=tmp_path)
     assert_one_line_and_no_lake(result, lake, ["search.space.tp=[1, 1, 2]", "lists 1 twice"])
 
+
+@pytest.mark.parametrize("args, fragments", [
+    pytest.param(["small", "--restart"], ["--restart: only the scaling view"], id="restart-without-scaling"),
+    pytest.param(["small", "--measure-device", "gpu"], ["--measure-device: only with --measure"],
+                 id="measure-option-without-measure"),
+    pytest.param(["small", "--exhaustive", "--ray"], ["--ray: --exhaustive enumerates in this process"],
+                 id="ray-with-exhaustive"),
+    pytest.param(["scaling", "--scaling", "--no-warm-start"], ["--no-warm-start: --scaling keeps no study"],
+                 id="warm-start-with-scaling"),
+    pytest.param(["scaling", "--scaling", "devices=512"], ["search.devices='512'", "not read by --scaling"],
+                 id="field-scaling-ignores"),
+    pytest.param(["small", "pareto"], ["search='pareto'", "second preset"], id="two-presets"),
+    pytest.param(["small", "--storage", "."], ["--storage .", "is a folder"], id="storage-folder"),
+])
+def test_a_search_option_the_mode_ignores_ends_in_one_line_before_the_lake_exists(tmp_path, args, fragments):
+    """Each was accepted and had no effect, or (--storage) failed after the lake was created."""
+    lake = tmp_path / "lake"
+    result = commscale("search", *args, "--lake", str(lake), cwd=tmp_path)
+    assert_one_line_and_no_lake(result, lake, fragments)
+
 def test_an_address_where_nothing_listens_is_refused_at_once(tmp_path):
     lake = tmp_path / "lake"
     result = commscale("run", "sweep=smoke", "--address", "127.0.0.1:1", "--lake", str(lake), cwd=tmp_path)

@@ -23,7 +23,7 @@ from rich.table import Table
 from sweeps.cli.options import address_option, lake_option, num_cpus_option
 from sweeps.cli.render import console, run_line
 from sweeps.config import SearchSetup
-from sweeps.errors import ConfigError
+from sweeps.errors import ConfigError, UserError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import ROI, SCALING, SEARCH
 
@@ -103,7 +103,9 @@ def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], 
         if exhaustive or scaling:
             raise ConfigError("--measure", measure_top,
                               "measures a search's winners; not with --exhaustive or --scaling")
-    setup = load_search(overrides, scaling=scaling)
+    _refuse_unused_options(click.get_current_context(), exhaustive=exhaustive, scaling=scaling,
+                           measure=measure_top is not None)
+    setup = load_search(overrides, scaling=scaling, exhaustive=exhaustive)
     lake = Lake(lake_root)
     out = Console(width=max(console().width, 140))
     if scaling:
@@ -123,6 +125,35 @@ def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], 
     if measure_top is not None:
         _measure(out, setup, lake, top.head(measure_top), device=device, dtype=dtype, world=world,
                  address=address, num_cpus=num_cpus)
+
+
+def _refuse_unused_options(ctx: click.Context, *, exhaustive: bool, scaling: bool, measure: bool) -> None:
+    """``UserError`` for an option given where the mode does not read it, before any work."""
+    from click.core import ParameterSource
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+    unused = [("restart", "--restart", "only the scaling view (--scaling) starts anew", not scaling)]
+    unused += [(name, f"--{name.replace('_', '-')}", "only with --measure", not measure)
+               for name in ("measure_device", "measure_dtype", "measure_world")]
+    mode = "--exhaustive" if exhaustive else "--scaling"
+    unused += [(name, flag, f"{mode} keeps no study", exhaustive or scaling)
+               for name, flag in (("storage", "--storage"), ("cold", "--no-warm-start"))]
+    unused += [(name, flag, "--exhaustive enumerates in this process", exhaustive)
+               for name, flag in (("embedded_ray", "--ray"), ("address", "--address"), ("num_cpus", "--num-cpus"))]
+    for name, flag, why, refused in unused:
+        if refused and given(name):
+            raise UserError(f"{flag}: {why}; leave it out")
+    storage = ctx.params.get("storage")
+    if storage:
+        from pathlib import Path
+
+        path = Path(storage).expanduser()
+        blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if path.is_dir() or blocking is not None:
+            why = "is a folder; name the journal file" if path.is_dir() else f"{blocking} is a file, not a folder"
+            raise UserError(f"--storage {storage}: {why}")
 
 
 def _exhaustive(out: Console, setup: SearchSetup, total: int) -> None:

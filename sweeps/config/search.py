@@ -83,28 +83,52 @@ class SearchSetup:
 PRESET_FIELD_GROUPS = ("model", "hardware", "stack")
 
 
+#: The fields of a search preset that a mode of ``commscale search`` does not read: given on
+#: the command line there, each is refused rather than ignored.
+UNUSED_FIELDS: Dict[str, Tuple[str, ...]] = {
+    "search": ("scaling",),
+    "exhaustive": ("scaling", "trials", "batch", "seed", "sampler"),
+    "scaling": ("model", "devices", "global_batch", "trials", "batch", "seed", "sampler", "top"),
+}
+
+
 def _split(overrides: Sequence[str]) -> Tuple[str, List[str], Dict[str, List[str]]]:
     """(the search preset, the search's own ``FIELD=VALUE`` overrides, each of
-    ``PRESET_FIELD_GROUPS``' field overrides with the group's name left off)."""
-    preset, dotted, fields = DEFAULT_PRESET, [], {group: [] for group in PRESET_FIELD_GROUPS}
+    ``PRESET_FIELD_GROUPS``' field overrides with the group's name left off). A second
+    preset name is refused (``ConfigError``): only one would be searched."""
+    preset, dotted, fields = None, [], {group: [] for group in PRESET_FIELD_GROUPS}
     for item in overrides:
         key = item.partition("=")[0]
         group, dot, _ = key.partition(".")
         if "=" not in item:
+            if preset is not None:
+                raise ConfigError("search", item, f"names a second preset after {preset!r}; give one")
             preset = item
         elif dot and group in fields:
             fields[group].append(item[len(group) + 1:])
         else:
             dotted.append(item)
-    return preset, dotted, fields
+    return preset or DEFAULT_PRESET, dotted, fields
 
 
-def load_search(overrides: Sequence[str] = (), *, scaling: bool = False) -> SearchSetup:
+def _refuse_unused(dotted: Sequence[str], mode: str) -> None:
+    """``ConfigError`` for the first override of a field ``mode`` does not read."""
+    for item in dotted:
+        key, _, value = item.partition("=")
+        if key.partition(".")[0] in UNUSED_FIELDS[mode]:
+            used = {"search": "a search", "exhaustive": "--exhaustive", "scaling": "--scaling"}[mode]
+            raise ConfigError(f"search.{key}", value, f"is not read by {used}; leave it out")
+
+
+def load_search(overrides: Sequence[str] = (), *, scaling: bool = False, exhaustive: bool = False) -> SearchSetup:
     """``[PRESET] [FIELD=VALUE ...] [model.FIELD=VALUE ...]``: the preset of ``conf/search``
     (or a YAML path), then the overrides; checked (``validate``) but not yet against the
-    space (``check_space``). ``scaling`` (the scaling view, over ``scaling.models``' own
-    presets) refuses ``model.FIELD`` overrides, which it would not use."""
+    space (``check_space``). A field the mode does not read (``UNUSED_FIELDS``: ``scaling``
+    for the scaling view, ``exhaustive`` for the enumeration) is refused, and so is
+    ``model.FIELD`` in the scaling view, which searches ``scaling.models``' own presets,
+    and an objective of more than one value there."""
     preset, dotted, fields = _split(overrides)
+    _refuse_unused(dotted, "scaling" if scaling else "exhaustive" if exhaustive else "search")
     if scaling and fields["model"]:
         key, _, value = fields["model"][0].partition("=")
         raise ConfigError(f"model.{key}", value, "the scaling view searches the presets of search.scaling.models "
@@ -112,6 +136,9 @@ def load_search(overrides: Sequence[str] = (), *, scaling: bool = False) -> Sear
     path = preset_path("search", preset)
     spec: SearchSpec = compose(preset_node(SearchSpec, path, prefix="search"), dotted, prefix="search.")
     validate_search(spec)
+    if scaling and len(OBJECTIVES[spec.objective]) > 1:
+        raise ConfigError("search.objective", spec.objective, "the scaling view keeps one best layout per point; "
+                                                             "choose a single objective")
     model = load_preset("model", spec.model, fields["model"])
     hardware = load_preset("hardware", spec.hardware, fields["hardware"])
     validate_model(model)

@@ -129,7 +129,7 @@ def test_scaling_rows_name_the_winner_or_why_nothing_fits(tmp_path):
     from sweeps.jobs.scaling import scaling_job
 
     setup = load_search(["small", "scaling.models=[megatron-8.3b,gpt3]", "scaling.devices=[8,64]",
-                         "scaling.global_batch=64"])
+                         "scaling.global_batch=64"], scaling=True)
     job = scaling_job(setup)
     rows = {(r["model"], r["devices"]): r for r in job.workload.body(job.points, job.workload.context).to_pylist()}
     assert rows[("gpt3", 8)]["status"] == "infeasible" and "memory: all" in rows[("gpt3", 8)]["reason"]
@@ -143,7 +143,7 @@ def test_the_scaling_view_costs_layouts_with_the_search_stack():
     from sweeps.jobs.scaling import scaling_job
 
     point = ["small", "scaling.models=[megatron-8.3b]", "scaling.devices=[16]", "scaling.global_batch=64"]
-    setups = [load_search(point), load_search(point + ["stack=megatron-core-2024"])]
+    setups = [load_search(point, scaling=True), load_search(point + ["stack=megatron-core-2024"], scaling=True)]
     jobs = [scaling_job(setup) for setup in setups]
     assert jobs[0].points.column("key") != jobs[1].points.column("key")  # another stack, other rows
     for setup, job in zip(setups, jobs, strict=True):

@@ -4,6 +4,8 @@ journal written a batch at a time by one driver, and what the output explains.""
 
 from __future__ import annotations
 
+import re
+
 import subprocess
 import sys
 
@@ -173,6 +175,20 @@ def test_single_fields_of_the_searched_model_and_hardware_change_the_study_and_b
     with pytest.raises(UserError, match="model.layers='40': the scaling view searches the presets"):
         load_search(["scaling", "model.layers=40"], scaling=True)
     assert load_search(["scaling", "hardware.devices_per_node=4"], scaling=True).hardware.devices_per_node == 4
+
+
+@pytest.mark.parametrize("overrides, mode, named", [
+    (["small", "scaling.devices=[8]"], {}, "search.scaling.devices='[8]': is not read by a search"),
+    (["small", "trials=5"], {"exhaustive": True}, "search.trials='5': is not read by --exhaustive"),
+    (["scaling", "devices=512"], {"scaling": True}, "search.devices='512': is not read by --scaling"),
+    (["scaling", "model=gpt3"], {"scaling": True}, "search.model='gpt3': is not read by --scaling"),
+    (["scaling", "objective=pareto"], {"scaling": True}, "search.objective='pareto': the scaling view keeps one"),
+    (["small", "pareto"], {}, "search='pareto': names a second preset after 'small'"),
+])
+def test_a_field_the_mode_does_not_read_is_refused_not_ignored(overrides, mode, named):
+    """Each was accepted and had no effect: the run then answered another question than asked."""
+    with pytest.raises(UserError, match=re.escape(named)):
+        load_search(overrides, **mode)
 
 
 def test_a_stack_preset_and_single_switches_change_the_study_and_bad_ones_are_refused():
