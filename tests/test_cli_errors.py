@@ -228,6 +228,21 @@ def test_a_search_option_the_mode_ignores_ends_in_one_line_before_the_lake_exist
     result = commscale("search", *args, "--lake", str(lake), cwd=tmp_path)
     assert_one_line_and_no_lake(result, lake, fragments)
 
+
+@pytest.mark.parametrize("args, fragments", [
+    pytest.param(["run", "sweep=smoke", "calibration=cpu", "calibration.steps=99"],
+                 ["calibration.steps='99'", "configures `commscale calibrate`"], id="run-calibration-field"),
+    pytest.param(["calibrate", "calibration=cpu", "hardware=h100"], ["hardware='h100'", "is not read by"],
+                 id="calibrate-hardware"),
+    pytest.param(["calibrate", "calibration=cpu", "sweep.tp=[3]"], ["sweep.tp='[3]'", "is not read by"],
+                 id="calibrate-sweep-field"),
+])
+def test_a_group_the_command_does_not_read_ends_in_one_line_before_the_lake_exists(tmp_path, args, fragments):
+    """run calibration=NAME projects with the stored fit; calibrate measures its preset only."""
+    lake = tmp_path / "lake"
+    result = commscale(*args, "--lake", str(lake), cwd=tmp_path)
+    assert_one_line_and_no_lake(result, lake, fragments)
+
 def test_an_address_where_nothing_listens_is_refused_at_once(tmp_path):
     lake = tmp_path / "lake"
     result = commscale("run", "sweep=smoke", "--address", "127.0.0.1:1", "--lake", str(lake), cwd=tmp_path)

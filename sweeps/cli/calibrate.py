@@ -111,6 +111,11 @@ def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str
     from sweeps.config import load_run_config
     from sweeps.errors import ConfigError
 
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key.partition(".")[0] != "calibration":
+            raise ConfigError(key, value, "is not read by `commscale calibrate`, which measures its calibration "
+                                          "preset only (calibration=NAME, calibration.FIELD=VALUE)")
     config = load_run_config(overrides)
     spec = config.calibration
     if spec is None:

@@ -14,6 +14,7 @@ from sweeps.cli.options import address_option, default_lake, default_report, lak
 from sweeps.cli.render import console, report_failures, run_line
 from sweeps.cli.report import write_and_announce
 from sweeps.config import GROUPS, RunConfig, SweepMode, list_presets, load_run_config
+from sweeps.errors import ConfigError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import COLLECTIVE_FIT, PROJECTION, ROI
 
@@ -36,6 +37,11 @@ def run(*, overrides: Sequence[str], lake_root: str, address: Optional[str], num
     or, for `sweep=roi`, measurements on the workers.
 
     Run it again to resume: finished points stay, the rest run."""
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key.startswith("calibration."):
+            raise ConfigError(key, value, "configures `commscale calibrate`; `run calibration=NAME` projects with the "
+                                          "lake's newest fit of NAME as it was measured")
     config = load_run_config(overrides)
     lake = Lake(lake_root)
     options = dict(address=address, num_cpus=num_cpus, chunk_size=chunk_size, restart=restart,
