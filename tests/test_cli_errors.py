@@ -273,3 +273,17 @@ def test_a_bad_probe_name_ends_in_one_line_before_the_lake_exists(tmp_path):
     lake = tmp_path / "lake"
     result = commscale("probe", "--name", "a..b", "--points", "2", "--lake", str(lake), cwd=tmp_path)
     assert_one_line_and_no_lake(result, lake, ["--name='a..b'", "'..'"])
+
+
+@pytest.mark.parametrize("args, fragments", [
+    pytest.param(["--fail", "die_once:3", "--fail", "die_once:1"], ["fail='die_once:1'", "repeats die_once"],
+                 id="repeated-fail-mode"),
+    pytest.param(["--resource", "standin_gpu=-1"], ["resource='standin_gpu=-1'", "must not be negative"],
+                 id="negative-resource"),
+    pytest.param(["--resource", "CPU=1"], ["resource='CPU=1'", "Ray's own resources"], id="ray-resource"),
+])
+def test_a_bad_probe_pair_ends_in_one_line_before_the_lake_exists(tmp_path, args, fragments):
+    """A repeated name kept only its last value; Ray refused the others after the lake was made."""
+    lake = tmp_path / "lake"
+    result = commscale("probe", "--points", "2", *args, "--lake", str(lake), cwd=tmp_path)
+    assert_one_line_and_no_lake(result, lake, fragments)

@@ -101,14 +101,20 @@ def _run_roi(config: RunConfig, lake: Lake, lake_root: str, options: dict, no_re
 
 
 def _parse_pairs(values: Sequence[str], option: str, separator: str, cast) -> dict:
-    """``NAME<separator>NUMBER`` items into a dict (a bare NAME counts 1)."""
+    """``NAME<separator>NUMBER`` items into a dict (a bare NAME counts 1). A name given twice,
+    an empty name or a negative number is refused (``ConfigError``): the last would win, or
+    Ray would refuse it after the lake was created."""
     pairs = {}
     for value in values:
         name, sep, amount = value.partition(separator)
         try:
-            pairs[name] = cast(amount) if sep else cast(1)
+            number = cast(amount) if sep else cast(1)
         except ValueError:
             raise click.BadParameter(f"{value!r} is not NAME{separator}NUMBER", param_hint=option) from None
+        if not name or name in pairs or not number >= 0:
+            why = "names nothing" if not name else f"repeats {name}" if name in pairs else "must not be negative"
+            raise ConfigError(option.lstrip("-"), value, why)
+        pairs[name] = number
     return pairs
 
 

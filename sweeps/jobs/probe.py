@@ -18,7 +18,15 @@ from tasks.measure import probe
 __all__ = ["probe_job"]
 
 
-def _check(points: int, sleep_s: float, fail: Mapping[str, int]) -> None:
+#: Ray's own resources, which a task asks for with its own arguments, not as custom ones.
+RAY_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+def _check(points: int, sleep_s: float, fail: Mapping[str, int], resources: Mapping[str, float]) -> None:
+    for name, amount in resources.items():
+        if name in RAY_RESOURCES:
+            raise ConfigError("resource", f"{name}={amount:g}", "is one of Ray's own resources, not a custom one "
+                                                                "(--cpus-per-point sets the CPUs)")
     if points <= 0:
         raise ConfigError("points", points, "must be positive")
     if sleep_s < 0:
@@ -38,7 +46,7 @@ def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int]
     ``fail[mode]`` points per mode. Each task asks for ``cpus_per_point`` CPUs and
     ``resources`` (custom Ray resources standing in for GPUs)."""
     check_name("--name", name)
-    _check(points, sleep_s, fail)
+    _check(points, sleep_s, fail, resources)
     modes = [mode for mode, count in sorted(fail.items()) for _ in range(count)]
     modes += [""] * (points - len(modes))
     config = {"points": points, "sleep_s": sleep_s, "fail": dict(sorted(fail.items()))}
