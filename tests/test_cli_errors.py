@@ -74,6 +74,8 @@ BAD_CONFIG = [
     pytest.param(["sweep.sl=[-1024]"], ["sweep.sl=-1024", "must be positive"], id="non-positive"),
     pytest.param(["model=gpt3", "sweep.tp=[128]"], ["sweep.tp=128", "model.heads=96"], id="tp-vs-heads"),
     pytest.param(["hardware=nope"], ["hardware='nope'", "unknown preset"], id="unknown-preset"),
+    pytest.param(["sweep.highlights=[nosuch]"], ["sweep.highlights='nosuch'", "unknown preset"],
+                 id="unknown-highlight-names-its-field"),
     pytest.param(["sweep.links=sideways"], ["sweep.links='sideways'"], id="enum"),
     # A repeated value plans one point twice under one key: the sweep could never be done.
     pytest.param(["sweep.tp=[4,4]"], ["sweep.tp=[4, 4]", "lists 4 twice"], id="repeated-value"),

@@ -21,7 +21,7 @@ from conf import CONF_DIR
 from sweeps.config.schemas import PRESET_SCHEMAS
 from sweeps.errors import ConfigError
 
-__all__ = ["CONF_DIR", "list_presets", "preset_path", "read_yaml", "preset_node", "compose", "load_preset", "reason"]
+__all__ = ["CONF_DIR", "list_presets", "preset_path", "check_preset", "read_yaml", "preset_node", "compose", "load_preset", "reason"]
 
 
 def list_presets(group: str) -> List[str]:
@@ -40,6 +40,15 @@ def preset_path(group: str, choice: str) -> Path:
     if not path.is_file():
         raise ConfigError(group, choice, f"unknown preset; choose one of {', '.join(list_presets(group))}")
     return path
+
+
+def check_preset(field: str, group: str, choice: str) -> Path:
+    """``preset_path(group, choice)`` for a preset named in ``field`` (``sweep.highlights``,
+    ``search.scaling.models``): a ``ConfigError`` names that field, not the group."""
+    try:
+        return preset_path(group, choice)
+    except ConfigError as exc:
+        raise ConfigError(field, choice, exc.reason) from None
 
 
 def reason(exc: OmegaConfBaseException) -> str:

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from sweeps.config.calibration import validate_calibration
 from sweeps.config.checks import check_at_least, check_choices, check_name, check_positive
-from sweeps.config.compose import CONF_DIR, compose, load_preset, preset_path
+from sweeps.config.compose import CONF_DIR, check_preset, compose, load_preset
 from sweeps.config.limits import ROI, SWEEP, check_fields, check_range
 from sweeps.config.schemas import GROUPS, OPTIONAL_GROUPS, RoiSpec, RunConfig, SweepMode
 from sweeps.config.specs import validate_hardware, validate_model
@@ -98,8 +98,9 @@ def validate_run(config: RunConfig) -> None:
             for tp in sweep.tp:
                 if h % tp:
                     raise ConfigError("sweep.tp", tp, f"does not divide sweep.h={h}")
-    for name in sweep.highlights + [sweep.reference_model]:
-        preset_path("model", name)
+    for name in sweep.highlights:
+        check_preset("sweep.highlights", "model", name)
+    check_preset("sweep.reference_model", "model", sweep.reference_model)
 
 
 def _validate_roi(roi: RoiSpec) -> None:

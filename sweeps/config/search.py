@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Sequence, Tuple
 
 from sweeps.config.checks import check_choices, check_fraction, check_name, check_positive
-from sweeps.config.compose import compose, load_preset, preset_node, preset_path
+from sweeps.config.compose import check_preset, compose, load_preset, preset_node, preset_path
 from sweeps.config.limits import SCALING, SEARCH, SPACE, check_fields
 from sweeps.config.schemas import SearchSpec
 from sweeps.config.specs import validate_hardware, validate_model
@@ -192,7 +192,7 @@ def validate_search(spec: SearchSpec) -> None:
     check_fields("search.space", space, SPACE)
     check_fields("search.scaling", spec.scaling, SCALING)
     for name in spec.scaling.models:
-        preset_path("model", name)
+        check_preset("search.scaling.models", "model", name)
 
 
 def check_space(setup: SearchSetup) -> Tuple[int, int]:
