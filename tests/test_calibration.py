@@ -26,7 +26,8 @@ TINY = ["calibration=cpu", "calibration.baseline.h=128", "calibration.baseline.h
         "calibration.vary.sl=[32,128]", "calibration.vary.b=[2]", "calibration.vary.h=[64,256]",
         "calibration.vary.tp=[2]", "calibration.held_out=[{h: 192, heads: 3, sl: 96, b: 1, tp: 1}]",
         "calibration.warmup=1", "calibration.steps=2", "calibration.plain_repeats=3", "calibration.judged_from_ms=0",
-        "calibration.max_spread=1000", "calibration.max_drift=1000", "calibration.max_excess=1000"]
+        "calibration.max_spread=1000", "calibration.max_drift=1000", "calibration.max_excess=1000",
+        "calibration.threads=2"]  # each measurement asks for 2 CPUs: what --num-cpus 2 offers on any machine
 SWEEP = ["sweep=smoke", "sweep.h=[128,1024]", "sweep.sl=[64]", "sweep.b=[1]", "sweep.tp=[1,2]", "sweep.head_dim=64",
          "sweep.highlights=[]"]
 

@@ -238,6 +238,9 @@ def test_a_search_option_the_mode_ignores_ends_in_one_line_before_the_lake_exist
                  id="calibrate-hardware"),
     pytest.param(["calibrate", "calibration=cpu", "sweep.tp=[3]"], ["sweep.tp='[3]'", "is not read by"],
                  id="calibrate-sweep-field"),
+    # Each CPU measurement asks for calibration.threads CPUs: on a smaller Ray it would wait out its cap.
+    pytest.param(["calibrate", "calibration=cpu", "calibration.threads=2", "--num-cpus", "1"],
+                 ["--num-cpus=1", "fewer than the 2 CPUs"], id="calibrate-too-few-cpus"),
 ])
 def test_a_group_the_command_does_not_read_ends_in_one_line_before_the_lake_exists(tmp_path, args, fragments):
     """run calibration=NAME projects with the stored fit; calibrate measures its preset only."""

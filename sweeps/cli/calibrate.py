@@ -96,6 +96,20 @@ def _render_unstable(out: Console, measured: pd.DataFrame) -> None:
                   f"{r['reason']}", soft_wrap=True)
 
 
+def _check_cpus(spec, num_cpus: Optional[int]) -> None:
+    """An embedded Ray of fewer CPUs than one CPU measurement asks for could never run it:
+    the calibration would wait out its time cap. Refused instead (``ConfigError``)."""
+    from sweeps.errors import ConfigError
+    from sweeps.jobs.calibration import cpus_per_measurement
+    from tasks.device import is_cuda
+
+    needed = cpus_per_measurement(spec)
+    if num_cpus is not None and not is_cuda(spec.device) and needed > num_cpus:
+        raise ConfigError("--num-cpus", num_cpus, f"is fewer than the {needed:g} CPUs each measurement of "
+                                                  f"calibration {spec.name} takes; raise it or set "
+                                                  f"calibration.threads={num_cpus}")
+
+
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("overrides", nargs=-1)
 @lake_option
@@ -120,6 +134,7 @@ def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str
     spec = config.calibration
     if spec is None:
         raise ConfigError("calibration", None, "choose a calibration preset: calibration=NAME (commscale presets)")
+    _check_cpus(spec, num_cpus)
     lake = Lake(lake_root)
     result = run_calibration(spec, lake, address=address, num_cpus=num_cpus, restart=restart,
                              console=console(stderr=True))

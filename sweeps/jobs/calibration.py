@@ -18,7 +18,13 @@ from tasks.measure.baseline import (BASELINE_POINT_SCHEMA, BASELINE_SCHEMA, MEAS
                                     ProfileContext, measure_points)
 from tasks.measure.stability import StabilityRule
 
-__all__ = ["calibration_job"]
+__all__ = ["calibration_job", "cpus_per_measurement"]
+
+
+def cpus_per_measurement(spec: CalibrationSpec) -> float:
+    """CPUs a CPU calibration's measurement task asks for: ``spec.threads``, else every core
+    of this machine, so that nothing else runs beside the layer it times."""
+    return float(spec.threads or os.cpu_count() or 1)
 
 
 def calibration_job(spec: CalibrationSpec) -> SweepJob:
@@ -44,8 +50,7 @@ def calibration_job(spec: CalibrationSpec) -> SweepJob:
     context = ProfileContext(warmup=spec.warmup, steps=spec.steps, plain_repeats=spec.plain_repeats,
                              time_cap_s=spec.time_cap_s, dropout=spec.dropout, threads=spec.threads, rounds=spec.rounds,
                              rule=rule)
-    whole_cpu = float(spec.threads or os.cpu_count() or 1)
-    resources = Resources.for_device(spec.device) if is_cuda(spec.device) else Resources(cpus=whole_cpu)
+    resources = Resources.for_device(spec.device) if is_cuda(spec.device) else Resources(cpus=cpus_per_measurement(spec))
     workload = Workload(kind=BASELINE, body=measure_points, context=context, schema=BASELINE_SCHEMA,
                         schema_version=SCHEMA_VERSION, resources=resources, point_timeout_s=spec.point_timeout_s)
     config = {**dataclasses.asdict(spec), **settings}
