@@ -34,8 +34,10 @@ VALIDATION = "validation"      # a published measurement, predicted by the cost 
 FAILURE_SCHEMA_VERSION = 1
 
 #: Kinds whose key names a measurement whatever the sweep: a row measured under one version
-#: of a sweep serves every later one, so their views show every version's rows.
-SHARED_KINDS = frozenset({ROI})
+#: of a sweep serves every later one, so their views show every version's rows. The fits
+#: and judgements made from measurements (collective_fit, opmodel, accuracy) are keyed by
+#: those measurements and committed without a version: they too serve every later version.
+SHARED_KINDS = frozenset({ROI, COLLECTIVE_FIT, OPMODEL, ACCURACY})
 
 #: A ``validation`` row: ``tasks.validation.records.VALIDATION_SCHEMA`` with the lake's key,
 #: ``data_digest`` (16 hex digits of sha256 over what the row was predicted from: the data

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from sweeps.lake import Lake
-from sweeps.lake.kinds import PROBE, ROI
+from sweeps.lake.kinds import BASELINE, OPMODEL, PROBE, ROI
 from sweeps.lake.versions import manifest_version, sweep_version
 from sweeps.lake.views import query
 
@@ -74,3 +74,15 @@ def test_a_shared_kind_serves_every_versions_rows_and_measures_a_key_once(tmp_pa
     assert lake.commit(ROI, PART, _rows(["gemm-1", "gemm-2"], 2.0), sweep_version=v2).rows_written == 1
     served = query(lake, "SELECT key, sweep_version FROM roi ORDER BY key").to_pylist()
     assert served == [{"key": "gemm-1", "sweep_version": v1}, {"key": "gemm-2", "sweep_version": v2}]
+
+
+def test_fits_committed_beside_a_sweep_stay_in_the_plain_view_after_a_new_version(tmp_path):
+    """collective_fit, opmodel and accuracy rows are keyed by the measurements they come from
+    and committed without a version: a later version of their sweep that measured nothing
+    new left the plain view empty, though the fit was still the one projections use."""
+    lake = _lake(tmp_path)
+    _record(lake, "one", kind=BASELINE)
+    lake.commit(OPMODEL, PART, _rows(["fit-a"], 1.0))
+    assert query(lake, "SELECT count(*) AS n FROM opmodel").column("n").to_pylist() == [1]
+    _record(lake, "two", kind=BASELINE)  # calibrate again with a changed preset: nothing new measured
+    assert query(lake, "SELECT key FROM opmodel").column("key").to_pylist() == ["fit-a"]
