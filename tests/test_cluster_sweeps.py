@@ -66,6 +66,16 @@ def test_bad_input_is_refused_before_anything_is_submitted(cluster, tmp_path):
     assert done.returncode == 2 and "sweep.tp" in done.stderr and "submitted" not in done.stdout
 
 
+
+def test_a_job_that_exits_2_makes_submit_exit_2(cluster, tmp_path):
+    """The README promises the job's exit status: a job refusing its input (an unwritable
+    lake, found only where the job runs) must not read as any other failure."""
+    done = subprocess.run([COMMSCALE, "submit", "sweep=smoke", "--address", cluster.dashboard_url,
+                           "--lake", "/proc/commscale-lake"], cwd=tmp_path, env=_client_env(cluster),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "FAILED" in done.stdout and "not writable" in done.stdout + done.stderr
+
 @pytest.mark.chaos
 def test_a_worker_node_lost_mid_sweep_is_retried_elsewhere(cluster, tmp_path):
     lake = tmp_path / "lake"

@@ -173,11 +173,11 @@ def submit(*, overrides: Sequence[str], address: str, lake_root: str, python_bin
     load_run_config(overrides)  # bad input fails here, before anything is submitted
     lake_path = lake_root if "://" in lake_root else str(Path(lake_root).expanduser().resolve())
     report_dir = str(Path(default_report()).expanduser().resolve())
-    ok = submit_run(address, [*overrides, "--lake", lake_path], python_bin=python_bin, follow=follow,
-                    echo=lambda text: click.echo(text, nl=False), env_vars={"COMMSCALE_REPORT": report_dir},
-                    verbose=verbose)
-    if not ok:
-        sys.exit(1)
+    status = submit_run(address, [*overrides, "--lake", lake_path], python_bin=python_bin, follow=follow,
+                        echo=lambda text: click.echo(text, nl=False), env_vars={"COMMSCALE_REPORT": report_dir},
+                        verbose=verbose)
+    if status:
+        sys.exit(status)
 
 
 @click.command()

@@ -84,18 +84,19 @@ def job_output(lines: str, verbose: bool) -> str:
 
 
 def submit_run(address: str, run_args: List[str], *, python_bin: str, follow: bool,
-               echo: Callable[[str], None], env_vars: Optional[Dict[str, str]] = None, verbose: bool = False) -> bool:
+               echo: Callable[[str], None], env_vars: Optional[Dict[str, str]] = None, verbose: bool = False) -> int:
     """Submit ``PYTHON_BIN -m sweeps.cli run RUN_ARGS`` as a job, with ``env_vars`` set for
-    it; with ``follow``, stream its logs and return whether it succeeded (without, return
-    True once it is accepted). Ray's own log lines (packaging, uploading, setting up the
-    job) are left out unless ``verbose``."""
+    it; with ``follow``, stream its logs and return its exit status (0 once it succeeded;
+    the job's own status where Ray reports it, else 1); without, 0 once it is accepted.
+    Ray's own log lines (packaging, uploading, setting up the job) are left out unless
+    ``verbose``."""
     with _ray_logs(verbose):
         return _submit(address, run_args, python_bin=python_bin, follow=follow, echo=echo, env_vars=env_vars,
                        verbose=verbose)
 
 
 def _submit(address: str, run_args: List[str], *, python_bin: str, follow: bool, echo: Callable[[str], None],
-            env_vars: Optional[Dict[str, str]], verbose: bool) -> bool:
+            env_vars: Optional[Dict[str, str]], verbose: bool) -> int:
     from ray.exceptions import AuthenticationError
     from ray.job_submission import JobStatus, JobSubmissionClient
 
@@ -111,7 +112,7 @@ def _submit(address: str, run_args: List[str], *, python_bin: str, follow: bool,
     job_id = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
     echo(f"submitted job {job_id} to {address}: {entrypoint}\n")
     if not follow:
-        return True
+        return 0
 
     async def stream() -> None:
         async for lines in client.tail_job_logs(job_id):
@@ -125,4 +126,7 @@ def _submit(address: str, run_args: List[str], *, python_bin: str, follow: bool,
         time.sleep(0.5)
         status = client.get_job_status(job_id)
     echo(f"job {job_id}: {status.value}\n")
-    return status == JobStatus.SUCCEEDED
+    if status == JobStatus.SUCCEEDED:
+        return 0
+    code = client.get_job_info(job_id).driver_exit_code
+    return code if code else 1
