@@ -128,7 +128,9 @@ def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], 
 
 
 def _refuse_unused_options(ctx: click.Context, *, exhaustive: bool, scaling: bool, measure: bool) -> None:
-    """``UserError`` for an option given where the mode does not read it, before any work."""
+    """``UserError`` for an option given where the mode does not read it, and for a
+    ``--storage`` path that cannot hold a journal (a folder, or under a file): before any
+    work, before the lake is created."""
     from click.core import ParameterSource
 
     def given(name: str) -> bool:
