@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 
@@ -41,8 +42,6 @@ def check_output_file(ctx: click.Context, param: click.Parameter, value):
     """A file option's path (``--out``, ``--output``, ``--keys-out``) that cannot be written
     is refused now, in one line naming the option, before the command does any work: its
     folder must exist and the path must not be a folder."""
-    from pathlib import Path
-
     from sweeps.errors import UserError
 
     if value is None:

@@ -13,6 +13,7 @@ Bad input (an unknown preset or field, a space in which no layout is feasible, b
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 import click
@@ -149,8 +150,6 @@ def _refuse_unused_options(ctx: click.Context, *, exhaustive: bool, scaling: boo
             raise UserError(f"{flag}: {why}; leave it out")
     storage = ctx.params.get("storage")
     if storage:
-        from pathlib import Path
-
         path = Path(storage).expanduser()
         blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
         if path.is_dir() or blocking is not None:

@@ -21,7 +21,8 @@ from conf import CONF_DIR
 from sweeps.config.schemas import PRESET_SCHEMAS
 from sweeps.errors import ConfigError
 
-__all__ = ["CONF_DIR", "list_presets", "preset_path", "check_preset", "read_yaml", "preset_node", "compose", "load_preset", "reason"]
+__all__ = ["CONF_DIR", "list_presets", "preset_path", "check_preset", "read_yaml", "preset_node", "compose",
+           "load_preset", "reason"]
 
 
 def list_presets(group: str) -> List[str]:

@@ -111,13 +111,16 @@ def _split(overrides: Sequence[str]) -> Tuple[str, List[str], Dict[str, List[str
     return preset or DEFAULT_PRESET, dotted, fields
 
 
+#: How an error names each mode of ``UNUSED_FIELDS``.
+_MODE_NAMES = {"search": "a search", "exhaustive": "--exhaustive", "scaling": "--scaling"}
+
+
 def _refuse_unused(dotted: Sequence[str], mode: str) -> None:
     """``ConfigError`` for the first override of a field ``mode`` does not read."""
     for item in dotted:
         key, _, value = item.partition("=")
         if key.partition(".")[0] in UNUSED_FIELDS[mode]:
-            used = {"search": "a search", "exhaustive": "--exhaustive", "scaling": "--scaling"}[mode]
-            raise ConfigError(f"search.{key}", value, f"is not read by {used}; leave it out")
+            raise ConfigError(f"search.{key}", value, f"is not read by {_MODE_NAMES[mode]}; leave it out")
 
 
 def load_search(overrides: Sequence[str] = (), *, scaling: bool = False, exhaustive: bool = False) -> SearchSetup:

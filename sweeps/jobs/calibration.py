@@ -50,7 +50,8 @@ def calibration_job(spec: CalibrationSpec) -> SweepJob:
     context = ProfileContext(warmup=spec.warmup, steps=spec.steps, plain_repeats=spec.plain_repeats,
                              time_cap_s=spec.time_cap_s, dropout=spec.dropout, threads=spec.threads, rounds=spec.rounds,
                              rule=rule)
-    resources = Resources.for_device(spec.device) if is_cuda(spec.device) else Resources(cpus=cpus_per_measurement(spec))
+    resources = (Resources.for_device(spec.device) if is_cuda(spec.device)
+                 else Resources(cpus=cpus_per_measurement(spec)))
     workload = Workload(kind=BASELINE, body=measure_points, context=context, schema=BASELINE_SCHEMA,
                         schema_version=SCHEMA_VERSION, resources=resources, point_timeout_s=spec.point_timeout_s)
     config = {**dataclasses.asdict(spec), **settings}

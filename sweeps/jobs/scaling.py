@@ -38,7 +38,8 @@ def scaling_job(setup: SearchSetup) -> SweepJob:
              "model": name, "hardware": hw.name, "devices": devices, "global_batch": spec.scaling.global_batch}
             for name in spec.scaling.models for devices in spec.scaling.devices]
     points = pa.Table.from_pylist(rows, schema=pa.schema(list(SCALING_SCHEMA)[:5]))
-    context = ScalingContext(models, hw, spec.space, spec.objective, spec.memory_fraction, spec.dtype_bytes, setup.stack)
+    context = ScalingContext(models, hw, spec.space, spec.objective, spec.memory_fraction, spec.dtype_bytes,
+                             setup.stack)
     workload = Workload(kind=SCALING, body=best_layout_rows, context=context, schema=SCALING_SCHEMA,
                         schema_version=SCALING_SCHEMA_VERSION, resources=Resources(), point_timeout_s=120.0)
     return SweepJob(name=spec.name, hardware=hw.name, points=points, workload=workload, config=config,

@@ -20,7 +20,7 @@ def trial_key(study: str, number: int, layout: Dict[str, Any]) -> str:
     Which layout a number means lives in the study's journal; two journals of one study
     (``--storage``) number other layouts alike, and a row keyed by the number alone would
     serve one journal's layout as the other's trial."""
-    return key_of([SEARCH, study, number, {name: layout[name] for name in sorted(layout)}])
+    return key_of([SEARCH, study, number, dict(layout)])  # the key's canonical JSON sorts the names
 
 
 def trial_points(setup: SearchSetup, study: str, trials: Sequence[Tuple[int, Dict[str, Any]]]) -> pa.Table:

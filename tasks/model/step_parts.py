@@ -55,7 +55,8 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
             layout.zero, (("all_gather", 2), ("reduce_scatter", 1)))
         widths = dp_widths(ctx)
         out += [LayerCollective("dp", op, count, layout.dp,
-                                float(layer.dp_gradient_bytes(model.hidden, layout.tp, widths[op], model.heads, ctx.block)),
+                                float(layer.dp_gradient_bytes(model.hidden, layout.tp, widths[op], model.heads,
+                                                              ctx.block)),
                                 layout.tp * layout.dp > per_node)
                 for op, count in dp_ops]
     return out

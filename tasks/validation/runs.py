@@ -60,7 +60,8 @@ from tasks.model.specs import DEFAULT_DROPOUT, heads_problem
 from tasks.model.stack import ELEMENTWISE_STYLES
 from tasks.validation.records import RowError
 
-__all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES", "UNIT_FACTORS", "PublishedRun", "read_runs"]
+__all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES", "UNIT_FACTORS",
+           "PublishedRun", "read_runs"]
 
 #: Columns a runs file must have (the others may be absent or blank).
 REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "global_batch", "hw", "metric", "value")
