@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 __all__ = ["DEFAULT_LAKE", "DEFAULT_REPORT", "default_lake", "default_report", "lake_option", "address_option",
-           "num_cpus_option", "restart_option", "no_report_option", "check_output_file"]
+           "num_cpus_option", "restart_option", "no_report_option", "allow_large_option", "check_output_file"]
 
 #: The lake of every command unless ``--lake`` or ``COMMSCALE_LAKE`` says otherwise.
 DEFAULT_LAKE = "lake"
@@ -64,3 +64,6 @@ restart_option = click.option("--restart", is_flag=True,
                                    "lake first, other versions' stay.")
 no_report_option = click.option("--no-report", "no_report", is_flag=True,
                                 help="Do not write the report at the end (`commscale report` writes it later).")
+allow_large_option = click.option("--allow-large", "allow_large", is_flag=True,
+                                  help="Go on with work beyond the bounds that are otherwise refused before it "
+                                       "starts (points, trials, input sizes, memory).")
