@@ -5,9 +5,12 @@
     commscale search scaling --scaling           # best layout per model and device count
     commscale search hardware.devices_per_node=4 # one field of the preset's hardware (or model, stack)
     commscale search small --measure 3           # measure the top 3 layouts' kernels and collectives
+    commscale search small --repair-journal      # rebuild a damaged study journal from the lake's rows
 
-Bad input (an unknown preset or field, a space in which no layout is feasible, bad
---measure options) ends with exit status 2 before any work and without touching the lake.
+Bad input (an unknown preset or field, a space in which no layout is feasible, more trials
+than the space holds or than ``TRIALS_BOUND`` without --allow-large, a --storage file that
+is no Optuna journal, bad --measure options) ends with exit status 2 before any work and
+without touching the lake.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from sweeps.cli.options import address_option, lake_option, num_cpus_option
+from sweeps.cli.options import address_option, allow_large_option, lake_option, num_cpus_option
 from sweeps.cli.render import console, run_line
 from sweeps.config import SearchSetup
 from sweeps.errors import ConfigError, UserError
@@ -63,6 +66,9 @@ def _deprecated(option: str, instead: str):
                    "it, and without --address or RAY_ADDRESS, they run in this process.")
 @click.option("--no-warm-start", "cold", is_flag=True,
               help="Start a fresh study from the sampler alone, not from the step model's best layouts.")
+@click.option("--repair-journal", "repair_journal", is_flag=True,
+              help="Set the study's journal aside (kept beside it) and rebuild the study from the lake's rows.")
+@allow_large_option
 @click.option("--exhaustive", is_flag=True, help="Enumerate the whole space instead of searching (nothing is written).")
 @click.option("--scaling", is_flag=True, help="The scaling view: best layout per model and device count.")
 @click.option("--restart", is_flag=True, help="With --scaling: start the scaling sweep anew if its config changed.")
@@ -81,7 +87,8 @@ def _deprecated(option: str, instead: str):
 @click.option("--verify-world", type=int, default=None, hidden=True,
               callback=_deprecated("--verify-world", "--measure-world"))
 def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], address: Optional[str],
-           num_cpus: Optional[int], embedded_ray: bool, cold: bool, exhaustive: bool, scaling: bool, restart: bool,
+           num_cpus: Optional[int], embedded_ray: bool, cold: bool, repair_journal: bool, allow_large: bool,
+           exhaustive: bool, scaling: bool, restart: bool,
            measure_top: Optional[int], measure_device: str, measure_dtype: str, measure_world: int,
            verify_top: Optional[int], verify_device: Optional[str], verify_dtype: Optional[str],
            verify_world: Optional[int]) -> None:
@@ -107,6 +114,10 @@ def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], 
     _refuse_unused_options(click.get_current_context(), exhaustive=exhaustive, scaling=scaling,
                            measure=measure_top is not None)
     setup = load_search(overrides, scaling=scaling, exhaustive=exhaustive)
+    if not (scaling or exhaustive):
+        from sweeps.config.search import check_budget
+
+        check_budget(setup.spec, allow_large=allow_large)
     lake = Lake(lake_root)
     out = Console(width=max(console().width, 140))
     if scaling:
@@ -122,7 +133,7 @@ def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], 
         _exhaustive(out, setup, total)
         return
     top = _run_study(out, setup, lake, storage=storage, address=address, num_cpus=num_cpus,
-                     embedded_ray=embedded_ray, warm_start=not cold)
+                     embedded_ray=embedded_ray, warm_start=not cold, repair_journal=repair_journal)
     if measure_top is not None:
         _measure(out, setup, lake, top.head(measure_top), device=device, dtype=dtype, world=world,
                  address=address, num_cpus=num_cpus)
@@ -130,8 +141,8 @@ def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], 
 
 def _refuse_unused_options(ctx: click.Context, *, exhaustive: bool, scaling: bool, measure: bool) -> None:
     """``UserError`` for an option given where the mode does not read it, and for a
-    ``--storage`` path that cannot hold a journal (a folder, or under a file): before any
-    work, before the lake is created."""
+    ``--storage`` path that cannot hold a journal (a folder, under a file, or a file that
+    is no Optuna journal): before any work, before the lake is created."""
     from click.core import ParameterSource
 
     def given(name: str) -> bool:
@@ -142,7 +153,8 @@ def _refuse_unused_options(ctx: click.Context, *, exhaustive: bool, scaling: boo
                for name in ("measure_device", "measure_dtype", "measure_world")]
     mode = "--exhaustive" if exhaustive else "--scaling"
     unused += [(name, flag, f"{mode} keeps no study", exhaustive or scaling)
-               for name, flag in (("storage", "--storage"), ("cold", "--no-warm-start"))]
+               for name, flag in (("storage", "--storage"), ("cold", "--no-warm-start"),
+                                  ("repair_journal", "--repair-journal"), ("allow_large", "--allow-large"))]
     unused += [(name, flag, "--exhaustive enumerates in this process", exhaustive)
                for name, flag in (("embedded_ray", "--ray"), ("address", "--address"), ("num_cpus", "--num-cpus"))]
     for name, flag, why, refused in unused:
@@ -150,11 +162,17 @@ def _refuse_unused_options(ctx: click.Context, *, exhaustive: bool, scaling: boo
             raise UserError(f"{flag}: {why}; leave it out")
     storage = ctx.params.get("storage")
     if storage:
+        from sweeps.search.journal import journal_problem
+
         path = Path(storage).expanduser()
         blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
         if path.is_dir() or blocking is not None:
             why = "is a folder; name the journal file" if path.is_dir() else f"{blocking} is a file, not a folder"
             raise UserError(f"--storage {storage}: {why}")
+        problem = journal_problem(path)
+        if problem:
+            raise UserError(f"--storage {storage}: {problem}; name a journal file, a new path or an empty file (if it "
+                            "was this study's journal, move it away: the study is rebuilt from the lake's rows)")
 
 
 def _exhaustive(out: Console, setup: SearchSetup, total: int) -> None:
@@ -251,7 +269,10 @@ def _run_study(out: Console, setup: SearchSetup, lake: Lake, **options) -> pd.Da
     progress = _Progress(spec.trials)
     report = run_search(setup, lake, **options, on_batch=progress)
     progress.end()
+    for note in report.notes:
+        out.print(note, soft_wrap=True, highlight=False)
     out.print(f"{report.trials} trials: {report.completed_now} new, {report.completed_before} from before"
+              + (f", {report.restored} rows the lake had lost recomputed" if report.restored else "")
               + (f", {report.told_from_lake} settled from the lake" if report.told_from_lake else "")
               + (f", {report.reasked} left running by a dead driver asked again" if report.reasked else "")
               + f"; {report.where}; {report.elapsed_s:.1f} s\nStudy: {report.storage}", soft_wrap=True)

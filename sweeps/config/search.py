@@ -31,7 +31,8 @@ from tasks.model.specs import HardwareProfile, TransformerModel, fingerprint
 from tasks.model.stack import Stack
 from tasks.model.step import STEP_MODEL_VERSION, StepContext, step_columns
 
-__all__ = ["SearchSetup", "SAMPLERS", "DEFAULT_PRESET", "load_search", "validate_search", "check_space"]
+__all__ = ["SearchSetup", "SAMPLERS", "DEFAULT_PRESET", "TRIALS_BOUND", "load_search", "validate_search",
+           "check_budget", "check_space"]
 
 DEFAULT_PRESET = "default"
 #: How a trial's parameters spell a layout (``sweeps.search.suggest_layout``): part of a
@@ -69,7 +70,8 @@ class SearchSetup:
         for volatile in ("description", "trials", "batch", "seed", "top", "scaling", "name"):
             spec.pop(volatile)
         return {**spec, "sampler": self.sampler, "parameters": TRIAL_PARAMETERS, "model_fp": fingerprint(self.model),
-                "hardware_fp": fingerprint(self.hardware), "stack_fp": fingerprint(self.stack), "cost_model": f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"}
+                "hardware_fp": fingerprint(self.hardware), "stack_fp": fingerprint(self.stack),
+                "cost_model": f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"}
 
     @property
     def study_name(self) -> str:
@@ -196,6 +198,26 @@ def validate_search(spec: SearchSpec) -> None:
     check_fields("search.scaling", spec.scaling, SCALING)
     for name in spec.scaling.models:
         check_preset("search.scaling.models", "model", name)
+
+
+#: The most trials a search runs without ``--allow-large``, however large its space
+#: (10^6 trials of the step model: about 5 hours in this process).
+TRIALS_BOUND = 1_000_000
+
+
+def check_budget(spec: SearchSpec, *, allow_large: bool) -> None:
+    """Refuse (``ConfigError`` naming ``search.trials``) more trials than the space holds
+    layouts (a study that long only repeats layouts), or more than ``TRIALS_BOUND``, unless
+    ``allow_large``. Counts the space, enumerates nothing: before any work."""
+    if allow_large:
+        return
+    size = spec.space.size
+    if spec.trials > size:
+        raise ConfigError("search.trials", spec.trials, f"exceeds the {size:,} layouts of the search's space (more "
+                                                        "trials only repeat layouts); give --allow-large to go on")
+    if spec.trials > TRIALS_BOUND:
+        raise ConfigError("search.trials", spec.trials, f"exceeds the bound of {TRIALS_BOUND:,} trials for one search; "
+                                                        "give --allow-large to go on")
 
 
 def check_space(setup: SearchSetup) -> Tuple[int, int]:

@@ -12,7 +12,7 @@ from sweeps.jobs.work import Resources, Workload, key_of
 from sweeps.lake.kinds import SEARCH
 from tasks.model.search_rows import SEARCH_SCHEMA, SEARCH_SCHEMA_VERSION, TRIAL_FIELDS, SearchContext, evaluate_trials
 
-__all__ = ["trial_key", "trial_points", "trial_workload"]
+__all__ = ["trial_key", "trial_partition", "trial_points", "trial_workload"]
 
 
 def trial_key(study: str, number: int, layout: Dict[str, Any]) -> str:
@@ -21,6 +21,11 @@ def trial_key(study: str, number: int, layout: Dict[str, Any]) -> str:
     (``--storage``) number other layouts alike, and a row keyed by the number alone would
     serve one journal's layout as the other's trial."""
     return key_of([SEARCH, study, number, dict(layout)])  # the key's canonical JSON sorts the names
+
+
+def trial_partition(setup: SearchSetup) -> Dict[str, str]:
+    """The lake partition of a study's rows: the study's name and its hardware."""
+    return {"sweep": setup.study_name, "hardware": setup.hardware.name}
 
 
 def trial_points(setup: SearchSetup, study: str, trials: Sequence[Tuple[int, Dict[str, Any]]]) -> pa.Table:

@@ -13,9 +13,16 @@ Contract:
   asks only for what is missing, so a killed search resumes at its trial count.
 - **Order.** A batch's rows are committed to the lake (kind ``search``, key = study and
   trial number) before the trials are told, so a trial never completes without its row.
-- **Reconciliation.** Trials a dead driver left RUNNING are settled before asking: one
-  whose row reached the lake is told its stored values; the others are marked FAIL and
-  their layouts enqueued again (asked first).
+- **Reconciliation.** Before asking, the journal and the lake are made one record of one
+  sequence of trials (``recovery.settle``): trials a dead driver left RUNNING are settled
+  (told their stored row's values, or marked FAIL and their layouts enqueued again, asked
+  first); rows the lake lost (``lake verify`` set them aside) are recomputed; a study with
+  no trials (its journal lost) whose lake holds rows is rebuilt from them; rows its journal
+  does not know are refused. ``repair_journal`` sets the journal aside first, so the study
+  is rebuilt from the lake's rows.
+- **The journal file** is checked as it is opened (``journal``): a torn last line is
+  dropped, a damaged line or a file that is no journal refused in one line (``UserError``),
+  before the lake is touched.
 - **Infeasible layouts** are rows with their reason, and are told the worst value (+inf
   when minimising, -inf when maximising), so samplers learn to avoid them.
 - **Where trials run.** ``tasks.model.search_rows.evaluate_trials`` (the whole-step model,
@@ -35,7 +42,6 @@ Contract:
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -44,20 +50,19 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import optuna
 import pyarrow as pa
-import pyarrow.compute as pc
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from sweeps.config import SearchSetup
-from sweeps.errors import LakeError
-from sweeps.jobs.search import trial_key, trial_points, trial_workload
+from sweeps.errors import LakeError, UserError
+from sweeps.jobs.search import trial_key, trial_partition, trial_points, trial_workload
 from sweeps.lake import Lake
 from sweeps.lake.kinds import SEARCH
-from sweeps.search.journal import BatchedJournal, driver_lock
-from tasks.model.layout import decode
+from sweeps.search.journal import REPAIR_HINT, BatchedJournal, driver_lock, journal_problem, set_aside
+from sweeps.search.params import layout_params, suggest_layout, trial_values
+from sweeps.search.recovery import settle
 from tasks.model.search_rows import OBJECTIVES, SEARCH_SCHEMA_VERSION
-from tasks.model.space import LayoutSpace
 from tasks.outcomes import ChunkOutcome, run_chunk
 
 __all__ = ["SearchReport", "run_search", "open_study", "study_path", "suggest_layout", "layout_params",
@@ -91,6 +96,11 @@ class SearchReport:
     failures: List[Dict[str, Any]] = field(default_factory=list)
     #: The study's first trials that were the step model's best layouts (``warm_start``).
     warm_start: int = 0
+    #: Rows the lake had lost (set aside by ``lake verify``), recomputed and committed again.
+    restored: int = 0
+    #: What was done to the journal before the run, one line each (a torn line dropped,
+    #: the study rebuilt from the lake's rows).
+    notes: List[str] = field(default_factory=list)
 
 
 def study_path(lake: Lake, setup: SearchSetup, storage: Optional[str] = None) -> Path:
@@ -116,99 +126,53 @@ def open_study(setup: SearchSetup, path: Path, seed: Optional[int] = None,
     """Create or load the study in its journal file (written at once), or through
     ``journal`` (written at its flushes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    storage = JournalStorage(journal if journal is not None else JournalFileBackend(str(path)))
+    if journal is None:
+        storage = JournalStorage(JournalFileBackend(str(path)))
+    else:
+        try:
+            storage = JournalStorage(journal)  # replays the file's records
+        except (KeyError, ValueError, TypeError, AssertionError, AttributeError, IndexError, OverflowError) as exc:
+            raise journal.damage(exc) from None
     directions = [direction for _, direction in OBJECTIVES[setup.spec.objective]]
     return optuna.create_study(storage=storage, study_name=setup.study_name, sampler=_sampler(setup, seed),
                                directions=directions, load_if_exists=True)
 
 
-def _tensor_choices(space: LayoutSpace) -> Dict[str, tuple]:
-    """The ``tensor`` parameter's values: TP, and SP where it is a layout of its own
-    (``LayoutSpace.sequence_parallel_choices``), e.g. ``tp4`` and ``tp4 sp``."""
-    return {f"tp{tp}" + (" sp" if sp else ""): (tp, sp) for tp in space.tp
-            for sp in space.sequence_parallel_choices(tp)}
+def _best_params(setup: SearchSetup, count: int) -> Optional[List[Dict[str, Any]]]:
+    """The parameters of the ``count`` best layouts of the space by the step model, best
+    first; None where no warm start applies (several objectives, or a space of more than
+    ``WARM_START_LIMIT`` layouts)."""
+    from sweeps.search.results import exhaustive_frame
 
-
-def _pipeline_choices(space: LayoutSpace) -> Dict[str, tuple]:
-    """The ``pipeline`` parameter's values: ``1f1b``, or ``interleaved:V`` per virtual-stage count."""
-    return {name if v == 1 else f"{name}:{v}": (name, v)
-            for name, v in ((decode("schedule", [c])[0], v) for c, v in space.schedule_choices())}
-
-
-def suggest_layout(trial: optuna.trial.BaseTrial, space: LayoutSpace) -> Dict[str, Any]:
-    """A layout from the trial's parameters. TP with SP (``tensor``) and the schedule with
-    its virtual stages (``pipeline``) are one parameter each, so no parameter depends on
-    another's value: the multivariate TPE models them all together, and SP at TP = 1 is
-    one choice, not two."""
-    tensor, pipeline = _tensor_choices(space), _pipeline_choices(space)
-    tp, sp = tensor[trial.suggest_categorical("tensor", list(tensor))]
-    pp = trial.suggest_categorical("pp", space.pp)
-    micro_batch = trial.suggest_categorical("micro_batch", space.micro_batch)
-    schedule, stages = pipeline[trial.suggest_categorical("pipeline", list(pipeline))]
-    return {"tp": tp, "pp": pp, "micro_batch": micro_batch, "schedule": schedule, "virtual_stages": stages,
-            "zero": trial.suggest_categorical("zero", space.zero), "sequence_parallel": sp,
-            "recompute": trial.suggest_categorical("recompute", space.recompute)}
-
-
-def layout_params(layout: Dict[str, Any], space: LayoutSpace) -> Dict[str, Any]:
-    """The trial parameters ``suggest_layout`` turns into ``layout`` (a mapping of names)."""
-    sp = bool(layout["sequence_parallel"]) and int(layout["tp"]) > 1
-    stages = int(layout["virtual_stages"]) if layout["schedule"] == "interleaved" else 1
-    tensor = next(k for k, v in _tensor_choices(space).items() if v == (int(layout["tp"]), sp))
-    pipeline = next(k for k, v in _pipeline_choices(space).items() if v == (layout["schedule"], stages))
-    return {"tensor": tensor, "pp": int(layout["pp"]), "micro_batch": int(layout["micro_batch"]),
-            "pipeline": pipeline, "zero": layout["zero"], "recompute": layout["recompute"]}
+    spec = setup.spec
+    if len(OBJECTIVES[spec.objective]) > 1 or spec.space.size > WARM_START_LIMIT:
+        return None
+    return [layout_params(row, spec.space) for _, row in exhaustive_frame(setup).head(count).iterrows()]
 
 
 def _warm_start(study: optuna.Study, setup: SearchSetup) -> int:
     """Ask first for the ``batch`` best layouts of the space by the step model, in a fresh
     single-objective study over a space of at most ``WARM_START_LIMIT`` layouts; returns how many."""
-    from sweeps.search.results import exhaustive_frame
-
-    spec = setup.spec
-    if study.trials or len(OBJECTIVES[spec.objective]) > 1 or spec.space.size > WARM_START_LIMIT:
+    best = None if study.trials else _best_params(setup, min(setup.spec.batch, setup.spec.trials))
+    if best is None:
         return 0
-    best = exhaustive_frame(setup).head(min(spec.batch, spec.trials))
-    for _, row in best.iterrows():
-        study.enqueue_trial(layout_params(row, spec.space))
+    for params in best:
+        study.enqueue_trial(params)
     study.set_user_attr(WARM_START_ATTR, len(best))
     return len(best)
 
 
-def _values(row: Dict[str, Any], objective: str) -> List[float]:
-    """What to tell Optuna for a row: its objectives, or the worst value if infeasible."""
-    values = []
-    for column, direction in OBJECTIVES[objective]:
-        value = row[column] if row["status"] == "ok" else None
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            value = math.inf if direction == "minimize" else -math.inf
-        values.append(float(value))
-    return values
-
-
-def _stored_rows(lake: Lake, keys: List[str]) -> Dict[str, Dict[str, Any]]:
-    if not keys or SEARCH not in lake.kinds():
-        return {}
-    table = lake.dataset(SEARCH).to_table(filter=pc.field("key").isin(keys))
-    return {row["key"]: row for row in table.to_pylist()}
-
-
-def _reconcile(study: optuna.Study, lake: Lake, setup: SearchSetup) -> tuple:
-    """Settle trials left RUNNING by a dead driver; returns (told from lake, re-asked)."""
-    running = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
-    keys = {t.number: trial_key(study.study_name, t.number, suggest_layout(t, setup.spec.space)) for t in running}
-    stored = _stored_rows(lake, list(keys.values()))
-    told = reasked = 0
-    for trial in running:
-        row = stored.get(keys[trial.number])
-        if row is not None:
-            study.tell(trial.number, _values(row, setup.spec.objective))
-            told += 1
-        else:
-            study.tell(trial.number, state=TrialState.FAIL)
-            study.enqueue_trial(trial.params, skip_if_exists=False)
-            reasked += 1
-    return told, reasked
+def _rebuilt_warm_start(study: optuna.Study, setup: SearchSetup) -> None:
+    """Mark a study rebuilt from the lake's rows with its warm start: its first trials
+    that were the step model's best layouts, in order (at most ``batch``)."""
+    best = _best_params(setup, setup.spec.batch) or []
+    count = 0
+    for params, trial in zip(best, study.trials):
+        if trial.params != params:
+            break
+        count += 1
+    if count:
+        study.set_user_attr(WARM_START_ATTR, count)
 
 
 def _completed(study: optuna.Study) -> int:
@@ -256,30 +220,41 @@ def _evaluation(setup: SearchSetup, report: SearchReport, *, address: Optional[s
 
 def run_search(setup: SearchSetup, lake: Lake, *, storage: Optional[str] = None, address: Optional[str] = None,
                num_cpus: Optional[int] = None, embedded_ray: bool = False, evaluator: Optional[Evaluator] = None,
-               warm_start: bool = True, on_batch: Optional[Callable[[optuna.Study, int], bool]] = None
-               ) -> SearchReport:
+               warm_start: bool = True, on_batch: Optional[Callable[[optuna.Study, int], bool]] = None,
+               repair_journal: bool = False) -> SearchReport:
     """Run the study until it has ``setup.spec.trials`` completed trials.
 
     ``on_batch(study, completed)`` is called after each batch; returning True ends the
-    run early (the study keeps what it has). Bad input must have been refused before
-    (``sweeps.config.check_space``); this writes to the lake. ``UserError`` if another
-    process is running the same study.
+    run early (the study keeps what it has). ``repair_journal`` sets the study's journal
+    aside (``JOURNAL.damaged-TIME``) and rebuilds the study from the lake's rows. Bad input
+    must have been refused before (``sweeps.config.check_space``); this writes to the lake.
+    ``UserError`` if another process is running the same study, or for a journal file that
+    is damaged or no journal (before the lake is touched).
     """
     started = time.perf_counter()
-    lake.ensure_writable()
     path = study_path(lake, setup, storage)
+    problem = journal_problem(path)
+    if problem and not repair_journal:
+        raise UserError(f"journal {path} {problem}; {REPAIR_HINT}")
+    lake.ensure_writable()
     with driver_lock(path):
+        aside = set_aside(path, "damaged") if repair_journal else None
         journal = BatchedJournal(path)
         try:
             study = open_study(setup, path, seed=setup.spec.seed, journal=journal)
-            told, reasked = _reconcile(study, lake, setup)
+            settled = settle(study, setup, lake, str(path))
             before = _completed(study)
-            report = SearchReport(setup.study_name, str(path), setup.spec.trials, before, 0, told, reasked,
-                                  "nothing to run: the study has its trials", 0.0)
+            report = SearchReport(setup.study_name, str(path), setup.spec.trials, before, 0, settled.told_from_lake,
+                                  settled.reasked, "nothing to run: the study has its trials", 0.0,
+                                  failures=settled.failures, restored=settled.restored,
+                                  notes=journal.notes + _repair_notes(path, aside, settled.rebuilt_from,
+                                                                      repair_journal))
+            if settled.rebuilt_from:
+                _rebuilt_warm_start(study, setup)
             if warm_start:
                 _warm_start(study, setup)
             report.warm_start = int(study.user_attrs.get(WARM_START_ATTR, 0))
-            if before < setup.spec.trials:
+            if before < setup.spec.trials and not report.failures:
                 with _evaluation(setup, report, address=address, num_cpus=num_cpus, embedded_ray=embedded_ray,
                                  evaluator=evaluator) as evaluate:
                     report.completed_now = _trials(setup, lake, study, journal, evaluate, report, on_batch) - before
@@ -289,12 +264,23 @@ def run_search(setup: SearchSetup, lake: Lake, *, storage: Optional[str] = None,
     return report
 
 
+def _repair_notes(path: Path, aside: Optional[Path], rebuilt_from: Optional[int], repair: bool) -> List[str]:
+    """One line on what was done to the journal: set aside, the study rebuilt from the lake."""
+    notes = [] if aside is None else [f"journal {path}: set aside as {aside}"]
+    if rebuilt_from:
+        why = "" if repair else " (no journal held the study)"
+        notes.append(f"journal {path}: the study was rebuilt from the lake's {rebuilt_from} rows{why}")
+    elif repair:
+        notes.append(f"journal {path}: the lake holds no rows of the study; it starts anew")
+    return notes
+
+
 def _trials(setup: SearchSetup, lake: Lake, study: optuna.Study, journal: BatchedJournal, evaluate: Evaluator,
             report: SearchReport, on_batch: Optional[Callable[[optuna.Study, int], bool]]) -> int:
     """Ask, evaluate, commit and tell batch by batch until the budget is met (or ``on_batch``
     ends it, or a trial fails); returns the completed trials."""
     spec = setup.spec
-    partition = {"sweep": setup.study_name, "hardware": setup.hardware.name}
+    partition = trial_partition(setup)
     done = _completed(study)
     while done < spec.trials and not report.failures:
         asked = [study.ask() for _ in range(min(spec.batch, spec.trials - done))]
@@ -308,7 +294,7 @@ def _trials(setup: SearchSetup, lake: Lake, study: optuna.Study, journal: Batche
             if outcome.results is not None and outcome.results.num_rows:
                 lake.commit(SEARCH, partition, outcome.results, schema_version=SEARCH_SCHEMA_VERSION)
                 for row in outcome.results.select(["key", "status", *_objective_columns(spec.objective)]).to_pylist():
-                    study.tell(by_key.pop(row["key"]), _values(row, spec.objective))
+                    study.tell(by_key.pop(row["key"]), trial_values(row, spec.objective))
                     done += 1
             for failure in outcome.failures:
                 report.failures.append(failure)

@@ -40,7 +40,7 @@ def _env() -> dict:
 @pytest.mark.parametrize("overrides, message", [
     (["space.tp=[5,7]"], "no TP in the space divides model.heads=24"),
     (["devices=7"], "tp_pp_divides_devices fails for"),
-    (["space.tp=[1]", "space.pp=[1]", "global_batch=24"], "batch_divisible fails for 36 of 36"),
+    (["space.tp=[1]", "space.pp=[1]", "global_batch=24", "trials=36"], "batch_divisible fails for 36 of 36"),
     (["model=gpt3"], "memory: all"),
     (["objective=fastest"], "search.objective='fastest'"),
     (["space.zero=[zero2]"], "search.space.zero='zero2'"),
@@ -104,9 +104,10 @@ def test_trials_left_running_are_settled_from_the_lake_or_asked_again(tmp_path):
 
 
 
-def test_two_journals_of_one_study_keep_their_own_layouts_in_one_lake(tmp_path):
-    """A trial number means a layout only within its journal: keyed by the number alone, the
-    second journal's rows were skipped as present and its trials read the first's layouts."""
+def test_a_second_journal_of_one_study_is_rebuilt_from_the_lake_not_mixed_into_it(tmp_path):
+    """A trial number means a layout only within its journal: a second journal of a study
+    whose rows are in the lake is told those rows first, so the lake holds one sequence of
+    trials (it held two, 12 rows for a 6-trial study), and both journals read the same layouts."""
     lake = Lake(str(tmp_path / "lake"))
     setups = {seed: load_search(["small", "trials=6", "batch=3", f"seed={seed}"]) for seed in (1, 2)}
     assert setups[1].study_name == setups[2].study_name  # the seed is no part of a study's name
@@ -114,16 +115,20 @@ def test_two_journals_of_one_study_keep_their_own_layouts_in_one_lake(tmp_path):
         report = run_search(setup, lake, storage=str(tmp_path / f"{seed}.journal"), evaluator=local_evaluator(setup),
                             warm_start=False)
         assert report.failures == []
+    assert report.completed_now == 0 and any("rebuilt from the lake's 6 rows" in n for n in report.notes)
     rows = query(lake, f"SELECT key, trial, tp, pp, micro_batch, schedule, zero, recompute FROM {KIND}").to_pylist()
-    assert len(rows) == 12
+    assert len(rows) == 6 and sorted(r["trial"] for r in rows) == list(range(6))
     setup = setups[1]
     for seed in setups:
         study = open_study(setup, tmp_path / f"{seed}.journal")
+        assert len(study.trials) == 6
         for trial in study.trials:
             layout = suggest_layout(trial, setup.spec.space)
             (row,) = [r for r in rows if r["key"] == trial_key(setup.study_name, trial.number, layout)]
             assert (row["tp"], row["pp"], row["zero"], row["recompute"]) == (
                 layout["tp"], layout["pp"], layout["zero"], layout["recompute"])
+            assert row["trial"] == trial.number
+
 
 def test_scaling_rows_name_the_winner_or_why_nothing_fits(tmp_path):
     from sweeps.jobs.scaling import scaling_job
@@ -155,7 +160,7 @@ def test_the_scaling_view_costs_layouts_with_the_search_stack():
 @pytest.mark.slow
 def test_a_search_on_a_small_space_finds_the_enumerated_optimum_on_ray(tmp_path):
     lake = tmp_path / "lake"
-    result = subprocess.run([COMMSCALE, "search", *TINY, "trials=40", "batch=4", "--lake", str(lake),
+    result = subprocess.run([COMMSCALE, "search", *TINY, "trials=24", "batch=4", "--lake", str(lake),
                              "--num-cpus", "2"], env=_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "embedded Ray on 127.0.0.1" in result.stdout and "auth: token" in result.stdout

@@ -1,0 +1,111 @@
+"""How a trial's parameters spell a layout, and what a trial is told for a row.
+
+Six categorical parameters (``sweeps.config.search.TRIAL_PARAMETERS``), none conditional on
+another: ``tensor`` (TP, with SP where it is a layout of its own), ``pp``, ``micro_batch``,
+``pipeline`` (the schedule with its virtual stages), ``zero`` and ``recompute``. The same
+choices are asked of the sampler (``suggest_layout``), read back from a journal
+(``trial_layout``) and told again when a study is rebuilt from the lake's rows
+(``trial_distributions``, ``layout_params``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from sweeps.errors import UserError
+from sweeps.search.journal import REPAIR_HINT
+from tasks.model.layout import decode
+from tasks.model.search_rows import OBJECTIVES
+from tasks.model.space import LayoutSpace
+
+__all__ = ["suggest_layout", "layout_params", "trial_distributions", "trial_layout", "trial_values"]
+
+
+def _tensor_choices(space: LayoutSpace) -> Dict[str, tuple]:
+    """The ``tensor`` parameter's values: TP, and SP where it is a layout of its own
+    (``LayoutSpace.sequence_parallel_choices``), e.g. ``tp4`` and ``tp4 sp``."""
+    return {f"tp{tp}" + (" sp" if sp else ""): (tp, sp) for tp in space.tp
+            for sp in space.sequence_parallel_choices(tp)}
+
+
+def _pipeline_choices(space: LayoutSpace) -> Dict[str, tuple]:
+    """The ``pipeline`` parameter's values: ``1f1b``, or ``interleaved:V`` per virtual-stage count."""
+    return {name if v == 1 else f"{name}:{v}": (name, v)
+            for name, v in ((decode("schedule", [c])[0], v) for c, v in space.schedule_choices())}
+
+
+def trial_distributions(space: LayoutSpace) -> Dict[str, CategoricalDistribution]:
+    """Each parameter's choices, in the order the sampler is asked them."""
+    choices = {"tensor": list(_tensor_choices(space)), "pp": space.pp, "micro_batch": space.micro_batch,
+               "pipeline": list(_pipeline_choices(space)), "zero": space.zero, "recompute": space.recompute}
+    return {name: CategoricalDistribution(list(values)) for name, values in choices.items()}
+
+
+def _layout(params: Dict[str, Any], space: LayoutSpace) -> Dict[str, Any]:
+    tp, sp = _tensor_choices(space)[params["tensor"]]
+    schedule, stages = _pipeline_choices(space)[params["pipeline"]]
+    return {"tp": tp, "pp": params["pp"], "micro_batch": params["micro_batch"], "schedule": schedule,
+            "virtual_stages": stages, "zero": params["zero"], "sequence_parallel": sp,
+            "recompute": params["recompute"]}
+
+
+def suggest_layout(trial: optuna.trial.BaseTrial, space: LayoutSpace) -> Dict[str, Any]:
+    """A layout from the trial's parameters. TP with SP (``tensor``) and the schedule with
+    its virtual stages (``pipeline``) are one parameter each, so no parameter depends on
+    another's value: the multivariate TPE models them all together, and SP at TP = 1 is
+    one choice, not two."""
+    params = {name: trial.suggest_categorical(name, list(dist.choices))
+              for name, dist in trial_distributions(space).items()}
+    return _layout(params, space)
+
+
+def trial_layout(trial: FrozenTrial, space: LayoutSpace, journal: str) -> Optional[Dict[str, Any]]:
+    """The layout a journal's trial costs; None for a trial that holds no layout (one
+    waiting to be asked, a failed placeholder, or one asked by a write that never finished,
+    unless it completed). ``UserError`` naming the journal and the trial for a value the
+    space does not hold, or a completed trial missing a parameter: the journal is damaged."""
+    distributions = trial_distributions(space)
+    missing = [name for name in distributions if name not in trial.params]
+    if missing and trial.state != TrialState.COMPLETE:
+        return None
+    if missing:
+        raise UserError(f"journal {journal}: trial {trial.number} completed without its parameter {missing[0]} "
+                        f"(a damaged journal); {REPAIR_HINT}")
+    for name, dist in distributions.items():
+        value = trial.params[name]
+        if value not in dist.choices:
+            raise UserError(f"journal {journal}: trial {trial.number}'s parameter {name}={value!r} is not a choice of "
+                            f"this study's space {list(dist.choices)} (a damaged journal); {REPAIR_HINT}")
+    return _layout(trial.params, space)
+
+
+def layout_params(layout: Dict[str, Any], space: LayoutSpace) -> Dict[str, Any]:
+    """The trial parameters ``suggest_layout`` turns into ``layout`` (a mapping of names).
+    ``UserError`` for a layout the space does not hold."""
+    sp = bool(layout["sequence_parallel"]) and int(layout["tp"]) > 1
+    stages = int(layout["virtual_stages"]) if layout["schedule"] == "interleaved" else 1
+    tensor = next((k for k, v in _tensor_choices(space).items() if v == (int(layout["tp"]), sp)), None)
+    pipeline = next((k for k, v in _pipeline_choices(space).items() if v == (layout["schedule"], stages)), None)
+    params = {"tensor": tensor, "pp": int(layout["pp"]), "micro_batch": int(layout["micro_batch"]),
+              "pipeline": pipeline, "zero": layout["zero"], "recompute": layout["recompute"]}
+    for name, dist in trial_distributions(space).items():
+        if params[name] not in dist.choices:
+            raise UserError(f"trial {layout.get('trial', '?')}'s layout is not in this study's space: its {name} "
+                            f"is none of {list(dist.choices)}")
+    return params
+
+
+def trial_values(row: Dict[str, Any], objective: str) -> List[float]:
+    """What to tell Optuna for a row: its objectives, or the worst value if infeasible."""
+    values = []
+    for column, direction in OBJECTIVES[objective]:
+        value = row[column] if row["status"] == "ok" else None
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            value = math.inf if direction == "minimize" else -math.inf
+        values.append(float(value))
+    return values
