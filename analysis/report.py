@@ -14,7 +14,10 @@ then the most recently recorded. Every figure is drawn from lake rows only
 (``analysis.figures``), and only when the rows it reads or the code that draws it changed
 since the former report in the same folder (``analysis.report_cache``); one whose rows are
 missing is listed as skipped with the command that produces them. At most ``max_m``
-multipliers m are drawn per sweep. Reads the lake, never writes it.
+multipliers m are drawn per sweep. Reads the lake, never writes it. Every file of the
+report is written whole or not at all, and reports into one folder take turns
+(``analysis.report_files``); a folder that cannot hold the report raises
+``ReportFolderError`` naming the path.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from typing import Iterable, List, Optional
 import pandas as pd
 
 from analysis import report_search, report_study, report_validation
-from analysis.report_cache import FigureCache, code_version, digest_of
+from analysis.report_cache import FIGURES_FOLDER, FigureCache, code_version, digest_of
+from analysis.report_files import ReportFolderError, check_files, folder_lock, write_text
 from analysis.report_render import FigureEntry, Finding, Section, Topic, render_html, render_markdown
 from analysis.report_search import accuracy_topic, scaling_topic, search_topic
 from analysis.report_study import (DEFAULT_MAX_M, case_topic, grid_topic, no_case_study_topic, no_projection_topics,
@@ -41,7 +45,7 @@ from sweeps.lake import Lake
 from sweeps.lake.kinds import ACCURACY, PROJECTION, ROI, SCALING, SEARCH, VALIDATION
 from sweeps.lake.views import connect, view_frame
 
-__all__ = ["ReportResult", "write_report", "HTML_NAME", "MARKDOWN_NAME", "DEFAULT_MAX_M"]
+__all__ = ["ReportResult", "ReportFolderError", "write_report", "HTML_NAME", "MARKDOWN_NAME", "DEFAULT_MAX_M"]
 
 HTML_NAME = "report.html"
 MARKDOWN_NAME = "report.md"
@@ -205,10 +209,24 @@ def write_report(lake: Lake, out_dir: Path, *, first_sweep: Optional[str] = None
     are removed; when neither the lake's committed files nor the code nor the options
     changed, the former page is kept as it is (``ReportResult.kept``). ``first_sweep``: a
     sweep, study or calibration name whose topics come first; ``max_m``: at most this many
-    multipliers m drawn per sweep (0: every one)."""
+    multipliers m drawn per sweep (0: every one).
+
+    Each file is written whole or not at all, and writers of one folder take turns
+    (``analysis.report_files``): reports written into one folder at once leave one whole
+    report, the last one's. A folder that cannot hold the report (a file where it should be,
+    a folder where one of its files should be, read-only) is refused before the lake is
+    read, a full disk when a write fails: ``ReportFolderError`` naming the path, no
+    temporary file left, the former page as it was."""
     started = time.perf_counter()
     lake.ensure_readable()
     out_dir = Path(out_dir)
+    with folder_lock(out_dir, tidy=[FIGURES_FOLDER]):
+        check_files(out_dir, [HTML_NAME, MARKDOWN_NAME])
+        return _write_page(lake, out_dir, first_sweep, max_m, started)
+
+
+def _write_page(lake: Lake, out_dir: Path, first_sweep: Optional[str], max_m: int, started: float) -> ReportResult:
+    """``write_report``'s work, in its locked folder; ``started``: ``time.perf_counter()`` at its start."""
     html_path, md_path = out_dir / HTML_NAME, out_dir / MARKDOWN_NAME
     manifests, software = lake.sweeps(), _software()
     drawing = [report_study.__file__, report_search.__file__, report_validation.__file__]
@@ -227,13 +245,7 @@ def write_report(lake: Lake, out_dir: Path, *, first_sweep: Optional[str] = None
     title = "commscale: compute vs communication, from the lake"
     intro = (f"Written {written} from lake {lake}: {sum(not f.skipped for f in entries)} figures, "
              f"{sum(bool(f.skipped) for f in entries)} skipped for want of rows.")
-    _write_atomic(html_path, render_html(title, intro, sections, findings))
-    _write_atomic(md_path, render_markdown(title, intro, sections, findings))
+    write_text(html_path, render_html(title, intro, sections, findings))
+    write_text(md_path, render_markdown(title, intro, sections, findings))
     cache.close(_outline(key, sections, findings))  # after the page: a page cut short is never taken as current
     return ReportResult(html_path, md_path, sections, findings, time.perf_counter() - started)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)

@@ -27,12 +27,15 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from analysis import figures
 from analysis.figures.common import MissingRows
+from analysis.report_files import check_files, make_folder, refused, write_text
 from analysis.report_render import FigureEntry
 
-__all__ = ["FigureCache", "MANIFEST_NAME", "code_version", "digest_sql", "digest_of"]
+__all__ = ["FigureCache", "MANIFEST_NAME", "FIGURES_FOLDER", "code_version", "digest_sql", "digest_of"]
 
 #: The manifest of the figures, in the report folder.
 MANIFEST_NAME = "figures.json"
+#: The folder of the figure files, in the report folder.
+FIGURES_FOLDER = "figures"
 _FORMAT = 1
 _SUFFIXES = (".png", ".svg")
 
@@ -64,13 +67,17 @@ def code_version(modules: Iterable[str] = ()) -> str:
 class FigureCache:
     """The figures of one report folder (``out_dir``/figures) and their manifest.
 
-    Not safe for two processes writing the same folder at once; each file is written
-    under a temporary name and renamed, so a reader never sees half a figure."""
+    Open it while holding ``folder_lock`` of ``out_dir`` (``analysis.report_files``): two
+    writers of one folder at once would each remove the figures the other draws. Every file
+    is written whole or not at all, so a reader never sees half a figure. A folder that
+    cannot hold the figures or the manifest is refused on opening (``ReportFolderError``)."""
 
     def __init__(self, out_dir: Path, *, version: str) -> None:
         self.out_dir = Path(out_dir)
-        self.directory = self.out_dir / "figures"
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory = self.out_dir / FIGURES_FOLDER
+        check_files(self.out_dir, [MANIFEST_NAME])
+        make_folder(self.directory)
+        check_files(self.directory, [p.name for p in self.directory.iterdir() if p.suffix in _SUFFIXES])
         self.version = version
         manifest = self._read()
         self._before: Dict[str, dict] = manifest.get("figures") if isinstance(manifest.get("figures"), dict) else {}
@@ -141,9 +148,7 @@ class FigureCache:
         return {"sections": sections, "findings": page.get("findings", [])}
 
     def _save(self, fig, name: str) -> None:
-        temporary = figures.save(fig, self.directory / f".{name}.tmp")
-        for path, final in zip(temporary, self._paths(name), strict=True):
-            path.replace(final)
+        figures.save(fig, self.directory / name)  # the files of _paths(name)
 
     def close(self, page: Optional[dict] = None) -> None:
         """Write the manifest of the figures made since opening (and of the ``page``: its
@@ -152,8 +157,9 @@ class FigureCache:
         keep = {p.name for name, record in self._now.items() if not record.get("skipped") for p in self._paths(name)}
         for path in self.directory.iterdir():
             if path.suffix in _SUFFIXES and path.name not in keep:
-                path.unlink()
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError as exc:
+                    raise refused(path, exc) from None
         text = json.dumps({"format": _FORMAT, "page": page or {}, "figures": self._now}, indent=1, sort_keys=True)
-        temporary = self.out_dir / f".{MANIFEST_NAME}.tmp"
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(self.out_dir / MANIFEST_NAME)
+        write_text(self.out_dir / MANIFEST_NAME, text)

@@ -13,6 +13,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
+from analysis.report_files import make_folder, write_whole
 from sweeps.lake.kinds import ACCURACY, PROJECTION, SCALING, SEARCH, VALIDATION
 
 __all__ = ["MissingRows", "COMMANDS", "CASE_STUDY", "SERIES", "MARK", "BAR", "LABEL", "require", "new_figure",
@@ -103,17 +104,19 @@ def finish(fig, ax, title: str, note: str, legend_handles: Optional[List] = None
 
 
 def save(fig, stem: Path) -> List[Path]:
-    """Write ``stem``.png and ``stem``.svg (text kept as text); returns both paths."""
+    """Write ``stem``.png and ``stem``.svg (text kept as text), each whole or not at all
+    (``analysis.report_files.write_whole``); returns both paths. A folder that cannot hold
+    them raises ``ReportFolderError`` naming the path."""
     import matplotlib
 
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-    fig.savefig(paths[0], dpi=110)
+    make_folder(stem.parent)
+    paths = [stem.with_name(f"{stem.name}.png"), stem.with_name(f"{stem.name}.svg")]
+    write_whole(paths[0], lambda handle: fig.savefig(handle, format="png", dpi=110))
     # The layout the PNG's draw settled (in figure fractions) serves the SVG as it is: laying
     # the figure out again costs as much as the draw itself.
     fig.set_layout_engine("none")
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "commscale"}):
-        fig.savefig(paths[1], metadata={"Date": None})
+        write_whole(paths[1], lambda handle: fig.savefig(handle, format="svg", metadata={"Date": None}))
     return paths
 
 
