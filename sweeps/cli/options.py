@@ -63,7 +63,9 @@ restart_option = click.option("--restart", is_flag=True,
                               help="Start this config (version) of the sweep anew: its rows on this hardware leave the "
                                    "lake first, other versions' stay.")
 no_report_option = click.option("--no-report", "no_report", is_flag=True,
-                                help="Do not write the report at the end (`commscale report` writes it later).")
+                                help="Do not write the report at the end (`commscale report` writes it later). A "
+                                     "report folder that cannot hold the report (a file, read-only, a full disk) "
+                                     "ends the command with exit status 1 after the rows are committed.")
 allow_large_option = click.option("--allow-large", "allow_large", is_flag=True,
                                   help="Go on with work beyond the bounds that are otherwise refused before it "
                                        "starts (points, trials, input sizes, memory).")
