@@ -3,8 +3,6 @@ and its upkeep."""
 
 from __future__ import annotations
 
-import io
-import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -14,13 +12,13 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeps.cli.options import check_output_file, lake_option
-from sweeps.cli.render import console
+from sweeps.cli.render import QUERY_FORMATS, console
 from sweeps.errors import UserError
 from sweeps.lake import Lake
 
 __all__ = ["status", "lake", "query", "FORMATS"]
 
-FORMATS = ("table", "csv", "json", "parquet")
+FORMATS = QUERY_FORMATS
 
 
 @click.command()
@@ -65,6 +63,13 @@ def verify(*, lake_root: str, keys_out: Optional[Path], repair: bool) -> None:
         click.echo(f"log: {line}")
     if report.meta_missing:
         click.echo("_lake.json is missing (the commit log is there)")
+    if report.meta_damaged:
+        click.echo(f"_lake.json {report.meta_damaged} (damaged)")
+    for link in report.links:
+        click.echo(f"symbolic link {link}: not followed; the lake holds plain files and folders only (remove it, or "
+                   "copy what it points to into the lake)")
+    for path, count in report.duplicates:
+        click.echo(f"{path}: {count} keys committed twice")
     for path, reason, keys in report.bad:
         click.echo(f"set aside {path}: {reason} ({keys} keys)")
     for path, reason in report.sidecars:
@@ -80,7 +85,7 @@ def verify(*, lake_root: str, keys_out: Optional[Path], repair: bool) -> None:
                                     for key in sorted(keys)))
     if not report.clean and not repair:
         click.echo(f"run `commscale lake verify --repair --lake {lake_root}` to mend the rest; no committed row is lost")
-    if report.bad or (not report.clean and not repair):
+    if report.bad or report.links or (not report.clean and not repair):
         sys.exit(1)
 
 
@@ -95,6 +100,8 @@ def vacuum(*, lake_root: str, grace_s: float) -> None:
     report = store.vacuum(grace_s=grace_s)
     for path in report.removed:
         click.echo(f"removed {path}")
+    for link in report.links:
+        click.echo(f"left symbolic link {link}: not followed")
     click.echo(f"{len(report.removed)} files removed, {report.bytes_freed:,} bytes freed")
 
 
@@ -128,40 +135,17 @@ def query(*, statement: str, lake_root: str, fmt: str, output: Optional[Path]) -
     (projection, search, ...). SELECT, EXPLAIN, DESCRIBE, SHOW and SUMMARIZE run; COPY,
     ATTACH, INSTALL, DROP and every other write are refused, and no file outside the lake's
     committed files is read."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
-
+    from sweeps.cli.render import parquet_bytes, query_text
     from sweeps.lake.views import query as run_query
 
     if fmt == "parquet" and output is None:
         raise click.UsageError("--format parquet needs --output FILE")
     result = run_query(Lake(lake_root), statement)
     if fmt == "parquet":
-        pq.write_table(result, output)
+        output.write_bytes(parquet_bytes(result))
         return
-    if fmt == "csv":
-        sink = pa.BufferOutputStream()  # Arrow's own buffer, not a Python file object
-        pacsv.write_csv(result, sink)
-        text = sink.getvalue().to_pybytes().decode()
-    elif fmt == "json":
-        text = json.dumps(result.to_pylist(), default=str, indent=1) + "\n"
-    else:
-        table = Table(show_lines=False)
-        for name in result.column_names:
-            table.add_column(name, overflow="fold")
-        for row in result.to_pylist():
-            table.add_row(*(_cell(v) for v in row.values()))
-        buffer = io.StringIO()
-        Console(file=buffer, width=max(120, 14 * len(result.column_names))).print(table)
-        text = buffer.getvalue() + f"({result.num_rows} rows)\n"
+    text = query_text(result, fmt)
     if output:
         output.write_text(text)
     else:
         sys.stdout.write(text)
-
-
-def _cell(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return "" if value is None else str(value)

@@ -21,15 +21,18 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from sweeps.errors import LakeError
-from sweeps.lake.entries import LogProblem, parse, seal, sequence_problems
+from sweeps.lake.entries import LogProblem, head_bytes, parse, parse_head, seal, sequence_problems
 from sweeps.lake.files import fsync_dir, publish, write_bytes, write_parquet
+from sweeps.lake.meta import LAKE_FORMAT, LakeMarker
+from sweeps.lake.names import KIND, PARTITION_KEY, PARTITION_VALUE, name_fault
 from sweeps.lake.versions import NO_VERSION, manifest_version
+from sweeps.lake.walk import list_under, through_link
 
 __all__ = ["LakeLog", "LAKE_FORMAT", "LogScan", "REPAIR_HINT", "first_line"]
 
-#: Version of the lake's layout and log. 1 was the log-less lake of commscale 0.1.
-LAKE_FORMAT = 2
 _ENTRY = re.compile(r"^(\d{20})\.json$")
+#: The log's head: the newest version committed (``entries.head_bytes``).
+HEAD = "_log/HEAD"
 #: What every message about a damaged lake tells the user to run.
 REPAIR_HINT = "run `commscale lake verify --repair` to repair it (no committed row is lost)"
 
@@ -41,6 +44,7 @@ class LogScan:
     entries: List[Tuple[int, dict]] = field(default_factory=list)
     problems: List[LogProblem] = field(default_factory=list)
     newest: int = 0  # the highest version present
+    head: int = 0  # the newest version the head records (0: no head, an older lake)
 
 
 @dataclass
@@ -53,7 +57,7 @@ class _State:
 
 
 
-class LakeLog:
+class LakeLog(LakeMarker):
     """A lake's root (a path or URI) and its commit log. Constructing it touches nothing."""
 
     def __init__(self, root: str) -> None:
@@ -120,71 +124,17 @@ class LakeLog:
         if info.type != pafs.FileType.Directory:
             raise LakeError(f"lake path {self.root_spec!r} is not a directory")
 
-    def check_format(self, *, create: bool) -> None:
-        """Refuse a lake of another format with what to do; create ``_lake.json`` if asked."""
-        if self._format_ok:
-            return
-        meta = self._read_json(self._path("_lake.json"))
-        if meta is None:
-            meta = self._meta_of_unmarked(create=create)
-            if meta is None:
-                return
-        found = meta.get("format")
-        if found != LAKE_FORMAT:
-            hint = ("upgrade commscale to read it" if isinstance(found, int) and found > LAKE_FORMAT
-                    else f"run `commscale lake upgrade --lake {self.root_spec}`")
-            raise LakeError(f"lake {self} has format {found}, this commscale reads format {LAKE_FORMAT}: {hint}")
-        self._format_ok = True
-
-    def _meta_of_unmarked(self, *, create: bool) -> Optional[dict]:
-        """The ``_lake.json`` of a root just read without one: another writer's, if it created
-        the lake meanwhile; a new one if ``create``; None for an empty root only read.
-
-        Writers race to create a lake: one may read no ``_lake.json`` while another creates
-        it and commits. So a root that seems to hold an unmarked log or data is read again
-        before it is refused, and ``_lake.json`` is created under the commit lock, after a
-        last look, so that no writer refuses or re-marks a lake another has just created.
-        """
-        meta_path = self._path("_lake.json")
-        try:
-            self._refuse_unmarked()
-        except LakeError:
-            meta = self._read_json(meta_path)
-            if meta is None:
-                raise
-            return meta
-        if not create:
-            return None
-        with self._locked(refresh=False):
-            meta = self._read_json(meta_path)
-            if meta is None:
-                self._refuse_unmarked()
-                self._write_meta()
-                meta = {"format": LAKE_FORMAT}
-        return meta
-
-    def _refuse_unmarked(self) -> None:
-        """A root without ``_lake.json`` must hold neither a log nor data files (``LakeError``
-        saying how to adopt them otherwise)."""
-        if self._log_versions():
-            raise LakeError(
-                f"lake {self} has a commit log but lost its _lake.json; run `commscale lake upgrade --lake "
-                f"{self.root_spec}` to restore it (no data file is touched)"
-            )
-        if self._raw_data_files():
-            raise LakeError(
-                f"lake {self} was written by commscale 0.1 (format 1, no commit log); "
-                f"run `commscale lake upgrade --lake {self.root_spec}` to adopt its files"
-            )
-
     # -- layout -----------------------------------------------------------------------
     def partition_dir(self, kind: str, partition: Dict[str, str]) -> str:
-        """Relative directory of a partition, e.g. ``kind=projection/sweep=s/hardware=h``."""
-        parts = [f"kind={kind}"] + [f"{k}={v}" for k, v in partition.items()]
-        for part in parts:
-            if "/" in part or part.count("=") != 1 or part.endswith("=") or ".." in part:
-                raise LakeError(f"partition value {part!r} must be a plain name (no '/', '=' or '..')")
-        return "/".join(parts)
+        """Relative directory of a partition, e.g. ``kind=projection/sweep=s/hardware=h``;
+        each name must be a plain one (``sweeps.lake.names``), or ``LakeError``."""
+        fault = name_fault("kind", kind, KIND)
+        for key, value in partition.items():
+            fault = fault or name_fault("partition key", key, PARTITION_KEY)
+            fault = fault or name_fault(f"partition value of {key}", value, PARTITION_VALUE)
+        if fault is not None:
+            raise LakeError(f"{fault} (use letters, digits, '.', '_', '+' and '-'; no '/', '=' or '..')")
+        return "/".join([f"kind={kind}"] + [f"{k}={v}" for k, v in partition.items()])
 
     # -- the log ----------------------------------------------------------------------
     def refresh(self) -> None:
@@ -219,9 +169,12 @@ class LakeLog:
 
     def scan_log(self, after: int = 0) -> LogScan:
         """Read the entries after version ``after``: the sound ones, in order, and the log's
-        problems (a gap, a damaged entry, a damaged newest entry)."""
+        problems (a gap, a damaged entry, a damaged newest entry, entries missing up to the
+        head). The head is read before the entries are listed: a writer writes its entry
+        before the head, so every version the head names is listed by then."""
+        head, head_fault = parse_head(self._read_bytes(self._path(HEAD)))
         versions = self._log_versions()
-        scan, damaged = LogScan(newest=max(versions, default=0)), {}
+        scan, damaged = LogScan(newest=max(versions, default=0), head=head), {}
         for version in versions:
             if version <= after:
                 continue
@@ -231,7 +184,9 @@ class LakeLog:
                 damaged[version] = why
             else:
                 scan.entries.append((version, entry))
-        scan.problems = sequence_problems(versions, after, damaged)
+        scan.problems = sequence_problems(versions, after, damaged, head)
+        if head_fault is not None:
+            scan.problems.append(LogProblem(0, "head", f"{HEAD} {head_fault}"))
         return scan
 
     def _apply(self, entry: dict) -> None:
@@ -285,12 +240,24 @@ class LakeLog:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def _append(self, entry: dict) -> int:
-        """Write the next log entry (call under the lock); returns its version."""
+        """Write the next log entry, then the head naming it (call under the lock); returns
+        its version."""
         version = self._state.version + 1
         entry = self._write_entry(version, entry)
+        self._write_head(version)
         self._apply(entry)
         self._state.version = version
         return version
+
+    def _write_head(self, version: int) -> None:
+        """Record ``version`` as the newest committed (whole or not at all)."""
+        final = self._path(HEAD)
+        if self.local_root is None:
+            self._write_bytes(final, head_bytes(version))
+            return
+        temporary = f"{final}.{uuid.uuid4().hex}.tmp"
+        self._write_bytes(temporary, head_bytes(version))
+        self._publish(temporary, final)
 
     def _write_entry(self, version: int, entry: dict) -> dict:
         """Write entry ``version`` (sealed, whole or not at all, never over an existing one)."""
@@ -311,12 +278,21 @@ class LakeLog:
 
     # -- helpers ----------------------------------------------------------------------
     def _raw_files(self, include_keys: bool = False) -> List[pafs.FileInfo]:
-        selector = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
+        """The plain files under ``kind=...`` (and ``_keys/``), never through a link."""
         tops = ("kind=", "_keys/") if include_keys else ("kind=",)
-        return [
-            info for info in self.fs.get_file_info(selector)
-            if info.type == pafs.FileType.File and info.path[len(self.root) + 1:].startswith(tops)
-        ]
+        return list_under(self.fs, self.root, self.local_root is not None, tops).files
+
+    def links(self) -> List[str]:
+        """The symbolic links under the root (relative), which the lake never follows."""
+        return list_under(self.fs, self.root, self.local_root is not None, ("",)).links
+
+    def _through_link(self, relative: str) -> bool:
+        """Whether ``relative`` is a link or lies under one (never on a remote filesystem)."""
+        return self.local_root is not None and through_link(self.root, relative)
+
+    def _link_fault(self, relative: str) -> Optional[str]:
+        """Why a committed file may not be read where it is: a link leads to it."""
+        return "is reached through a symbolic link (not followed)" if self._through_link(relative) else None
 
     def _raw_data_files(self) -> bool:
         return any(i.base_name.endswith(".parquet") and not i.base_name.startswith(".") for i in self._raw_files())
@@ -342,16 +318,6 @@ class LakeLog:
             return json.loads(data)
         except json.JSONDecodeError as exc:
             raise LakeError(f"{path} is not valid JSON ({exc}); the lake's log is damaged") from None
-
-    def _write_meta(self) -> None:
-        """Create ``_lake.json`` whole, never half-written: writers may race to create it."""
-        final = self._path("_lake.json")
-        temporary = f"{final}.{uuid.uuid4().hex}.tmp"
-        self._write_bytes(temporary, json.dumps({"format": LAKE_FORMAT}).encode())
-        if self.local_root is not None:
-            os.replace(temporary, final)
-        else:
-            self.fs.move(temporary, final)
 
     def _write_bytes(self, path: str, data: bytes) -> None:
         write_bytes(self.fs, self.local_root is not None, path, data)

@@ -17,8 +17,11 @@ __all__ = ["Lake", "VerifyReport", "VacuumReport", "UpgradeReport"]
 
 @dataclass
 class VacuumReport:
+    """What ``vacuum`` deleted, and the symbolic links it found and left alone."""
+
     removed: List[str] = field(default_factory=list)
     bytes_freed: int = 0
+    links: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -38,21 +41,28 @@ class Lake(LakeRepair):
     def vacuum(self, *, grace_s: float = 3600.0) -> VacuumReport:
         """Delete what no log entry holds: temporary files and orphans older than
         ``grace_s`` seconds (younger ones may belong to a commit in progress). A lake whose
-        log is damaged is refused: its orphans may be rows a repair can bring back."""
+        log is damaged is refused: its orphans may be rows a repair can bring back.
+
+        Runs under the commit lock, on the log as it stands then, so a file committed
+        meanwhile is never taken for an orphan; never follows or deletes through a
+        symbolic link (those are listed in ``links``, and ``lake verify`` reports them)."""
         report = VacuumReport()
-        self.refresh()
-        live = {self._path(f) for f in self._state.files}
-        live |= {self._path(e["keys_file"]) for e in self._state.files.values() if "keys_file" in e}
-        now = time.time()
-        for info in self._raw_files(include_keys=True):
-            name = info.base_name
-            if info.path in live or not name.endswith((".tmp", ".parquet", ".keys")):
-                continue
-            if info.mtime is not None and now - info.mtime.timestamp() < grace_s:
-                continue
-            self.fs.delete_file(info.path)
-            report.removed.append(info.path)
-            report.bytes_freed += info.size or 0
+        with self._locked():
+            live = {self._path(f) for f in self._state.files}
+            live |= {self._path(e["keys_file"]) for e in self._state.files.values() if "keys_file" in e}
+            now = time.time()
+            for info in self._raw_files(include_keys=True):
+                name = info.base_name
+                if info.path in live or not name.endswith((".tmp", ".parquet", ".keys")):
+                    continue
+                if info.mtime is not None and now - info.mtime.timestamp() < grace_s:
+                    continue
+                if self._through_link(info.path[len(self.root) + 1:]):
+                    continue
+                self.fs.delete_file(info.path)
+                report.removed.append(info.path)
+                report.bytes_freed += info.size or 0
+        report.links = self.links()
         return report
 
     def upgrade(self) -> UpgradeReport:
@@ -63,7 +73,7 @@ class Lake(LakeRepair):
         when its keys are new (``LakeRepair.adopt``). A lake of this format is left as it is.
         """
         report = UpgradeReport()
-        if self._read_json(self._path("_lake.json")) is not None:
+        if self._marker() is not None:
             self.check_format(create=False)
             return report
         if self._log_versions():

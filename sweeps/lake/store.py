@@ -33,6 +33,7 @@ Contract (after Delta Lake's commit protocol, simplified to one lock):
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import uuid
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Set, Tuple
@@ -40,6 +41,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sweeps.errors import LakeError
@@ -65,6 +67,19 @@ class CommitResult:
     version: Optional[int]
 
 
+@dataclass
+class _Staged:
+    """A data file written but not yet committed: its final name (relative), its hidden
+    temporary path (absolute), its sidecar (relative), and what was written."""
+
+    relative: str
+    temporary: str
+    keys_file: str
+    size: int = 0
+    sha256: str = ""
+    keys_sha256: str = ""
+
+
 class LakeStore(LakeLog):
     """A lake's commit protocol and its reads. ``sweeps.lake.Lake`` adds maintenance
     (verify, vacuum, upgrade). Constructing it touches nothing."""
@@ -82,16 +97,8 @@ class LakeStore(LakeLog):
         directory = self.partition_dir(kind, partition)
         self.check_format(create=True)
         table = first_of_each_key(table)
-        name = f"part-{uuid.uuid4().hex}.parquet"
-        relative = f"{directory}/{name}"
-        temporary = self._path(f"{directory}/.{name}.tmp")
-        keys_file = f"_keys/{name[:-len('.parquet')]}.keys"  # not *.parquet: raw globs skip it
-        with self._writing(f"{directory}", temporary, self._path(keys_file)):
-            self.fs.create_dir(self._path(directory), recursive=True)
-            self.fs.create_dir(self._path("_keys"), recursive=True)
-            size, digest = self._write_parquet(temporary, table)
-            self._write_parquet(self._path(keys_file), table.select(["key"]))
-        with self._locked(), self._writing(f"{directory}", temporary, self._path(keys_file)):
+        staged = self._stage(directory, table)
+        with self._locked(), self._writing(directory, staged.temporary, self._path(staged.keys_file)):
             scope = None if sweep_version is None or kind in SHARED_KINDS else (f"{directory}/", sweep_version)
             committed = self._committed_keys(kind, scope)
             fresh = pa.array([key not in committed for key in table.column("key").to_pylist()], pa.bool_())
@@ -99,19 +106,48 @@ class LakeStore(LakeLog):
             if skipped:
                 table = table.filter(fresh)
                 if table.num_rows == 0:
-                    self.fs.delete_file(temporary)
-                    self.fs.delete_file(self._path(keys_file))
+                    for path in (staged.temporary, self._path(staged.keys_file)):
+                        with contextlib.suppress(FileNotFoundError):
+                            self.fs.delete_file(path)
                     return CommitResult(None, 0, skipped, None)
-                size, digest = self._write_parquet(temporary, table)
-                self._write_parquet(self._path(keys_file), table.select(["key"]))
-            self._publish(temporary, self._path(relative))
-            version = self._append({
-                "action": "add", "kind": kind, "partition": dict(partition), "file": relative,
-                "rows": table.num_rows, "bytes": size, "sha256": digest,
-                "schema_version": schema_version, "keys_file": keys_file,
-                **({} if sweep_version is None else {"sweep_version": sweep_version}),
-            })
-        return CommitResult(self._path(relative), table.num_rows, skipped, version)
+            version = self._publish_staged(staged, table, kind, partition, schema_version=schema_version,
+                                           sweep_version=sweep_version, restage=bool(skipped))
+        return CommitResult(self._path(staged.relative), table.num_rows, skipped, version)
+
+    def _stage(self, directory: str, table: pa.Table) -> _Staged:
+        """Write ``table`` under a hidden temporary name in ``directory``, and its sidecar."""
+        name = f"part-{uuid.uuid4().hex}.parquet"
+        staged = _Staged(f"{directory}/{name}", self._path(f"{directory}/.{name}.tmp"),
+                         f"_keys/{name[:-len('.parquet')]}.keys")  # not *.parquet: raw globs skip it
+        with self._writing(directory, staged.temporary, self._path(staged.keys_file)):
+            self.fs.create_dir(self._path(directory), recursive=True)
+            self.fs.create_dir(self._path("_keys"), recursive=True)
+            self._write_staged(staged, table)
+        return staged
+
+    def _write_staged(self, staged: _Staged, table: pa.Table) -> None:
+        staged.size, staged.sha256 = self._write_parquet(staged.temporary, table)
+        staged.keys_sha256 = self._write_parquet(self._path(staged.keys_file), table.select(["key"]))[1]
+
+    def _publish_staged(self, staged: _Staged, table: pa.Table, kind: str, partition: Dict[str, str], *,
+                        schema_version: int, sweep_version: Optional[str], restage: bool) -> int:
+        """Rename a staged file into place and commit it (call under the lock); written again
+        first if ``restage`` (``table`` is not what was staged) or if it is gone (e.g. taken
+        by ``vacuum --grace-s 0`` before the lock). Returns the entry's version."""
+        if restage or not self._both_present(staged.temporary, staged.keys_file):
+            self._write_staged(staged, table)
+        self._publish(staged.temporary, self._path(staged.relative))
+        return self._append({
+            "action": "add", "kind": kind, "partition": dict(partition), "file": staged.relative,
+            "rows": table.num_rows, "bytes": staged.size, "sha256": staged.sha256, "schema_version": schema_version,
+            "keys_file": staged.keys_file, "keys_sha256": staged.keys_sha256,
+            **({} if sweep_version is None else {"sweep_version": sweep_version}),
+        })
+
+    def _both_present(self, temporary: str, keys_file: str) -> bool:
+        """Whether a commit's written data file and sidecar are still there."""
+        infos = self.fs.get_file_info([temporary, self._path(keys_file)])
+        return all(info.type == pafs.FileType.File for info in infos)
 
     @contextlib.contextmanager
     def _writing(self, what: str, *temporaries: str) -> Iterator[None]:
@@ -205,7 +241,7 @@ class LakeStore(LakeLog):
         return self.files(kind)
 
     def _check_file(self, relative: str, entry: dict) -> None:
-        fault = file_fault(self.fs, self._path(relative), entry)
+        fault = self._link_fault(relative) or file_fault(self.fs, self._path(relative), entry)
         if fault is not None:
             raise LakeError(f"lake {self}: data file {self._path(relative)} {fault}; {VERIFY_HINT}")
 
@@ -238,22 +274,35 @@ class LakeStore(LakeLog):
         return pa.chunked_array(chunks, pa.string())
 
     def _file_key_array(self, relative: str, entry: dict) -> pa.Array:
+        """A committed file's keys: from its sidecar when the sidecar's bytes are those its
+        commit recorded (``keys_sha256``), else from the data file itself, checked."""
         if "keys" in entry:  # an entry that carries its keys inline (older lakes)
             return pa.array(entry["keys"], pa.string())
-        try:
-            with self.fs.open_input_file(self._path(entry["keys_file"])) as handle:
-                keys = pq.read_table(handle).column("key").combine_chunks().cast(pa.string())
-            if len(keys) == entry["rows"]:
-                return keys
-        except (OSError, pa.ArrowException, KeyError):
-            pass
+        keys = self._sealed_sidecar(entry)
+        if keys is not None:
+            return keys
         self._check_file(relative, entry)
         with self.fs.open_input_file(self._path(relative)) as handle:
             return pq.read_table(handle, columns=["key"]).column("key").combine_chunks().cast(pa.string())
 
+    def _sealed_sidecar(self, entry: dict) -> Optional[pa.Array]:
+        """The keys of an entry's sidecar if its sha256 is the one committed; None for an
+        entry without one (older lakes), a sidecar that differs, or one that is unreadable."""
+        if not isinstance(entry.get("keys_sha256"), str) or self._through_link(entry["keys_file"]):
+            return None
+        try:
+            with self.fs.open_input_stream(self._path(entry["keys_file"])) as handle:
+                data = handle.read()
+            if hashlib.sha256(data).hexdigest() != entry["keys_sha256"]:
+                return None
+            keys = pq.read_table(pa.BufferReader(data)).column("key").combine_chunks().cast(pa.string())
+        except (OSError, pa.ArrowException, KeyError):
+            return None
+        return keys if len(keys) == entry["rows"] else None
+
     def sidecar_keys(self, entry: dict) -> Optional[Set[str]]:
         """The keys in a file's sidecar, or None if it is missing or unreadable."""
-        if "keys_file" not in entry:
+        if "keys_file" not in entry or self._through_link(entry["keys_file"]):
             return None
         try:
             with self.fs.open_input_file(self._path(entry["keys_file"])) as handle:
@@ -263,9 +312,13 @@ class LakeStore(LakeLog):
 
     def data_keys(self, relative: str) -> Set[str]:
         """The keys of a committed data file, read from the file after checking it."""
+        return set(self.data_key_list(relative))
+
+    def data_key_list(self, relative: str) -> List[str]:
+        """The keys of a committed data file in its row order, read after checking it."""
         self._check_file(relative, self._state.files[relative])
         with self.fs.open_input_file(self._path(relative)) as handle:
-            return set(pq.read_table(handle, columns=["key"]).column("key").to_pylist())
+            return pq.read_table(handle, columns=["key"]).column("key").to_pylist()
 
     def _committed_keys(self, kind: str, scope: Optional[Tuple[str, str]] = None) -> Set[str]:
         """Keys of every live file of ``kind``, or (``scope`` = (partition directory prefix,

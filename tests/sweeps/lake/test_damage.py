@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from sweeps.cli import main
 from sweeps.errors import LakeError, QueryError
 from sweeps.lake import Lake
+from sweeps.lake.entries import head_bytes
 from sweeps.lake.views import query
 
 PARTITION = {"sweep": "s", "hardware": "h"}
@@ -99,10 +100,11 @@ def test_a_missing_middle_log_entry_is_found_and_repair_brings_its_rows_back(tmp
 
 
 @pytest.mark.parametrize("damage", [b"", b'{"version": 3, "acti', b"\x00\xff garbage \xfe"])
-def test_a_torn_newest_entry_is_rolled_back_and_its_rows_kept(tmp_path, damage):
+def test_a_torn_newest_entry_the_head_never_recorded_is_rolled_back_and_its_rows_kept(tmp_path, damage):
     _lake(tmp_path)
     newest = _entries(tmp_path)[-1]
     newest.write_bytes(damage)
+    (tmp_path / "_log" / "HEAD").write_bytes(head_bytes(2))  # its commit stopped before the head
     with pytest.raises(LakeError, match="entry 3 \\(the newest\\) is damaged.*verify --repair"):
         _values(tmp_path)
     with pytest.raises(LakeError, match="verify --repair"):
@@ -112,6 +114,17 @@ def test_a_torn_newest_entry_is_rolled_back_and_its_rows_kept(tmp_path, damage):
     assert len(_values(tmp_path)) == 12
     Lake(str(tmp_path)).commit("toy", PARTITION, pa.table({"key": ["new"], "value": [99.0]}))
     assert len(_values(tmp_path)) == 13
+
+
+@pytest.mark.parametrize("damage", [b"", b"\x00\xff garbage \xfe"])
+def test_a_damaged_newest_entry_the_head_recorded_is_recorded_as_lost_and_its_rows_kept(tmp_path, damage):
+    _lake(tmp_path)
+    _entries(tmp_path)[-1].write_bytes(damage)
+    with pytest.raises(LakeError, match="entry 3 is damaged.*verify --repair"):
+        _values(tmp_path)
+    repaired = _verify(tmp_path, "--repair")
+    assert repaired.exit_code == 0 and "recorded as lost: commit-log entry 3" in repaired.output, repaired.output
+    assert len(_values(tmp_path)) == 12 and _verify(tmp_path).exit_code == 0
 
 
 def test_garbage_in_a_middle_entry_is_refused_then_repaired(tmp_path):
