@@ -22,11 +22,12 @@ class LakeError(UserError):
 
 
 class QueryError(UserError):
-    """A SQL statement over the lake failed."""
+    """A SQL statement over the lake failed. The message is one line: the reason, then the
+    statement as a Python literal (a statement of several lines shows on one)."""
 
     def __init__(self, statement: str, reason: str) -> None:
         self.statement = statement
-        super().__init__(f"query failed: {reason}\n  statement: {statement}")
+        super().__init__(f"query failed: {reason}; statement: {statement!r}")
 
 
 class DataFileError(UserError):
