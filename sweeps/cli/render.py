@@ -87,9 +87,10 @@ TABLE_CELL_MAX = 1000
 def query_text(result: pa.Table, fmt: str) -> str:
     """``result`` as text of ``fmt`` ("table", "csv" or "json"): a table ends in its row
     count, a CSV has a header line, a JSON document is a list of one object per row (strict
-    JSON: a float that is not finite is null)."""
+    JSON: a float that is not finite is null; ``UserError`` for a column name given twice)."""
     columns = [(name, column.type, column.to_pylist()) for name, column in zip(result.column_names, result.columns)]
     if fmt == "json":
+        _names_once(result, fmt)
         rows = zip(*[[_plain(value, dtype) for value in values] for _name, dtype, values in columns])
         return json.dumps([dict(zip(result.column_names, row)) for row in rows], indent=1, allow_nan=False) + "\n"
     if fmt == "csv":
@@ -106,9 +107,10 @@ def query_text(result: pa.Table, fmt: str) -> str:
 
 def parquet_bytes(result: pa.Table) -> bytes:
     """``result`` as a Parquet file's bytes; ``UserError`` naming the first column Parquet
-    cannot hold (an interval, a union) and what to do."""
+    cannot hold (an interval, a union; a name given twice) and what to do."""
     import pyarrow.parquet as pq
 
+    _names_once(result, "parquet")
     for name, column in zip(result.column_names, result.columns):
         try:
             pq.write_table(pa.table({name: column.slice(0, 0)}), pa.BufferOutputStream())
@@ -119,6 +121,17 @@ def parquet_bytes(result: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     pq.write_table(result, sink)
     return sink.getvalue().to_pybytes()
+
+
+def _names_once(result: pa.Table, fmt: str) -> None:
+    """A JSON object holds a name once, and readers refuse a Parquet file that holds one
+    twice: ``UserError`` naming the first column named twice, before anything is written."""
+    seen: set = set()
+    for name in result.column_names:
+        if name in seen:
+            raise UserError(f"--format {fmt}: column {name!r} is named twice; name the columns apart "
+                            f"(e.g. ... AS {name}_2) or use --format csv or table")
+        seen.add(name)
 
 
 def cell_text(value: object, dtype: pa.DataType) -> Optional[str]:

@@ -128,3 +128,20 @@ def test_bytes_are_written_as_duckdb_writes_them(lake_root, hex_bytes):
     statement = f"SELECT from_hex('{hex_bytes}') AS b, CAST(from_hex('{hex_bytes}') AS VARCHAR) AS t"
     table = query(Lake(str(lake_root)), statement)
     assert cell_text(table.column("b")[0].as_py(), table.schema.field("b").type) == table.column("t")[0].as_py()
+
+
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+def test_a_column_name_given_twice_is_refused_where_it_would_lose_a_column(lake_root, tmp_path, fmt):
+    """A JSON object, and a Parquet file that readers can read, hold each name once."""
+    out = tmp_path / f"out.{fmt}"
+    result = _query(lake_root, "SELECT 1 AS a, 2 AS a, 3 AS b", "--format", fmt, "-o", str(out))
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert "column 'a' is named twice" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv"])
+def test_a_column_name_given_twice_is_shown_twice(lake_root, fmt):
+    result = _query(lake_root, "SELECT 1 AS a, 2 AS a", "--format", fmt)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stdout.count("a") >= 2 and "2" in result.stdout
