@@ -9,12 +9,24 @@ class UserError(Exception):
     """Bad input, found before any work starts; the message says what and where."""
 
 
+#: The longest field or value a message shows whole, in characters; a longer one is cut.
+SHOWN_MAX = 200
+
+
+def _shown(text: str) -> str:
+    """``text`` on one line, cut to ``SHOWN_MAX`` characters (saying how long it was)."""
+    if not text.isprintable():
+        text = repr(text)[1:-1]
+    return text if len(text) <= SHOWN_MAX else f"{text[:SHOWN_MAX // 2]}... ({len(text):,} characters)"
+
+
 class ConfigError(UserError):
-    """A config field holds a value that cannot be used."""
+    """A config field holds a value that cannot be used. The message shows the field and
+    the value on one line, a long one cut."""
 
     def __init__(self, field: str, value: object, reason: str) -> None:
         self.field, self.value, self.reason = field, value, reason
-        super().__init__(f"config error: {field}={value!r}: {reason}")
+        super().__init__(f"config error: {_shown(str(field))}={_shown(repr(value))}: {reason}")
 
 
 class LakeError(UserError):

@@ -292,3 +292,42 @@ def test_a_bad_probe_pair_ends_in_one_line_before_the_lake_exists(tmp_path, args
     lake = tmp_path / "lake"
     result = commscale("probe", "--points", "2", *args, "--lake", str(lake), cwd=tmp_path)
     assert_one_line_and_no_lake(result, lake, fragments)
+
+
+# Each of these ended in a traceback (or, the sweep, planned 10^9 points, 6 GB in 15 s),
+# in a real process as a user runs it; the in-process corpus is tests/test_bad_inputs.py.
+@pytest.mark.parametrize("args, files, fragments", [
+    pytest.param(["run", "model=" + "A" * 5000], {}, ["model='AAAA", "(5,002 characters)", "unknown preset"],
+                 id="5000-character-preset-name"),
+    pytest.param(["run", "hardware=deep.yaml"], {"deep.yaml": "[" * 10000 + "]" * 10000},
+                 ["hardware='deep.yaml'", "nests more than 32 levels deep"], id="yaml-nested-10000-deep"),
+    pytest.param(["validate", "--runs", "runs.csv"],
+                 {"runs.csv": "source,model,layers,hidden,heads,seq,global_batch,hw,metric,value\n"
+                              + "x" * 131073 + ",m,1,64,1,1,1,h100,mfu,1\n"},
+                 ["runs.csv row 1", "field larger than field limit (131072)"], id="runs-cell-over-csv-field-limit"),
+    pytest.param(["run", "sweep.h=[" + ",".join(str(128 * i) for i in range(1, 1001)) + "]",
+                  "sweep.sl=[" + ",".join(map(str, range(1, 1001))) + "]",
+                  "sweep.b=[" + ",".join(map(str, range(1, 1001))) + "]", "sweep.tp=[1]", "sweep.flop_vs_bw=[1]"],
+                 {}, ["sweep table2: 1,000,000,006 points exceed the bound of 100,000,000 points", "--allow-large"],
+                 id="sweep-of-a-billion-points"),
+])
+def test_the_probes_tracebacks_and_runaway_end_in_one_line_before_the_lake_exists(tmp_path, args, files, fragments):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    lake = tmp_path / "lake"
+    result = commscale(*args, "--lake", str(lake), cwd=tmp_path)
+    assert_one_line_and_no_lake(result, lake, fragments)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)  # no report either
+
+
+@pytest.mark.parametrize("args, fragments", [
+    pytest.param(["run", "sweep=smoke", "--lake", ""], ["--lake ''", "names no folder"], id="empty-lake"),
+    pytest.param(["probe", "--points", "1", "--lake", ""], ["--lake ''", "names no folder"], id="empty-lake-probe"),
+    pytest.param(["run", "sweep=smoke", "--address", ""], ["--address ''", "names no cluster"], id="empty-address"),
+])
+def test_an_empty_lake_or_address_is_refused_not_read_as_the_current_folder_or_none(tmp_path, args, fragments):
+    """An empty --lake made the current folder the lake (and Ray started); an empty
+    --address started an embedded Ray as if none was given."""
+    result = commscale(*args, cwd=tmp_path)
+    assert_clean_failure(result, fragments)
+    assert result.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []

@@ -18,7 +18,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from sweeps.cli.options import address_option, default_report, lake_option, no_report_option, num_cpus_option
+from sweeps.cli.options import address_option, allow_large_option, default_report, lake_option, no_report_option, \
+    num_cpus_option
 from sweeps.cli.render import console, run_line
 from sweeps.cli.report import write_and_announce
 from sweeps.lake import Lake
@@ -117,8 +118,9 @@ def _check_cpus(spec, num_cpus: Optional[int]) -> None:
 @num_cpus_option
 @click.option("--restart", is_flag=True, help="Start anew if the calibration's preset changed.")
 @no_report_option
+@allow_large_option
 def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str], num_cpus: Optional[int],
-              restart: bool, no_report: bool) -> None:
+              restart: bool, no_report: bool, allow_large: bool) -> None:
     """Measure a layer on a device, fit operator models, and judge them on held-out
     configurations (e.g. `calibrate calibration=cpu`). Then `run calibration=NAME` projects with it."""
     from sweeps.calibrate import calibrate as run_calibration, timed_rows
@@ -130,7 +132,7 @@ def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str
         if key.partition(".")[0] != "calibration":
             raise ConfigError(key, value, "is not read by `commscale calibrate`, which measures its calibration "
                                           "preset only (calibration=NAME, calibration.FIELD=VALUE)")
-    config = load_run_config(overrides)
+    config = load_run_config(overrides, allow_large=allow_large)  # --allow-large: a preset file beyond 1 MiB
     spec = config.calibration
     if spec is None:
         raise ConfigError("calibration", None, "choose a calibration preset: calibration=NAME (commscale presets)")

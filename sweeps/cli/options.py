@@ -24,13 +24,27 @@ def default_report() -> str:
     return os.environ.get("COMMSCALE_REPORT") or DEFAULT_REPORT
 
 
-lake_option = click.option("--lake", "lake_root", default=default_lake, show_default=DEFAULT_LAKE,
+def _check_lake(ctx: click.Context, param: click.Parameter, value):
+    """An empty ``--lake`` is refused: it would make the current folder the lake."""
+    from sweeps.errors import UserError
+
+    if value == "":
+        raise UserError("--lake '': names no folder; give the lake's path (default: lake, or COMMSCALE_LAKE)")
+    return value
+
+
+lake_option = click.option("--lake", "lake_root", default=default_lake, show_default=DEFAULT_LAKE, callback=_check_lake,
                            help="Lake root: a path or a pyarrow filesystem URI (env COMMSCALE_LAKE).")
 
 
 def _check_address(ctx: click.Context, param: click.Parameter, value):
     """A cluster address (``--address``, else ``RAY_ADDRESS``) where no Ray cluster answers
-    is refused now, in seconds, before the command touches the lake."""
+    is refused now, in seconds, before the command touches the lake; an empty ``--address``
+    is refused as naming none (leaving it out starts an embedded Ray)."""
+    if value == "":
+        from sweeps.errors import UserError
+
+        raise UserError("--address '': names no cluster; give HOST:PORT, or leave it out for an embedded Ray")
     if value or os.environ.get("RAY_ADDRESS"):
         from sweeps.cluster.reach import check_reachable
 

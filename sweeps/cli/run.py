@@ -3,14 +3,15 @@ driver, render."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
 import click
 
-from sweeps.cli.options import address_option, default_lake, default_report, lake_option, no_report_option, \
-    num_cpus_option, restart_option
+from sweeps.cli.options import address_option, allow_large_option, default_lake, default_report, lake_option, \
+    no_report_option, num_cpus_option, restart_option
 from sweeps.cli.render import console, report_failures, run_line
 from sweeps.cli.report import write_and_announce
 from sweeps.config import GROUPS, RunConfig, SweepMode, list_presets, load_run_config
@@ -31,18 +32,23 @@ chunk_option = click.option("--chunk-size", type=click.IntRange(min=1), default=
 @chunk_option
 @restart_option
 @no_report_option
+@allow_large_option
 def run(*, overrides: Sequence[str], lake_root: str, address: Optional[str], num_cpus: Optional[int],
-        chunk_size: Optional[int], restart: bool, no_report: bool) -> None:
+        chunk_size: Optional[int], restart: bool, no_report: bool, allow_large: bool) -> None:
     """Run a sweep on Ray and land it in the lake: a projection (e.g. `run hardware=h100 sweep.tp=[8,16]`)
     or, for `sweep=roi`, measurements on the workers.
 
-    Run it again to resume: finished points stay, the rest run."""
+    Run it again to resume: finished points stay, the rest run. A sweep of more than 10^8
+    points, or of more than this machine's memory can plan, is refused unless --allow-large."""
+    from sweeps.jobs.bounds import check_sweep_size
+
     for item in overrides:
         key, _, value = item.partition("=")
         if key.startswith("calibration."):
             raise ConfigError(key, value, "configures `commscale calibrate`; `run calibration=NAME` projects with the "
                                           "lake's newest fit of NAME as it was measured")
-    config = load_run_config(overrides)
+    config = load_run_config(overrides, allow_large=allow_large)
+    check_sweep_size(config, allow_large=allow_large)
     lake = Lake(lake_root)
     options = dict(address=address, num_cpus=num_cpus, chunk_size=chunk_size, restart=restart,
                    console=console(stderr=True))
@@ -118,30 +124,41 @@ def _parse_pairs(values: Sequence[str], option: str, separator: str, cast) -> di
     return pairs
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: Optional[float]) -> Optional[float]:
+    """A number option's value is finite: NaN passes every range (it compares false), and
+    an infinite sleep or time cap would never end."""
+    if value is not None and not math.isfinite(value):
+        raise ConfigError(param.opts[0], value, "must be a finite number")
+    return value
+
+
 @click.command()
 @click.option("--name", default="probe", show_default=True, help="Sweep name in the lake.")
 @click.option("--points", type=click.IntRange(min=1), default=100, show_default=True)
-@click.option("--sleep-ms", type=click.FloatRange(min=0), default=50.0, show_default=True,
+@click.option("--sleep-ms", type=click.FloatRange(min=0), default=50.0, show_default=True, callback=_finite,
               help="Each point sleeps this long, standing in for a device measurement.")
 @click.option("--fail", multiple=True, metavar="MODE:COUNT",
               help="Make COUNT points fail: die_once, transient_once, infeasible, oom, bug (repeatable).")
 @click.option("--resource", multiple=True, metavar="NAME=AMOUNT",
               help="Custom Ray resource each point needs, e.g. standin_gpu=1 (repeatable).")
-@click.option("--cpus-per-point", type=click.FloatRange(min=0), default=1.0, show_default=True)
-@click.option("--timeout-s", type=click.FloatRange(min=0.01), default=60.0, show_default=True,
+@click.option("--cpus-per-point", type=click.FloatRange(min=0), default=1.0, show_default=True, callback=_finite)
+@click.option("--timeout-s", type=click.FloatRange(min=0.01), default=60.0, show_default=True, callback=_finite,
               help="Time cap of one point.")
 @chunk_option
 @lake_option
 @address_option
 @num_cpus_option
 @restart_option
+@allow_large_option
 def probe(*, name: str, points: int, sleep_ms: float, fail: Sequence[str], resource: Sequence[str],
           cpus_per_point: float, timeout_s: float, chunk_size: Optional[int], lake_root: str, address: Optional[str],
-          num_cpus: Optional[int], restart: bool) -> None:
+          num_cpus: Optional[int], restart: bool, allow_large: bool) -> None:
     """Check a cluster end to end with synthetic points: dispatch, retries, faults, lake."""
+    from sweeps.jobs.bounds import check_probe_size
     from sweeps.jobs.probe import probe_job
     from sweeps.run import run_job
 
+    check_probe_size(points, allow_large=allow_large)
     job = probe_job(name=name, points=points, sleep_s=sleep_ms / 1000.0, fail=_parse_pairs(fail, "--fail", ":", int),
                     resources=_parse_pairs(resource, "--resource", "=", float), cpus_per_point=cpus_per_point,
                     point_timeout_s=timeout_s)
@@ -160,8 +177,9 @@ def probe(*, name: str, points: int, sleep_ms: float, fail: Sequence[str], resou
               help="Python that runs the job on the head node (with commscale installed).")
 @click.option("--follow/--no-follow", default=True, show_default=True, help="Stream the job's logs until it ends.")
 @click.option("--verbose", is_flag=True, help="Show Ray's own log lines (packaging, upload, job set-up) too.")
+@allow_large_option
 def submit(*, overrides: Sequence[str], address: str, lake_root: str, python_bin: str, follow: bool,
-           verbose: bool) -> None:
+           verbose: bool, allow_large: bool) -> None:
     """Submit `commscale run OVERRIDES` to a Ray cluster as a job, and follow it.
 
     The config is checked here first; the repository travels as the job's working
@@ -169,11 +187,16 @@ def submit(*, overrides: Sequence[str], address: str, lake_root: str, python_bin
     (absolute paths), so they must be paths the cluster can write: shared storage, or this
     machine for a cluster on loopback."""
     from sweeps.cluster.submit import submit_run
+    from sweeps.jobs.bounds import check_sweep_size
 
-    load_run_config(overrides)  # bad input fails here, before anything is submitted
+    # Bad input fails here, before anything is submitted. The point bound is checked here;
+    # the driver's memory where the job runs it (its own `commscale run` checks it there).
+    composed = load_run_config(overrides, allow_large=allow_large)
+    check_sweep_size(composed, allow_large=allow_large, available=sys.maxsize)
     lake_path = lake_root if "://" in lake_root else str(Path(lake_root).expanduser().resolve())
     report_dir = str(Path(default_report()).expanduser().resolve())
-    status = submit_run(address, [*overrides, "--lake", lake_path], python_bin=python_bin, follow=follow,
+    run_args = [*overrides, "--lake", lake_path, *(["--allow-large"] if allow_large else [])]
+    status = submit_run(address, run_args, python_bin=python_bin, follow=follow,
                         echo=lambda text: click.echo(text, nl=False), env_vars={"COMMSCALE_REPORT": report_dir},
                         verbose=verbose)
     if status:
@@ -182,11 +205,12 @@ def submit(*, overrides: Sequence[str], address: str, lake_root: str, python_bin
 
 @click.command()
 @click.argument("overrides", nargs=-1)
-def config(overrides: Sequence[str]) -> None:
+@allow_large_option
+def config(overrides: Sequence[str], allow_large: bool) -> None:
     """Print the composed config (presets plus overrides) as YAML."""
     from omegaconf import OmegaConf
 
-    click.echo(OmegaConf.to_yaml(OmegaConf.structured(load_run_config(overrides))), nl=False)
+    click.echo(OmegaConf.to_yaml(OmegaConf.structured(load_run_config(overrides, allow_large=allow_large))), nl=False)
 
 
 @click.command()

@@ -24,10 +24,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sweeps.cli.options import check_output_file, default_report, lake_option, no_report_option
+from sweeps.cli.options import allow_large_option, check_output_file, default_report, lake_option, no_report_option
 from sweeps.cli.render import PIPE_WIDTH, console
 from sweeps.cli.report import write_and_announce
-from sweeps.errors import UserError
+from sweeps.errors import DataFileError, UserError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import VALIDATION
 from tasks.validation.records import DATASETS, MODEL_VERSION, ValidationRecord, error_summary
@@ -110,6 +110,20 @@ def _text(records: Sequence[ValidationRecord], skipped: Sequence[str], fmt: str)
     return buffer.getvalue()
 
 
+def _check_runs_size(runs_file: Path) -> None:
+    """A runs file larger than any dataset is refused before it is read (``DataFileError``)."""
+    from sweeps.config.bounds import ALLOW_LARGE
+    from tasks.validation.records import RowError
+    from tasks.validation.runs import runs_size_problem
+
+    try:
+        problem = runs_size_problem(runs_file)
+    except RowError as exc:
+        raise DataFileError(str(exc)) from None
+    if problem:
+        raise DataFileError(f"--runs {problem}; {ALLOW_LARGE}")
+
+
 @click.command()
 @click.option("--runs", "runs_file", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="A CSV with the columns of conf/data/published_runs.csv: replaces the shipped runs (blank cells "
@@ -122,8 +136,9 @@ def _text(records: Sequence[ValidationRecord], skipped: Sequence[str], fmt: str)
 @no_report_option
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               callback=check_output_file, help="Write the records (in --format) to this file instead of stdout.")
+@allow_large_option
 def validate(*, runs_file: Optional[Path], datasets: Sequence[str], fmt: str, lake_root: str, no_lake: bool,
-             no_report: bool, out_file: Optional[Path]) -> None:
+             no_report: bool, out_file: Optional[Path], allow_large: bool) -> None:
     """Predict every published measurement (training runs, layer times, collective and GEMM
     microbenchmarks) with the cost model the search uses, print each beside its published
     value with the signed error (predicted / published - 1), and commit the records to the
@@ -133,6 +148,8 @@ def validate(*, runs_file: Optional[Path], datasets: Sequence[str], fmt: str, la
     if runs_file is not None and datasets and "runs" not in datasets:
         raise UserError(f"--runs {runs_file}: replaces the runs dataset, which --dataset {' '.join(datasets)} leaves "
                         "out; add --dataset runs")
+    if runs_file is not None and not allow_large:
+        _check_runs_size(runs_file)
     lake = Lake(lake_root)
     if not no_lake and lake.exists():
         lake.ensure_readable()  # an unusable lake is refused before any work

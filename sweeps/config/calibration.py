@@ -63,6 +63,10 @@ def validate_calibration(spec: CalibrationSpec) -> None:
     if not 0.0 <= spec.dropout < 1.0:
         raise ConfigError("calibration.dropout", spec.dropout, "is a probability below 1")
     check_fields("calibration", spec, CALIBRATION)
+    for name in VARIED:
+        values = getattr(spec.vary, name)
+        if values:  # a repeated value would measure one configuration twice, under one key
+            check_positive(f"calibration.vary.{name}", values)
     fits = fit_configs(spec)
     for config in fits:
         where = "calibration.baseline" if config["role"] == "baseline" else f"calibration.vary.{config['varied']}"

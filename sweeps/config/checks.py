@@ -44,10 +44,13 @@ def _check_unique(field: str, values) -> None:
 
 
 def check_positive(field: str, values) -> None:
-    """Every value (one, or each of a list) is positive; a list is not empty and names each
-    value once."""
+    """Every value (one, or each of a list) is a positive number; a list is not empty and
+    names each value once."""
     if isinstance(values, list) and not values:
         raise ConfigError(field, values, "must list at least one value")
+    for value in _values(values):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(field, value, "must be a number")
     _check_unique(field, values)
     for value in _values(values):
         if value <= 0:

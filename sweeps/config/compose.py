@@ -2,14 +2,17 @@
 then ``KEY=VALUE`` overrides in OmegaConf dotlist syntax, one at a time so that an error
 names the override at fault; every error is a ``ConfigError`` naming the field and value.
 
-Presets live in ``conf/GROUP/NAME.yaml``; a choice ending in ``.yaml`` is a path. A
-YAML file must be UTF-8 text, valid YAML and a mapping of fields at its top level; an
-override's value must be valid YAML (``sweep.tp=[4,`` is not).
+Presets live in ``conf/GROUP/NAME.yaml``; a choice ending in ``.yaml`` is a path, any
+other a preset name (``checks.NAME``: no path, no ``..``). A YAML file must be a regular
+file of at most ``bounds.MAX_YAML_BYTES`` (unless ``allow_large``), UTF-8 text, valid YAML
+nested at most ``MAX_YAML_DEPTH`` levels, and a mapping of fields at its top level; an
+override's value must be valid YAML (``sweep.tp=[4,`` is not), nested as little.
 """
 
 from __future__ import annotations
 
 import io
+import stat
 from pathlib import Path
 from typing import Any, List, Sequence
 
@@ -18,11 +21,18 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from conf import CONF_DIR
+from sweeps.config.bounds import ALLOW_LARGE, MAX_YAML_BYTES
+from sweeps.config.checks import NAME, NAME_MAX
 from sweeps.config.schemas import PRESET_SCHEMAS
 from sweeps.errors import ConfigError
 
-__all__ = ["CONF_DIR", "list_presets", "preset_path", "check_preset", "read_yaml", "preset_node", "compose",
-           "load_preset", "reason"]
+__all__ = ["CONF_DIR", "MAX_YAML_DEPTH", "list_presets", "preset_path", "check_preset", "read_yaml", "preset_node",
+           "compose", "load_preset", "reason"]
+
+#: How deep a YAML config or override value may nest collections: a preset nests three
+#: levels (``search.space.tp``); a deeper one is refused before it is built, since building
+#: it recurses once per level.
+MAX_YAML_DEPTH = 32
 
 
 def list_presets(group: str) -> List[str]:
@@ -31,15 +41,22 @@ def list_presets(group: str) -> List[str]:
 
 
 def preset_path(group: str, choice: str) -> Path:
-    """The YAML file of a preset name, or of a path given as the choice."""
+    """The YAML file of a preset name, or of a path given as the choice. A name that is no
+    preset name (``checks.NAME``, e.g. one holding a path) is unknown without a look at
+    the file system."""
     if choice.endswith((".yaml", ".yml")):
         path = Path(choice)
-        if not path.is_file():
+        try:
+            found = path.is_file()
+        except (OSError, ValueError) as exc:
+            raise ConfigError(group, choice, f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+        if not found:
             raise ConfigError(group, choice, "no such YAML file")
         return path
     path = CONF_DIR / group / f"{choice}.yaml"
-    if not path.is_file():
-        raise ConfigError(group, choice, f"unknown preset; choose one of {', '.join(list_presets(group))}")
+    if len(choice) > NAME_MAX or not NAME.match(choice) or not path.is_file():
+        raise ConfigError(group, choice, f"unknown preset; choose one of {', '.join(list_presets(group))}, or "
+                                         "give a path ending in .yaml")
     return path
 
 
@@ -67,6 +84,15 @@ def reason(exc: OmegaConfBaseException) -> str:
     return message
 
 
+def _merge_problem(exc: Exception) -> str:
+    """The reason for a value OmegaConf cannot merge (``TypeError``, ``ValueError``): a
+    mapping or a list where the schema has the other, or a field indexed as a list."""
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "incompatible container" in message:
+        return "a mapping and a list do not merge: give the field's own shape (a list [4, 8], or FIELD.KEY=VALUE)"
+    return message
+
+
 def _yaml_problem(exc: yaml.YAMLError, *, at: bool = True) -> str:
     """``line L, column C: CONTEXT: PROBLEM`` of a YAML error, on one line (``at``: with
     the line and column)."""
@@ -77,20 +103,51 @@ def _yaml_problem(exc: yaml.YAMLError, *, at: bool = True) -> str:
     return f"{where}{context + ': ' if context else ''}{problem}"
 
 
-def read_yaml(path: Path, field: str) -> Any:
-    """The mapping at the top of the YAML file ``path`` as an OmegaConf node (an empty file
-    is an empty mapping). ``ConfigError`` naming ``field`` and the file when it cannot be
-    read, is not UTF-8 text, is not valid YAML, or holds a list or a single value."""
+def _check_depth(text: str, field: str, value: str) -> None:
+    """``ConfigError`` naming ``field`` and ``value`` when the YAML ``text`` nests
+    collections more than ``MAX_YAML_DEPTH`` deep: read as events, without recursion,
+    and only up to that depth."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                mark = event.start_mark
+                raise ConfigError(field, value, f"nests more than {MAX_YAML_DEPTH} levels deep (line {mark.line + 1}, "
+                                                f"column {mark.column + 1}); a config nests a few")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _read_bytes(path: Path, field: str, allow_large: bool) -> bytes:
+    """The bytes of the YAML file ``path``: a regular file of at most ``MAX_YAML_BYTES``
+    (unless ``allow_large``), its size checked before it is read."""
     try:
-        data = path.read_bytes()
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(field, str(path), "is not a regular file")
+        if info.st_size > MAX_YAML_BYTES and not allow_large:
+            raise ConfigError(field, str(path), f"is {info.st_size:,} bytes, beyond the bound of {MAX_YAML_BYTES:,} "
+                                                f"bytes of a YAML config; {ALLOW_LARGE}")
+        return path.read_bytes()
     except OSError as exc:
         raise ConfigError(field, str(path), f"cannot be read ({exc.strerror or type(exc).__name__})") from None
+
+
+def read_yaml(path: Path, field: str, *, allow_large: bool = False) -> Any:
+    """The mapping at the top of the YAML file ``path`` as an OmegaConf node (an empty file
+    is an empty mapping). ``ConfigError`` naming ``field`` and the file when it is no
+    regular file, is larger than ``MAX_YAML_BYTES`` (unless ``allow_large``), cannot be
+    read, is not UTF-8 text, is not valid YAML, nests deeper than ``MAX_YAML_DEPTH``, or
+    holds a list or a single value."""
+    data = _read_bytes(path, field, allow_large)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(field, str(path), f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
                                             f"{exc.start}); save it as UTF-8") from None
     try:
+        _check_depth(text, field, str(path))
         top = yaml.compose(text, Loader=yaml.SafeLoader)  # the shape, before any value is built
         if top is None:
             return OmegaConf.create()
@@ -103,16 +160,18 @@ def read_yaml(path: Path, field: str) -> Any:
         raise ConfigError(field, str(path), f"is not valid YAML: {_yaml_problem(exc)}") from None
 
 
-def preset_node(schema: type, path: Path, *, prefix: str) -> Any:
+def preset_node(schema: type, path: Path, *, prefix: str, allow_large: bool = False) -> Any:
     """The YAML at ``path`` (``read_yaml``) merged into ``schema``'s structured config; an
     error names the key (after ``prefix``, e.g. "hardware") and the file."""
-    raw = read_yaml(path, prefix)
+    raw = read_yaml(path, prefix, allow_large=allow_large)
     try:
         return OmegaConf.merge(OmegaConf.structured(schema), raw)
-    except OmegaConfBaseException as exc:
+    except OmegaConfBaseException as exc:  # before ValueError: OmegaConf's ValidationError is one
         key = getattr(exc, "full_key", "") or ""
         value = OmegaConf.select(raw, key, default=None) if key else None
         raise ConfigError(f"{prefix}.{key}" if key else prefix, value, f"{reason(exc)} (in {path})") from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(prefix, str(path), f"{_merge_problem(exc)} (in {path})") from None
 
 
 def compose(node: Any, overrides: Sequence[str], *, prefix: str = "", source: str = "") -> Any:
@@ -122,9 +181,12 @@ def compose(node: Any, overrides: Sequence[str], *, prefix: str = "", source: st
     for item in overrides:
         key, _, value = item.partition("=")
         try:
+            _check_depth(value, f"{prefix}{key}", value)
             node = OmegaConf.merge(node, OmegaConf.from_dotlist([item]))
-        except OmegaConfBaseException as exc:
+        except OmegaConfBaseException as exc:  # before ValueError: OmegaConf's ValidationError is one
             raise ConfigError(f"{prefix}{key}", value, reason(exc)) from None
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{prefix}{key}", value, _merge_problem(exc)) from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"{prefix}{key}", value, f"is not a valid value ({_yaml_problem(exc, at=False)}); "
                                                        "a list is written [4, 8], quoted for the shell") from None
@@ -137,9 +199,10 @@ def compose(node: Any, overrides: Sequence[str], *, prefix: str = "", source: st
                           f"{reason(exc)}{where}") from None
 
 
-def load_preset(group: str, choice: str, overrides: Sequence[str] = ()) -> Any:
+def load_preset(group: str, choice: str, overrides: Sequence[str] = (), *, allow_large: bool = False) -> Any:
     """Load and validate one preset of ``group`` against its schema, with ``overrides``
-    (``FIELD=VALUE``, the group's name left off) applied; returns the dataclass."""
+    (``FIELD=VALUE``, the group's name left off) applied; returns the dataclass.
+    ``allow_large``: a YAML file beyond ``MAX_YAML_BYTES`` is read all the same."""
     path = preset_path(group, choice)
-    return compose(preset_node(PRESET_SCHEMAS[group], path, prefix=group), overrides, prefix=f"{group}.",
-                   source=f"in {path}")
+    return compose(preset_node(PRESET_SCHEMAS[group], path, prefix=group, allow_large=allow_large), overrides,
+                   prefix=f"{group}.", source=f"in {path}")

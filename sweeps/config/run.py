@@ -49,11 +49,12 @@ def _defaults() -> Dict[str, Optional[str]]:
     return dict(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "defaults.yaml"))["defaults"])
 
 
-def load_run_config(overrides: Sequence[str] = ()) -> RunConfig:
-    """Compose ``conf/defaults.yaml``, the chosen presets and the dotted overrides."""
+def load_run_config(overrides: Sequence[str] = (), *, allow_large: bool = False) -> RunConfig:
+    """Compose ``conf/defaults.yaml``, the chosen presets and the dotted overrides
+    (``allow_large``: a preset file beyond ``bounds.MAX_YAML_BYTES`` is read all the same)."""
     choices, dotted = _split_overrides(overrides)
     selected = {**_defaults(), **choices}
-    groups = {g: (load_preset(g, c) if c is not None else None) for g, c in selected.items()}
+    groups = {g: (load_preset(g, c, allow_large=allow_large) if c is not None else None) for g, c in selected.items()}
     for group in OPTIONAL_GROUPS:
         if groups.get(group) is None and any(o.startswith(group + ".") for o in dotted):
             raise ConfigError(group, None,

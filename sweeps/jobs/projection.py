@@ -28,7 +28,7 @@ from tasks.model.metrics import required_tp
 from tasks.model.projection import COST_MODEL_VERSION, HIGHLIGHT_PREFIX, POINT_SCHEMA
 from tasks.model.specs import TransformerModel, fingerprint
 
-__all__ = ["Highlight", "Plan", "plan_points", "point_key", "projection_job"]
+__all__ = ["Highlight", "Plan", "plan_points", "planned_count", "sample_config", "point_key", "projection_job"]
 
 _KEY_FIELDS = [f for f in POINT_SCHEMA.names if f != "key"]
 #: Points per projection task: the cost model projects about 10^6 a second, so a task of
@@ -101,6 +101,24 @@ def plan_points(config: RunConfig, calibration: Optional[str] = None) -> Plan:
     multipliers = [float(m) for m in sweep.flop_vs_bw]
     return Plan(_point_table(configs, multipliers, scenarios, sweep.dp, sweep.dtype_bytes,
                              dict(sweep=sweep.name, hardware=hw_print, calibration=calibration)), highlights)
+
+
+def planned_count(config: RunConfig) -> int:
+    """How many points ``plan_points(config)`` plans, from the lengths of the grid's lists
+    alone: nothing is built, so a grid of 10^12 points is counted at once."""
+    sweep = config.sweep
+    layers = 1 if config.model is not None else len(sweep.h)
+    configs = layers * len(sweep.sl) * len(sweep.b) * len(sweep.tp) + len(sweep.highlights)
+    return configs * len(sweep.flop_vs_bw) * max(1, len(sweep.scenarios))
+
+
+def sample_config(config: RunConfig, width: int = 2) -> RunConfig:
+    """``config`` with each list of its grid cut to its first ``width`` values: a grid of
+    the same kind of points, small enough to plan in milliseconds."""
+    sweep = config.sweep
+    cut = {name: getattr(sweep, name)[:width] for name in ("h", "sl", "b", "tp", "flop_vs_bw", "scenarios",
+                                                           "highlights")}
+    return dataclasses.replace(config, sweep=dataclasses.replace(sweep, **cut))
 
 
 def _point_table(configs: List[tuple], multipliers: List[float], scenarios: List[Tuple[str, float]], dp: int,

@@ -45,12 +45,19 @@ refuses its row: context parallelism and mixture-of-experts layers are not model
 
 A value that cannot be read, or a layout that cannot run (TP x PP x DP not the GPU count,
 a batch that does not split into micro-batches), raises ``RowError`` naming the file, the row
-(1-based, after the header) and the field, before anything is predicted.
+(1-based, after the header) and the field, before anything is predicted. So does a file that
+is no CSV text: not a regular file, a NUL byte, a cell beyond Python's CSV field limit
+(131,072 characters), a row of more cells than the header. A number is ASCII, finite and at
+most ``MAX_NUMBER``. A file beyond ``MAX_RUNS_BYTES`` or ``MAX_RUNS_ROWS``
+(``runs_size_problem``) is larger than any published dataset; the command line refuses it
+unless told to go on.
 """
 
 from __future__ import annotations
 
 import csv
+import math
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
@@ -61,7 +68,14 @@ from tasks.model.stack import ELEMENTWISE_STYLES
 from tasks.validation.records import RowError
 
 __all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES", "UNIT_FACTORS",
-           "PublishedRun", "read_runs"]
+           "MAX_RUNS_BYTES", "MAX_RUNS_ROWS", "MAX_NUMBER", "PublishedRun", "read_runs", "runs_size_problem"]
+
+#: The largest runs file, in bytes, and in rows: the shipped one holds 19 rows in 5 KiB, and
+#: reading 10^6 rows takes over ten minutes.
+MAX_RUNS_BYTES = 16 * 2**20
+MAX_RUNS_ROWS = 100_000
+#: The largest number a cell holds (a GPU count, a batch, tokens per second): far beyond any run.
+MAX_NUMBER = 1e15
 
 #: Columns a runs file must have (the others may be absent or blank).
 REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "global_batch", "hw", "metric", "value")
@@ -185,14 +199,18 @@ class _Row:
                 raise self.fail(field, "", "is blank; the column is required")
             return default
         try:
-            value = cast(float(raw))
+            number = float(raw) if raw.isascii() else math.nan
         except ValueError:
-            raise self.fail(field, raw, "is not a number") from None
-        if not value >= minimum or value != value or value == float("inf"):
+            number = math.nan
+        if math.isnan(number) and raw.lower().lstrip("+-") != "nan":
+            raise self.fail(field, raw, "is not a number")
+        if not math.isfinite(number) or not number >= minimum:
             raise self.fail(field, raw, f"must be a finite number of at least {minimum:g}")
-        if cast is int and float(raw) != int(float(raw)):
+        if number > MAX_NUMBER:
+            raise self.fail(field, raw, f"is beyond {MAX_NUMBER:g}, larger than any run")
+        if cast is int and number != int(number):
             raise self.fail(field, raw, "must be a whole number")
-        return value
+        return cast(number)
 
     def probability(self, field: str, default: float) -> float:
         value = self.number(field, float, default, minimum=0)
@@ -273,13 +291,71 @@ def _in_metric_unit(r: "_Row", metric: str, value: float) -> float:
     return value * factors[unit]
 
 
+def _regular(path: Path) -> int:
+    """The size in bytes of ``path``, a regular file (a device or a pipe could be read
+    forever); ``RowError`` otherwise."""
+    try:
+        info = Path(path).stat()
+    except (OSError, ValueError) as exc:
+        raise RowError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise RowError(f"{path}: cannot be read (not a regular file)")
+    return info.st_size
+
+
+def runs_size_problem(path: Path) -> Optional[str]:
+    """Why the runs file ``path`` is too large to read (beyond ``MAX_RUNS_BYTES``, checked
+    before it is read, or ``MAX_RUNS_ROWS`` lines), or None."""
+    size = _regular(path)
+    if size > MAX_RUNS_BYTES:
+        return f"{path}: {size:,} bytes exceed the bound of {MAX_RUNS_BYTES:,} bytes of a runs file"
+    with open(path, "rb") as f:
+        lines = sum(block.count(b"\n") for block in iter(lambda: f.read(2**20), b""))
+    if lines > MAX_RUNS_ROWS + 1:
+        return f"{path}: {lines - 1:,} rows exceed the bound of {MAX_RUNS_ROWS:,} rows of a runs file"
+    return None
+
+
+def _rows(path: Path, reader: csv.DictReader):
+    """The rows of ``reader`` (cells by column), each checked first: no cell beyond Python's
+    CSV field limit, no more cells than the header."""
+    row = 0
+    while True:
+        row += 1
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise RowError(f"{path} row {row}: is no CSV row ({exc})") from None
+        if None in cells:
+            raise RowError(f"{path} row {row}: holds {len(reader.fieldnames) + len(cells[None])} cells, more than the "
+                           f"header's {len(reader.fieldnames)}")
+        yield cells
+
+
+def _header(path: Path, text: str) -> csv.DictReader:
+    """A reader of the CSV ``text``, its header read; ``RowError`` on a NUL byte or a header
+    that is no CSV row."""
+    if "\x00" in text:
+        line = text[:text.index("\x00")].count("\n") + 1
+        raise RowError(f"{path}: holds a NUL byte (line {line}); a runs file is CSV text")
+    reader = csv.DictReader(text.splitlines())
+    try:
+        reader.fieldnames
+    except csv.Error as exc:
+        raise RowError(f"{path}: its header is no CSV row ({exc})") from None
+    return reader
+
+
 def read_runs(path: Path) -> List[PublishedRun]:
     """Every row of a runs CSV, checked; ``RowError`` on the first row that cannot be used."""
+    _regular(path)
     try:
         text = Path(path).read_text(encoding="utf-8-sig")     # a spreadsheet's byte order mark is not a column
     except (OSError, UnicodeDecodeError) as exc:
         raise RowError(f"{path}: cannot be read ({exc})") from None
-    reader = csv.DictReader(text.splitlines())
+    reader = _header(path, text)
     columns = reader.fieldnames or []
     missing = [c for c in REQUIRED_COLUMNS if c not in columns]
     if missing:
@@ -289,7 +365,7 @@ def read_runs(path: Path) -> List[PublishedRun]:
     if unknown:
         raise RowError(f"{path}: column {unknown[0]!r} is not a column of a runs file (known: {', '.join(known)}); "
                        "free text goes in notes")
-    runs = [_run(str(path), i, cells) for i, cells in enumerate(reader, start=1)]
+    runs = [_run(str(path), i, cells) for i, cells in enumerate(_rows(path, reader), start=1)]
     if not runs:
         raise RowError(f"{path}: holds no rows")
     return runs
