@@ -58,7 +58,8 @@ def entry_name_fault(entry: Dict[str, object]) -> Optional[str]:
         fault = fault or name_fault("sweep version", entry.get("sweep_version", ""), SWEEP_VERSION)
         return fault or _file_fault(entry)
     if action == "sweep":
-        return (name_fault("sweep", entry.get("sweep"), PARTITION_VALUE)
+        return ((name_fault("kind", entry["kind"], KIND) if "kind" in entry else None)
+                or name_fault("sweep", entry.get("sweep"), PARTITION_VALUE)
                 or name_fault("hardware", entry.get("hardware"), PARTITION_VALUE)
                 or name_fault("sweep version", entry.get("sweep_version", ""), SWEEP_VERSION))
     if action == "remove" and not (isinstance(entry.get("files"), list)

@@ -299,10 +299,11 @@ class LakeRepair(LakeStore):
         name = relative.rsplit("/", 1)[-1]
         keys_file = f"_keys/{name[:-len('.parquet')]}.keys"
         self.fs.create_dir(self._path("_keys"), recursive=True)
-        self._write_parquet(self._path(keys_file), table.select(["key"]))
+        keys_digest = self._write_parquet(self._path(keys_file), table.select(["key"]))[1]
         self._append({"action": "add", "kind": kind, "partition": partition, "file": relative, "rows": table.num_rows,
                       "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-                      "schema_version": _schema_version(kind, table), "keys_file": keys_file, "adopted": True})
+                      "schema_version": _schema_version(kind, table), "keys_file": keys_file,
+                      "keys_sha256": keys_digest, "adopted": True})
 
 
 def _folder_fault(kind: str, partition: Dict[str, str]) -> Optional[str]:

@@ -86,6 +86,13 @@ def test_a_crafted_log_entry_is_refused_by_every_reader_and_runs_no_sql(tmp_path
     assert toy.rows() == before and not list(tmp_path.rglob("pwned.csv"))
 
 
+def test_a_sweep_manifest_naming_a_crafted_kind_is_a_damaged_entry(tmp_path):
+    toy = Toy(tmp_path / "lake", commits=1)
+    toy.write_entry(2, {"action": "sweep", "sweep": "s", "hardware": "h", "kind": "toy' OR 1=1 --"})
+    result = toy.cli("status")
+    assert result.exit_code == 2 and "entry 2 is damaged: kind" in result.output, result.output
+
+
 # -- symbolic links lead nowhere ---------------------------------------------------------
 def _outside_with_parquet(tmp_path: Path) -> Path:
     outside = tmp_path / "outside"
