@@ -12,7 +12,9 @@ reference rows no longer served after the remedy (and, where the lake set damage
 aside, after a re-run recomputed them); "wrong" counts served rows whose value differs
 from the reference. Kill and race cases (``commscale probe``) compare the committed keys
 with those of an undisturbed run. Each case prints one Markdown table row as it ends.
-Takes about 10 minutes on a 2-core machine.
+The cases of ``scripts/hostile_cases.py`` follow (groups S: security, R: rows lost or
+wrong, C: crashes, W: runaway work, T: tracebacks). Takes about 20 minutes on a 2-core
+machine.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hostile_cases import Hostile  # noqa: E402  (a sibling script)
 
 HARDWARE = ("mi210x4", "h100", "b200")
 ROWS_SQL = "SELECT hardware, key, serialized_fraction FROM projection"
@@ -89,7 +94,9 @@ class Bench:
             return subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=timeout,
                                   cwd=self.work, preexec_fn=cap)
         except subprocess.TimeoutExpired as exc:
-            return subprocess.CompletedProcess(command, 124, exc.stdout or "", exc.stderr or "")
+            def text(out) -> str:
+                return out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
+            return subprocess.CompletedProcess(command, 124, text(exc.stdout), text(exc.stderr))
 
     def said(self, done: subprocess.CompletedProcess, prefer: str = "") -> str:
         """The line a command's user reads first: its error, else a line containing ``prefer``,
@@ -459,7 +466,8 @@ def _mid_commit(lake: Path) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commscale", default=str(Path(sys.executable).with_name("commscale")))
-    parser.add_argument("--only", default="", help="comma-separated case numbers (1-11, held)")
+    parser.add_argument("--only", default="", help="comma-separated case numbers (1-11, held) and groups of "
+                                                    "scripts/hostile_cases.py (S, R, C, W, T)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     args = parser.parse_args()
     only = set(filter(None, args.only.split(",")))
@@ -499,6 +507,15 @@ def main() -> None:
         ("10", cases.full_disk),
         ("11", cases.query_writes),
     ]
+    kills = Kills(bench)
+    hostile = Hostile(cases, Outcome)
+    plan += [
+        ("S", hostile.crafted_kind), ("S", hostile.explain_analyze_copy), ("S", hostile.symlinked_partition),
+        ("R", hostile.search_rows_set_aside), ("R", hostile.newest_entry_missing),
+        ("R", hostile.sidecar_of_other_keys), ("R", lambda: hostile.vacuum_during_commits(kills)),
+        ("C", hostile.two_missing_entries), ("C", hostile.concurrent_reports), ("C", hostile.journal_damage),
+        ("C", hostile.journal_lost), ("C", hostile.garbage_marker), ("W", hostile.runaway), ("T", hostile.tracebacks),
+    ]
     for number, case in plan:
         if only and number not in only:
             continue
@@ -506,7 +523,6 @@ def main() -> None:
         for row in result if isinstance(result, list) else [result]:
             print(row.markdown(), flush=True)
     if not only or "held" in only:
-        kills = Kills(bench)
         expected = kills.expected()
         moments = [("1 s after start", lambda: _after_seconds(1)), ("3 s after start", lambda: _after_seconds(3)),
                    ("at its first commit", lambda: _after_commits(2)), ("after 10 commits", lambda: _after_commits(10)),
