@@ -27,12 +27,8 @@ corpus = sys.modules["bad_inputs_corpus"].corpus
 #: names, deeply nested YAML, a runs-file cell beyond Python's CSV field limit.
 MUST = ("bound/points", "='AAAA", "deep-list", "deep-flow-map", "long-cell")
 #: Inputs accepted or crashing in code outside this suite's reach, by case name: the owner
-#: of that code fixes them (then they leave this list).
-KNOWN_ELSEWHERE = {
-    "search/--lake long": "sweeps/search/journal.py: a 5000-character lake path raises OSError",
-    "report/'--first AAAAAAAAAAAAAAAAAAAAAA'..5008": "analysis report: an unknown --first name is accepted",
-    "lake/'vacuum --grace-s nan'": "sweeps/cli/lake.py: a NaN grace is accepted",
-}
+#: of that code fixes them (then they leave this list). None today.
+KNOWN_ELSEWHERE: dict = {}
 
 
 def _sample():

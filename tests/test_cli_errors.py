@@ -331,3 +331,27 @@ def test_an_empty_lake_or_address_is_refused_not_read_as_the_current_folder_or_n
     result = commscale(*args, cwd=tmp_path)
     assert_clean_failure(result, fragments)
     assert result.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, fragments", [
+    pytest.param(["search", "small", "--lake", "x" * 300], ["--lake 'xxx", "300 bytes", "at most 255"],
+                 id="lake-name-too-long-search"),
+    pytest.param(["lake", "vacuum", "--grace-s", "nan", "--lake", "lake"], ["--grace-s=nan", "finite"],
+                 id="vacuum-grace-nan"),
+    pytest.param(["run", "--no-such-option"], ["--no-such-option"], id="unknown-option"),
+    pytest.param(["query"], ["Missing argument 'STATEMENT'", "commscale query -h"], id="missing-argument"),
+    pytest.param(["lake", "vacuum", "--grace-s", "soon"], ["'soon' is not a valid float", "commscale lake vacuum -h"],
+                 id="option-of-the-wrong-type"),
+])
+def test_inputs_that_ended_in_a_traceback_or_a_usage_block_end_in_one_line(tmp_path, args, fragments):
+    """A 300-byte name in --lake raised OSError in search; a NaN grace period was taken;
+    click's own usage errors printed a four-line usage block."""
+    result = commscale(*args, cwd=tmp_path)
+    assert_clean_failure(result, fragments)
+    assert result.stderr.count("\n") == 1 and result.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_report_first_naming_nothing_in_the_lake_is_refused(tmp_path, lake):
+    result = commscale("report", "--first", "nosuch", "--lake", str(lake), "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert_clean_failure(result, ["--first 'nosuch'", "no sweep, search study or calibration", "it holds s"])
+    assert not (tmp_path / "r").exists()

@@ -2,4 +2,4 @@
 
 from sweeps.cli import main
 
-main()
+main(prog_name="commscale")

@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sweeps.cli.options import check_output_file, lake_option
+from sweeps.cli.options import check_output_file, finite_number, lake_option
 from sweeps.cli.render import QUERY_FORMATS, console
 from sweeps.errors import UserError
 from sweeps.lake import Lake
@@ -91,7 +91,7 @@ def verify(*, lake_root: str, keys_out: Optional[Path], repair: bool) -> None:
 
 @lake.command()
 @lake_option
-@click.option("--grace-s", type=click.FloatRange(min=0), default=3600.0, show_default=True,
+@click.option("--grace-s", type=click.FloatRange(min=0), default=3600.0, show_default=True, callback=finite_number,
               help="Keep files younger than this: they may belong to a commit in progress.")
 def vacuum(*, lake_root: str, grace_s: float) -> None:
     """Delete files no commit holds: leftovers of crashed writers, dropped sweeps."""

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 __all__ = ["DEFAULT_LAKE", "DEFAULT_REPORT", "default_lake", "default_report", "lake_option", "address_option",
-           "num_cpus_option", "restart_option", "no_report_option", "allow_large_option", "check_output_file"]
+           "num_cpus_option", "restart_option", "no_report_option", "allow_large_option", "check_output_file",
+           "finite_number"]
 
 #: The lake of every command unless ``--lake`` or ``COMMSCALE_LAKE`` says otherwise.
 DEFAULT_LAKE = "lake"
@@ -24,12 +25,26 @@ def default_report() -> str:
     return os.environ.get("COMMSCALE_REPORT") or DEFAULT_REPORT
 
 
+#: The longest name of one folder or file a local file system takes, in bytes (ext4, xfs, tmpfs).
+NAME_BYTES_MAX = 255
+
+
 def _check_lake(ctx: click.Context, param: click.Parameter, value):
-    """An empty ``--lake`` is refused: it would make the current folder the lake."""
+    """A ``--lake`` no file system can hold is refused before the command does any work:
+    empty (it would make the current folder the lake), with a NUL character, or a local path
+    with a name over ``NAME_BYTES_MAX`` bytes."""
     from sweeps.errors import UserError
 
     if value == "":
         raise UserError("--lake '': names no folder; give the lake's path (default: lake, or COMMSCALE_LAKE)")
+    shown = value if len(value) <= 60 else f"{value[:57]}..."
+    if "\0" in value:
+        raise UserError(f"--lake {shown!r}: holds a NUL character, which no path can")
+    if "://" not in value:
+        longest = max((len(part.encode()) for part in value.split("/")), default=0)
+        if longest > NAME_BYTES_MAX:
+            raise UserError(f"--lake {shown!r}: holds a name of {longest:,} bytes; a file system takes at most "
+                            f"{NAME_BYTES_MAX}")
     return value
 
 
@@ -83,3 +98,15 @@ no_report_option = click.option("--no-report", "no_report", is_flag=True,
 allow_large_option = click.option("--allow-large", "allow_large", is_flag=True,
                                   help="Go on with work beyond the bounds that are otherwise refused before it "
                                        "starts (points, trials, input sizes, memory).")
+
+
+def finite_number(ctx: click.Context, param: click.Parameter, value):
+    """A number option's value is finite: NaN passes every range (it compares false), and
+    an infinite sleep, time cap or grace period would never end."""
+    import math
+
+    from sweeps.errors import ConfigError
+
+    if value is not None and not math.isfinite(value):
+        raise ConfigError(param.opts[0], value, "must be a finite number")
+    return value

@@ -97,5 +97,13 @@ def report(*, lake_root: str, out_dir: str, first_sweep: Optional[str], max_m: O
     Exit status 2 when the folder cannot hold the report (a file where it should be, a
     folder where one of its files should be, read-only), 1 when the disk is full; the lake
     is never written."""
-    write_and_announce(console(), Lake(lake_root), out_dir, first_sweep=first_sweep, verbose=True, max_m=max_m,
+    store = Lake(lake_root)
+    if first_sweep is not None:
+        store.ensure_readable()
+        names = store.sweep_names()
+        if first_sweep not in names:
+            held = ", ".join(sorted(names)[:12]) + (", ..." if len(names) > 12 else "")
+            raise UserError(f"--first {first_sweep[:60]!r}: lake {store} holds no sweep, search study or calibration "
+                            f"of that name" + (f"; it holds {held}" if names else ""))
+    write_and_announce(console(), store, out_dir, first_sweep=first_sweep, verbose=True, max_m=max_m,
                        standalone=True)

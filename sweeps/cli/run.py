@@ -3,15 +3,14 @@ driver, render."""
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
 import click
 
-from sweeps.cli.options import address_option, allow_large_option, default_lake, default_report, lake_option, \
-    no_report_option, num_cpus_option, restart_option
+from sweeps.cli.options import address_option, allow_large_option, default_lake, default_report, finite_number, \
+    lake_option, no_report_option, num_cpus_option, restart_option
 from sweeps.cli.render import console, report_failures, run_line
 from sweeps.cli.report import write_and_announce
 from sweeps.config import GROUPS, RunConfig, SweepMode, list_presets, load_run_config
@@ -124,25 +123,17 @@ def _parse_pairs(values: Sequence[str], option: str, separator: str, cast) -> di
     return pairs
 
 
-def _finite(ctx: click.Context, param: click.Parameter, value: Optional[float]) -> Optional[float]:
-    """A number option's value is finite: NaN passes every range (it compares false), and
-    an infinite sleep or time cap would never end."""
-    if value is not None and not math.isfinite(value):
-        raise ConfigError(param.opts[0], value, "must be a finite number")
-    return value
-
-
 @click.command()
 @click.option("--name", default="probe", show_default=True, help="Sweep name in the lake.")
 @click.option("--points", type=click.IntRange(min=1), default=100, show_default=True)
-@click.option("--sleep-ms", type=click.FloatRange(min=0), default=50.0, show_default=True, callback=_finite,
+@click.option("--sleep-ms", type=click.FloatRange(min=0), default=50.0, show_default=True, callback=finite_number,
               help="Each point sleeps this long, standing in for a device measurement.")
 @click.option("--fail", multiple=True, metavar="MODE:COUNT",
               help="Make COUNT points fail: die_once, transient_once, infeasible, oom, bug (repeatable).")
 @click.option("--resource", multiple=True, metavar="NAME=AMOUNT",
               help="Custom Ray resource each point needs, e.g. standin_gpu=1 (repeatable).")
-@click.option("--cpus-per-point", type=click.FloatRange(min=0), default=1.0, show_default=True, callback=_finite)
-@click.option("--timeout-s", type=click.FloatRange(min=0.01), default=60.0, show_default=True, callback=_finite,
+@click.option("--cpus-per-point", type=click.FloatRange(min=0), default=1.0, show_default=True, callback=finite_number)
+@click.option("--timeout-s", type=click.FloatRange(min=0.01), default=60.0, show_default=True, callback=finite_number,
               help="Time cap of one point.")
 @chunk_option
 @lake_option

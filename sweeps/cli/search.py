@@ -113,7 +113,7 @@ def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], 
                               "measures a search's winners; not with --exhaustive or --scaling")
     _refuse_unused_options(click.get_current_context(), exhaustive=exhaustive, scaling=scaling,
                            measure=measure_top is not None)
-    setup = load_search(overrides, scaling=scaling, exhaustive=exhaustive)
+    setup = load_search(overrides, scaling=scaling, exhaustive=exhaustive, allow_large=allow_large)
     if not (scaling or exhaustive):
         from sweeps.config.search import check_budget
 
@@ -154,7 +154,7 @@ def _refuse_unused_options(ctx: click.Context, *, exhaustive: bool, scaling: boo
     mode = "--exhaustive" if exhaustive else "--scaling"
     unused += [(name, flag, f"{mode} keeps no study", exhaustive or scaling)
                for name, flag in (("storage", "--storage"), ("cold", "--no-warm-start"),
-                                  ("repair_journal", "--repair-journal"), ("allow_large", "--allow-large"))]
+                                  ("repair_journal", "--repair-journal"))]
     unused += [(name, flag, "--exhaustive enumerates in this process", exhaustive)
                for name, flag in (("embedded_ray", "--ray"), ("address", "--address"), ("num_cpus", "--num-cpus"))]
     for name, flag, why, refused in unused:

@@ -125,13 +125,15 @@ def _refuse_unused(dotted: Sequence[str], mode: str) -> None:
             raise ConfigError(f"search.{key}", value, f"is not read by {_MODE_NAMES[mode]}; leave it out")
 
 
-def load_search(overrides: Sequence[str] = (), *, scaling: bool = False, exhaustive: bool = False) -> SearchSetup:
+def load_search(overrides: Sequence[str] = (), *, scaling: bool = False, exhaustive: bool = False,
+                allow_large: bool = False) -> SearchSetup:
     """``[PRESET] [FIELD=VALUE ...] [model.FIELD=VALUE ...]``: the preset of ``conf/search``
     (or a YAML path), then the overrides; checked (``validate``) but not yet against the
     space (``check_space``). A field the mode does not read (``UNUSED_FIELDS``: ``scaling``
     for the scaling view, ``exhaustive`` for the enumeration) is refused, and so is
     ``model.FIELD`` in the scaling view, which searches ``scaling.models``' own presets,
-    and an objective of more than one value there."""
+    and an objective of more than one value there. ``allow_large``: a preset file beyond
+    ``bounds.MAX_YAML_BYTES`` is read all the same."""
     preset, dotted, fields = _split(overrides)
     _refuse_unused(dotted, "scaling" if scaling else "exhaustive" if exhaustive else "search")
     if scaling and fields["model"]:
@@ -139,25 +141,28 @@ def load_search(overrides: Sequence[str] = (), *, scaling: bool = False, exhaust
         raise ConfigError(f"model.{key}", value, "the scaling view searches the presets of search.scaling.models "
                                                   "as they are; a model field cannot be overridden there")
     path = preset_path("search", preset)
-    spec: SearchSpec = compose(preset_node(SearchSpec, path, prefix="search"), dotted, prefix="search.")
+    spec: SearchSpec = compose(preset_node(SearchSpec, path, prefix="search", allow_large=allow_large), dotted,
+                               prefix="search.")
     validate_search(spec)
     if scaling and len(OBJECTIVES[spec.objective]) > 1:
         raise ConfigError("search.objective", spec.objective, "the scaling view keeps one best layout per point; "
                                                              "choose a single objective")
-    model = load_preset("model", spec.model, fields["model"])
-    hardware = load_preset("hardware", spec.hardware, fields["hardware"])
+    model = load_preset("model", spec.model, fields["model"], allow_large=allow_large)
+    hardware = load_preset("hardware", spec.hardware, fields["hardware"], allow_large=allow_large)
     validate_model(model)
     validate_hardware(hardware)
-    return SearchSetup(spec, model, hardware, load_stack(spec.stack, hardware, fields["stack"]))
+    return SearchSetup(spec, model, hardware, load_stack(spec.stack, hardware, fields["stack"], allow_large=allow_large))
 
 
-def load_stack(name: str, hardware: HardwareProfile, switches: Sequence[str] = ()) -> Stack:
+def load_stack(name: str, hardware: HardwareProfile, switches: Sequence[str] = (), *,
+               allow_large: bool = False) -> Stack:
     """The stack preset ``name`` of ``conf/stack`` with ``switches`` (``FIELD=VALUE``) applied,
     refused (``ConfigError`` naming the field) when a switch is unknown or of the wrong type,
     or when ``hardware`` lacks what the stack needs (an fp8 peak for fp8 GEMMs)."""
     path = preset_path("stack", name)
     try:
-        stack = compose(preset_node(Stack, path, prefix="stack"), switches, prefix="stack.", source=f"in {path}")
+        stack = compose(preset_node(Stack, path, prefix="stack", allow_large=allow_large), switches, prefix="stack.",
+                        source=f"in {path}")
     except ConfigError:
         raise
     except ValueError as exc:  # Stack's own checks name the field: "stack.attention='x': choose one of ..."

@@ -218,6 +218,13 @@ class LakeStore(LakeLog):
             groups.setdefault((version, current), []).append(self._path(relative))
         return groups
 
+    def sweep_names(self) -> Set[str]:
+        """The names of every sweep, search study and calibration the lake holds: the
+        ``sweep`` partition of its live files and of its sweep manifests."""
+        self.refresh()
+        names = {entry["partition"].get("sweep") for entry in self._state.files.values()}
+        return {name for name in names | {sweep for sweep, _hardware in self._state.versions} if name}
+
     def kinds(self) -> List[str]:
         """Result kinds with committed files."""
         self.refresh()

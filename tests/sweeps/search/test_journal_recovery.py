@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 from optuna.trial import TrialState
 
+import conf
 from sweeps.cli import main
 from sweeps.config import load_search
 from sweeps.errors import ConfigError
@@ -228,8 +229,19 @@ def test_a_trial_budget_beyond_the_sane_bound_needs_allow_large_even_in_a_larger
     assert "search.trials=10000000" in line and "6,480 layouts" in line and not lake.exists()
 
 
+def test_allow_large_reads_a_search_preset_file_beyond_the_yaml_bound(tmp_path):
+    preset = tmp_path / "big.yaml"
+    text = (Path(conf.__file__).parent / "search" / "small.yaml").read_text()
+    preset.write_text(text + "#" + "x" * (1 << 20) + "\n")
+    result = CliRunner().invoke(main, ["search", str(preset), "--exhaustive", "--lake", str(tmp_path / "lake")])
+    assert "--allow-large" in _refused(result)
+    allowed = CliRunner().invoke(main, ["search", str(preset), "--exhaustive", "--allow-large", "--lake",
+                                        str(tmp_path / "lake")])
+    assert allowed.exit_code == 0, allowed.output
+
+
 @pytest.mark.parametrize("mode", ["--exhaustive", "--scaling"])
-@pytest.mark.parametrize("flag", ["--repair-journal", "--allow-large"])
+@pytest.mark.parametrize("flag", ["--repair-journal"])
 def test_the_journal_and_budget_flags_are_refused_where_no_study_is_kept(tmp_path, mode, flag):
     preset = "scaling" if mode == "--scaling" else "small"
     result = CliRunner().invoke(main, ["search", preset, mode, flag, "--lake", str(tmp_path / "lake")])
