@@ -172,7 +172,12 @@ class LakeLog(LakeMarker):
         problems (a gap, a damaged entry, a damaged newest entry, entries missing up to the
         head). The head is read before the entries are listed: a writer writes its entry
         before the head, so every version the head names is listed by then."""
-        head, head_fault = parse_head(self._read_bytes(self._path(HEAD)))
+        try:
+            head_data = self._read_bytes(self._path(HEAD))
+        except LakeError:
+            self._log_versions()  # a log that cannot be listed (e.g. ``_log`` is a file) says so first
+            raise
+        head, head_fault = parse_head(head_data)
         versions = self._log_versions()
         scan, damaged = LogScan(newest=max(versions, default=0), head=head), {}
         for version in versions:
