@@ -26,25 +26,13 @@ from rich.table import Table
 
 from sweeps.cli.options import address_option, allow_large_option, lake_option, num_cpus_option
 from sweeps.cli.render import console, run_line
+from sweeps.cli.search_render import explain, front_line, layout_table, optimum_line, why_front_line
 from sweeps.config import SearchSetup
 from sweeps.errors import ConfigError, UserError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import ROI, SCALING, SEARCH
 
 __all__ = ["search"]
-
-
-def _layout_table(title: str, rows: pd.DataFrame, extra: Sequence[str] = ()) -> Table:
-    from sweeps.search.results import layout_of
-
-    table = Table(title=title, title_justify="left")
-    for name in ("layout", "family", "step s", "exposed comm", "memory GB", "tokens/s/device", *extra):
-        table.add_column(name, justify="left" if name in ("layout", "family") else "right", no_wrap=True)
-    for _, row in rows.iterrows():
-        table.add_row(layout_of(row).describe(), row["family"], f"{row['step_time_s']:.3f}",
-                      f"{row['exposed_comm_share']:.1%}", f"{row['memory_per_device_bytes'] / 1e9:.1f}",
-                      f"{row['tokens_per_s_per_device']:,.0f}", *(str(row[e]) for e in extra))
-    return table
 
 
 def _deprecated(option: str, instead: str):
@@ -177,39 +165,20 @@ def _refuse_unused_options(ctx: click.Context, *, exhaustive: bool, scaling: boo
 
 def _exhaustive(out: Console, setup: SearchSetup, total: int) -> None:
     """Every layout of the space costed; the best ``top`` printed, and why the first wins."""
-    from sweeps.search.results import exhaustive_frame, why_best
+    from sweeps.search.results import exhaustive_frame, pareto, why_best
     from tasks.model.search_rows import OBJECTIVES
 
     frame = exhaustive_frame(setup)
     column = OBJECTIVES[setup.spec.objective][0][0]
-    out.print(_layout_table(f"Exhaustive: best {setup.spec.top} of {total:,} layouts ({len(frame):,} feasible) by "
-                            f"{column}", frame.head(setup.spec.top)))
-    _explain(out, why_best(frame, setup))
-
-
-def _explain(out: Console, why) -> None:
-    """The legend of the layout labels, and one line on why the best layout wins."""
-    from tasks.model.layout import LAYOUT_LEGEND
-
-    out.print(f"Legend: {LAYOUT_LEGEND}", soft_wrap=True, highlight=False)
-    if why is None:
+    if len(OBJECTIVES[setup.spec.objective]) > 1:
+        front = pareto(frame.assign(status="ok"))
+        out.print(layout_table(f"Exhaustive Pareto front of {total:,} layouts ({len(frame):,} feasible): "
+                               "exposed-communication share vs tokens/s per device", front))
+        _explain_front(out, front, frame.assign(status="ok"))
         return
-    (best, second), (exposed, exposed_second) = why.values, why.exposed_comm_s
-    margin = abs(best - second) / abs(second) if second else 0.0
-    differs = ", ".join(f"{name} {mine} vs {theirs}" for name, mine, theirs in why.differs)
-    if why.savings:
-        decides = f"{why.savings[0][0]} decides ({why.savings[0][1]:.3f} s less)" + "".join(
-            f", then {name} ({saved:.3f} s less)" for name, saved in why.savings[1:2])
-    else:
-        decides = "no term of the step is shorter"
-    line = (f"Why {why.best} wins: {why.column} {best:.6g} vs {second:.6g} for the runner-up {why.runner_up} "
-            f"({margin:.2%} better); exposed comm {exposed:.3f} s vs {exposed_second:.3f} s; they differ in {differs}; "
-            f"{decides}")
-    if why.memory_bound is not None:
-        change, label, value, needs = why.memory_bound
-        line += (f"; memory decides against {change} ({label}: {why.column} {value:.6g}, but {needs:.1f} GB per "
-                 f"device, {why.usable_gb:.1f} GB usable)")
-    out.print(line, soft_wrap=True, highlight=False)
+    out.print(layout_table(f"Exhaustive: best {setup.spec.top} of {total:,} layouts ({len(frame):,} feasible) by "
+                           f"{column}", frame.head(setup.spec.top)))
+    explain(out, why_best(frame, setup), frame)
 
 
 def _run_scaling(out: Console, setup: SearchSetup, lake: Lake, **options) -> None:
@@ -243,6 +212,17 @@ def _run_scaling(out: Console, setup: SearchSetup, lake: Lake, **options) -> Non
     out.print(f"\nLake: {lake} (kind={SCALING}/sweep={setup.spec.name}/hardware={setup.hardware.name})", soft_wrap=True)
 
 
+def _explain_front(out: Console, front: pd.DataFrame, rows: pd.DataFrame) -> None:
+    """The legend of the layout labels, and one line on why the Pareto ``front`` of ``rows`` holds what it holds."""
+    from sweeps.search.front import why_front
+    from tasks.model.layout import LAYOUT_LEGEND
+
+    out.print(f"Legend: {LAYOUT_LEGEND}", soft_wrap=True, highlight=False)
+    why = why_front(front, rows)
+    if why is not None:
+        out.print(why_front_line(why), soft_wrap=True, highlight=False)
+
+
 class _Progress:
     """``N/TOTAL trials`` on stderr after each batch, on one line that ``end`` closes."""
 
@@ -262,6 +242,7 @@ class _Progress:
 def _run_study(out: Console, setup: SearchSetup, lake: Lake, **options) -> pd.DataFrame:
     """Run or resume the study, print its top layouts (or Pareto front) and return them, best first."""
     from sweeps.search import run_search
+    from sweeps.search.front import front_gap
     from sweeps.search.results import optimum_gap, pareto, study_rows, top_layouts, why_best
     from tasks.model.search_rows import OBJECTIVES
 
@@ -284,20 +265,20 @@ def _run_study(out: Console, setup: SearchSetup, lake: Lake, **options) -> pd.Da
     out.print(f"{len(rows)} trials in the lake: {len(ok)} feasible, {len(rows) - len(ok)} infeasible")
     if len(OBJECTIVES[spec.objective]) > 1:
         top = pareto(rows)
-        out.print(_layout_table("Pareto front: exposed-communication share vs tokens/s per device", top,
-                                extra=("trial",)))
+        out.print(layout_table("Pareto front: exposed-communication share vs tokens/s per device", top,
+                               extra=("trial",)))
+        front = front_gap(setup, rows)
+        if front is not None:
+            out.print(front_line(front), soft_wrap=True, highlight=False)
+        _explain_front(out, top, rows)
     else:
         top = top_layouts(rows, spec.objective)
-        out.print(_layout_table(f"Top {spec.top} layouts by {OBJECTIVES[spec.objective][0][0]}", top.head(spec.top),
-                                extra=("trial",)))
+        out.print(layout_table(f"Top {spec.top} layouts by {OBJECTIVES[spec.objective][0][0]}", top.head(spec.top),
+                               extra=("trial",)))
         gap = optimum_gap(setup, rows, warm_start=report.warm_start)
         if gap is not None:
-            sampled = "" if gap.sampled_best is None else (
-                " (the sampler's own trials: no feasible layout)" if gap.sampled_gap is None
-                else f" (the best of the sampler's own trials is within {gap.sampled_gap:.2%})")
-            out.print(f"Exhaustive optimum of the space: {gap.column} = {gap.optimum:.6g}; the search's best is within "
-                      f"{gap.gap:.2%}{sampled}", soft_wrap=True)
-        _explain(out, why_best(top, setup))
+            out.print(optimum_line(gap), soft_wrap=True, highlight=False)
+        explain(out, why_best(top, setup), top)
     out.print(f"\nLake: {lake} (kind={SEARCH}/sweep={setup.study_name}/hardware={setup.hardware.name})", soft_wrap=True)
     if report.failures:
         first = report.failures[0]

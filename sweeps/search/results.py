@@ -19,10 +19,10 @@ from sweeps.lake import Lake
 from sweeps.lake.kinds import SEARCH
 from sweeps.lake.views import query
 from tasks.model.layout import CODED_FIELDS, LAYOUT_FIELDS, Layout, decode, families
-from tasks.model.search_rows import OBJECTIVES
-from tasks.model.space import best_index, exhaustive
+from tasks.model.search_rows import OBJECTIVES, TIE_BREAKERS, best_row, ranking
+from tasks.model.space import exhaustive
 
-__all__ = ["layout_of", "study_rows", "pareto", "top_layouts", "exhaustive_frame", "OptimumGap", "optimum_gap",
+__all__ = ["layout_of", "study_rows", "pareto", "top_layouts", "exhaustive_frame", "OptimumGap", "optimum_gap", "relative_gap",
            "STEP_TERMS", "step_terms", "WhyBest", "why_best", "fsdp_wins"]
 
 
@@ -40,55 +40,71 @@ def study_rows(lake: Lake, study: str) -> pd.DataFrame:
 
 def pareto(rows: pd.DataFrame) -> pd.DataFrame:
     """Feasible distinct layouts no other beats on both exposed-comm share (lower) and
-    tokens/s per device (higher), by share."""
+    tokens/s per device (higher), by share (ties: the shorter step, then the smaller memory)."""
     ok = rows[rows["status"] == "ok"].drop_duplicates(subset=list(LAYOUT_FIELDS))
     share, speed = ok["exposed_comm_share"].to_numpy(), ok["tokens_per_s_per_device"].to_numpy()
     dominated = [bool(np.any((share <= s) & (speed >= t) & ((share < s) | (speed > t))))
                  for s, t in zip(share, speed, strict=True)]
-    return ok[~np.asarray(dominated, dtype=bool)].sort_values("exposed_comm_share")
+    front = ok[~np.asarray(dominated, dtype=bool)]
+    return front.iloc[ranking(front, "exposed_comm_share")]
 
 
 def top_layouts(rows: pd.DataFrame, objective: str) -> pd.DataFrame:
-    """Feasible distinct layouts, best first by the (first) objective, each at the first trial
-    that tried it, whatever the order of ``rows``."""
-    column, direction = OBJECTIVES[objective][0]
-    ok = rows[rows["status"] == "ok"]
-    ranked = ok.sort_values([column, "trial"], ascending=[direction == "minimize", True], kind="stable")
-    return ranked.drop_duplicates(subset=list(LAYOUT_FIELDS))
+    """Feasible distinct layouts, best first by the (first) objective, ties broken by step
+    time, then memory (``ranking``), each at the first trial that tried it, whatever the
+    order of ``rows``."""
+    ok = rows[rows["status"] == "ok"].sort_values("trial", kind="stable")
+    return ok.iloc[ranking(ok, objective)].drop_duplicates(subset=list(LAYOUT_FIELDS))
 
 
 def exhaustive_frame(setup: SearchSetup) -> pd.DataFrame:
-    """Every feasible layout of the space, costed, best first by the objective (names,
-    not codes, and each layout's family)."""
+    """Every feasible layout of the space, costed, best first by the objective (ties broken
+    by ``ranking``; names, not codes, and each layout's family)."""
     layouts, costs = exhaustive(setup.spec.space, setup.step_context)
     frame = pd.DataFrame({**layouts, **{k: v for k, v in costs.items() if k != "dp"}})
     frame = frame[frame["status_code"] == 0].copy()
     frame["family"] = families(frame["tp"], frame["pp"], frame["dp"], frame["zero"])
     for name in CODED_FIELDS:
         frame[name] = decode(name, frame[name])
-    column, direction = OBJECTIVES[setup.spec.objective][0]
-    return frame.sort_values(column, ascending=direction == "minimize")
+    return frame.iloc[ranking(frame, setup.spec.objective)]
+
+
+def relative_gap(value: float, optimum: float) -> float:
+    """How far ``value`` lies from ``optimum``, as a fraction of it; from a zero optimum,
+    0 when ``value`` is zero too, else infinite (no fraction of nothing measures it)."""
+    if optimum == 0:
+        return 0.0 if value == 0 else math.inf
+    return abs(value - optimum) / abs(optimum)
 
 
 @dataclass(frozen=True)
 class OptimumGap:
     """The exhaustive optimum of a space by one column, how far a search's best is, and
-    how far the best of the sampler's own trials is (past the warm start; None without one)."""
+    how far the best of the sampler's own trials is (past the warm start; None without one).
+    The optimum and the search's best are layouts, ties on the column broken by ``ranking``;
+    their step times (s) say how far the tie-break left the search from the optimum."""
 
     column: str
     optimum: float
     best: float
     sampled_best: Optional[float] = None
+    optimum_step_time_s: float = math.nan
+    best_step_time_s: float = math.nan
 
     @property
     def gap(self) -> float:
-        return abs(self.best - self.optimum) / abs(self.optimum)
+        return relative_gap(self.best, self.optimum)
 
     @property
     def sampled_gap(self) -> Optional[float]:
         if self.sampled_best is None or math.isnan(self.sampled_best):
             return None
-        return abs(self.sampled_best - self.optimum) / abs(self.optimum)
+        return relative_gap(self.sampled_best, self.optimum)
+
+    @property
+    def step_time_gap(self) -> float:
+        """The search's best layout's step time against the optimum layout's (a fraction)."""
+        return relative_gap(self.best_step_time_s, self.optimum_step_time_s)
 
 
 def optimum_gap(setup: SearchSetup, rows: pd.DataFrame, limit: int = 100_000,
@@ -97,17 +113,19 @@ def optimum_gap(setup: SearchSetup, rows: pd.DataFrame, limit: int = 100_000,
     objective over a space of at most ``limit`` layouts; else None. With a warm start, also
     the best of the trials numbered ``warm_start`` and up: the layouts the sampler chose,
     one the warm start had tried first included."""
-    objectives = OBJECTIVES[setup.spec.objective]
+    objective = setup.spec.objective
     ok = rows[rows["status"] == "ok"]
-    if len(objectives) > 1 or setup.spec.space.size > limit or ok.empty:
+    if len(OBJECTIVES[objective]) > 1 or setup.spec.space.size > limit or ok.empty:
         return None
-    column, direction = objectives[0]
+    column, direction = OBJECTIVES[objective][0]
     extreme = "max" if direction == "maximize" else "min"
     _, costs = exhaustive(setup.spec.space, setup.step_context)
-    optimum = costs[column][best_index(costs, column, maximize=direction == "maximize")]
+    optimum = best_row(costs, objective)
+    best = top_layouts(ok, objective).iloc[0]
     sampled = ok[ok["trial"] >= warm_start][column] if warm_start else None
     sampled_best = None if sampled is None else float(sampled.agg(extreme)) if len(sampled) else math.nan
-    return OptimumGap(column, float(optimum), float(ok[column].agg(extreme)), sampled_best)
+    return OptimumGap(column, float(costs[column][optimum]), float(best[column]), sampled_best,
+                      float(costs["step_time_s"][optimum]), float(best["step_time_s"]))
 
 
 #: The parts a step's time splits into (seconds, summing to ``step_time_s``), by name.
@@ -143,6 +161,17 @@ class WhyBest:
     savings: Tuple[Tuple[str, float], ...]
     memory_bound: Optional[Tuple[str, str, float, float]] = None
     usable_gb: float = 0.0
+    #: Both layouts' step times (s) and memory per device (GB): what breaks a tie.
+    step_time_s: Tuple[float, float] = (math.nan, math.nan)
+    memory_gb: Tuple[float, float] = (math.nan, math.nan)
+
+    @property
+    def decided_by(self) -> str:
+        """What sets the best apart: the objective's column, or where the two tie on it, the
+        first of ``TIE_BREAKERS`` they differ in ("nothing" if they tie on all)."""
+        pairs = (self.values, self.step_time_s, self.memory_gb)
+        return next((name for name, (a, b) in zip((self.column, *TIE_BREAKERS), pairs, strict=True) if a != b),
+                    "nothing")
 
 
 def why_best(top: pd.DataFrame, setup: SearchSetup, limit: int = 1_000_000) -> Optional[WhyBest]:
@@ -161,9 +190,12 @@ def why_best(top: pd.DataFrame, setup: SearchSetup, limit: int = 1_000_000) -> O
     savings = tuple(sorted(((name, float(terms_b[name] - terms_a[name])) for name in STEP_TERMS
                             if terms_b[name] - terms_a[name] > 0), key=lambda item: -item[1]))
     ctx = setup.step_context
-    return WhyBest(column, a.describe(), b.describe(), (float(first[column]), float(second[column])),
-                   (float(first["exposed_comm_s"]), float(second["exposed_comm_s"])), differs, savings,
-                   _memory_bound(setup, first, limit), ctx.memory_limit_bytes / 1e9)
+
+    def pair(name: str, scale: float = 1.0) -> Tuple[float, float]:
+        return float(first[name]) / scale, float(second[name]) / scale
+    return WhyBest(column, a.describe(), b.describe(), pair(column), pair("exposed_comm_s"), differs, savings,
+                   _memory_bound(setup, first, limit), ctx.memory_limit_bytes / 1e9, pair("step_time_s"),
+                   pair("memory_per_device_bytes", 1e9))
 
 
 #: The choices of a layout, one each: a neighbour of a layout differs from it in one of them.
@@ -173,22 +205,25 @@ _CHOICES: Tuple[Tuple[str, ...], ...] = (("tp",), ("pp",), ("micro_batch",), ("s
 
 def _memory_bound(setup: SearchSetup, best, limit: int) -> Optional[Tuple[str, str, float, float]]:
     """The best of the layouts one choice away from ``best`` (a row) that would beat it were
-    memory no bound, if one does not fit: (the choice changed, its label, objective, GB per
+    memory no bound (a better objective, or as good and a shorter step), if one does not fit: (the choice changed, its label, objective, GB per
     device); else None."""
     if setup.spec.space.size > limit:
         return None
-    column, direction = OBJECTIVES[setup.spec.objective][0]
+    objective = setup.spec.objective
+    column, direction = OBJECTIVES[objective][0]
     unbounded = dataclasses.replace(setup.step_context, memory_fraction=math.inf)
     layouts, costs = exhaustive(setup.spec.space, unbounded)
     mine = layout_of(best).columns()
     changed = sum(np.any([layouts[f] != mine[f][0] for f in fields], axis=0).astype(int) for fields in _CHOICES)
     sign = -1.0 if direction == "maximize" else 1.0
-    value = np.where(costs["status_code"] == 0, sign * costs[column], np.inf)
-    beats = (changed == 1) & (value < sign * float(best[column]))
+    value, at_best = sign * costs[column], sign * float(best[column])
+    faster = (value < at_best) | ((value == at_best) & (costs["step_time_s"] < float(best["step_time_s"])))
+    beats = (changed == 1) & (costs["status_code"] == 0) & faster
     beats &= costs["memory_per_device_bytes"] > setup.step_context.memory_limit_bytes
     if not beats.any():
         return None
-    i = int(np.argmin(np.where(beats, value, np.inf)))
+    candidates = np.flatnonzero(beats)
+    i = int(candidates[ranking({name: costs[name][candidates] for name in (column, *TIE_BREAKERS)}, objective)[0]])
     row = {name: values[i] for name, values in layouts.items()}
     row.update({name: decode(name, [row[name]])[0] for name in CODED_FIELDS})
     other, own = layout_of(row), layout_of(best)

@@ -11,13 +11,13 @@ a worker); infeasible layouts are rows with ``status`` "infeasible" and the reas
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Tuple
+from typing import Dict, Mapping, Tuple
 
 import numpy as np
 import pyarrow as pa
 
 from tasks.model.layout import CODED_FIELDS, STRUCTURAL_CONSTRAINTS, decode, encode, families
-from tasks.model.space import LayoutSpace, best_index, constraint_counts, exhaustive
+from tasks.model.space import LayoutSpace, constraint_counts, exhaustive
 from tasks.model.specs import HardwareProfile, TransformerModel
 from tasks.model.stack import Stack
 from tasks.model.step import StepContext, reasons, step_columns
@@ -30,6 +30,9 @@ __all__ = [
     "SCALING_SCHEMA",
     "TRIAL_FIELDS",
     "OBJECTIVES",
+    "TIE_BREAKERS",
+    "ranking",
+    "best_row",
     "SearchContext",
     "ScalingContext",
     "coded",
@@ -50,6 +53,34 @@ OBJECTIVES: Dict[str, Tuple[Tuple[str, str], ...]] = {
     "exposed_comm": (("exposed_comm_s", "minimize"),),
     "pareto": (("exposed_comm_share", "minimize"), ("tokens_per_s_per_device", "maximize")),
 }
+
+#: What decides between layouts tied on an objective, in order, each the smaller the better:
+#: the shorter step, then the smaller memory per device. Exposed communication is often
+#: nothing for many layouts at once; the order the sampler tried them decides nothing.
+TIE_BREAKERS: Tuple[str, ...] = ("step_time_s", "memory_per_device_bytes")
+
+
+def ranking(columns: Mapping[str, np.ndarray], objective: str) -> np.ndarray:
+    """The positions of ``columns``' rows (a mapping or frame of equal-length columns: the
+    objective's first column and ``TIE_BREAKERS``), best first by ``objective``'s first
+    column, ties broken by ``TIE_BREAKERS``; a stable order, so rows tied on all three keep
+    theirs. NaN sorts last."""
+    column, direction = OBJECTIVES[objective][0]
+    value = np.asarray(columns[column], dtype=float)
+    keys = [np.asarray(columns[name], dtype=float) for name in reversed(TIE_BREAKERS)]
+    return np.lexsort([*keys, -value if direction == "maximize" else value])
+
+
+def best_row(costs: Mapping[str, np.ndarray], objective: str) -> int:
+    """The row of the best feasible layout of ``costs`` (``step.step_columns``' output) by
+    ``ranking``; -1 when none is feasible."""
+    feasible = np.flatnonzero(np.asarray(costs["status_code"]) == 0)
+    if not len(feasible):
+        return -1
+    return int(feasible[ranking({name: np.asarray(costs[name])[feasible] for name in (OBJECTIVES[objective][0][0],
+                                                                                        *TIE_BREAKERS)},
+                                objective)[0]])
+
 
 _LAYOUT = [("tp", pa.int64()), ("pp", pa.int64()), ("dp", pa.int64()), ("micro_batch", pa.int64()),
            ("schedule", pa.string()), ("virtual_stages", pa.int64()), ("zero", pa.string()),
@@ -149,16 +180,16 @@ def no_fit_reason(layouts: Dict[str, np.ndarray], result: Dict[str, np.ndarray],
 
 def best_layout_rows(points: pa.Table, context: ScalingContext) -> pa.Table:
     """``scaling`` rows: for each point (model, devices, global batch), the best layout of
-    ``context.space`` by ``context.objective`` (a single objective), found exhaustively."""
+    ``context.space`` by ``context.objective`` (a single objective; ties broken as
+    ``ranking`` breaks them), found exhaustively."""
     rows = []
-    column, direction = OBJECTIVES[context.objective][0]
     for point in points.to_pylist():
         model = context.models[point["model"]]
         ctx = StepContext(model, context.hardware, devices=point["devices"], global_batch=point["global_batch"],
                           dtype_bytes=context.dtype_bytes, memory_fraction=context.memory_fraction,
                           stack=context.stack)
         layouts, result = exhaustive(context.space, ctx)
-        best = best_index(result, column, maximize=direction == "maximize")
+        best = best_row(result, context.objective)
         row = {name: point[name] for name, _ in _CASE}
         row.update(objective=context.objective, space_layouts=len(layouts["tp"]),
                    feasible_layouts=int((result["status_code"] == 0).sum()))
