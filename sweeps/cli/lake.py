@@ -109,18 +109,22 @@ def vacuum(*, lake_root: str, grace_s: float) -> None:
 @lake_option
 def upgrade(*, lake_root: str) -> None:
     """Bring a lake written without a commit log, or one that lost _lake.json, under the
-    commit log of this version. Deletes nothing."""
+    commit log of this version, and rewrite data files of the older layout so that any
+    Parquet reader takes them. Deletes nothing (`lake vacuum` removes the old files)."""
     store = Lake(lake_root)
     store.ensure_exists()
     report = store.upgrade()
     for line in report.adopted:
         click.echo(line)
+    if report.rewritten:
+        click.echo(f"{report.rewritten} data files rewritten so that any Parquet reader takes them: each holds its "
+                   "sweep version and no column named like its partition (rows and keys unchanged)")
     if report.restored:
         click.echo(f"restored _lake.json of {store}: its commit log holds {report.committed_rows:,} rows")
     elif report.adopted:
         click.echo(f"{len(report.adopted)} data files adopted into the commit log of {store}: "
                    f"{report.committed_rows:,} rows")
-    else:
+    elif not report.rewritten:
         click.echo(f"{store} is a lake of this format already: nothing to upgrade")
 
 

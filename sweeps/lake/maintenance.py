@@ -10,7 +10,11 @@ import time
 from dataclasses import dataclass, field
 from typing import List
 
+import pyarrow.parquet as pq
+
+from sweeps.lake.integrity import file_fault
 from sweeps.lake.repair import LakeRepair, VerifyReport
+from sweeps.lake.versions import VERSION_COLUMN
 
 __all__ = ["Lake", "VerifyReport", "VacuumReport", "UpgradeReport"]
 
@@ -33,6 +37,7 @@ class UpgradeReport:
     restored: bool = False
     committed_rows: int = 0
     adopted: List[str] = field(default_factory=list)
+    rewritten: int = 0  # data files rewritten in the plain layout (``Lake._plain_layout``)
 
 
 class Lake(LakeRepair):
@@ -75,6 +80,7 @@ class Lake(LakeRepair):
         report = UpgradeReport()
         if self._marker() is not None:
             self.check_format(create=False)
+            report.rewritten = self._plain_layout()
             return report
         if self._log_versions():
             self._write_meta()
@@ -85,6 +91,25 @@ class Lake(LakeRepair):
             self._format_ok = True
             report.adopted = [self.adopt(relative) for relative in self._orphans()]
         self._format_ok = True
+        report.rewritten = self._plain_layout()
         self.refresh()
         report.committed_rows = sum(e["rows"] for e in self._state.files.values())
         return report
+
+    def _plain_layout(self) -> int:
+        """Rewrite each live data file written before files held their sweep version and no
+        partition column (``store.as_stored``), so any Parquet reader takes the lake; its
+        rows and keys stay, each old file leaves the lake once its new one is committed.
+        Returns the files rewritten."""
+        self.refresh()
+        rewritten = 0
+        for relative, entry in list(self._state.files.items()):
+            if self._link_fault(relative) or file_fault(self.fs, self._path(relative), entry):
+                continue  # `lake verify` sets it aside
+            with self.fs.open_input_file(self._path(relative)) as handle:
+                names = set(pq.read_schema(handle).names)
+            if VERSION_COLUMN in names and not names & set(entry["partition"]):
+                continue
+            self._replace_file(relative, entry, self._stored_table(relative), "upgrade: the plain layout")
+            rewritten += 1
+        return rewritten

@@ -35,7 +35,7 @@ from sweeps.lake.files import first_of_each_key
 from sweeps.lake.kinds import SCHEMAS, SHARED_KINDS
 from sweeps.lake.meta import MARKER
 from sweeps.lake.names import KIND, PARTITION_KEY, PARTITION_VALUE, name_fault
-from sweeps.lake.store import LakeStore
+from sweeps.lake.store import LakeStore, as_stored
 
 __all__ = ["LakeRepair", "VerifyReport"]
 
@@ -228,21 +228,35 @@ class LakeRepair(LakeStore):
 
     def _drop_repeated(self, relative: str, entry: dict, prior: Set[str]) -> str:
         """Replace a committed file by one without the rows whose key ``prior`` holds or
-        that repeat within it: the new file is committed before the old one is removed, so
-        a crash between leaves a duplicate, never a loss."""
+        that repeat within it."""
+        table = first_of_each_key(self._stored_table(relative))
+        table = table.filter(pa.array([k not in prior for k in table.column("key").to_pylist()], pa.bool_()))
+        self._replace_file(relative, entry, table, "verify: repeats committed keys")
+        return f"replaced {self._path(relative)} by its {table.num_rows} rows whose keys were not committed before"
+
+    def _stored_table(self, relative: str) -> pa.Table:
+        """The rows of a committed data file, without the partition columns older files hold."""
         with self.fs.open_input_stream(self._path(relative)) as handle:
             table = pq.read_table(pa.BufferReader(handle.read()))
-        table = table.drop_columns([c for c in _PARTITION_COLUMNS if c in table.column_names])
-        table = first_of_each_key(table)
-        table = table.filter(pa.array([k not in prior for k in table.column("key").to_pylist()], pa.bool_()))
+        return table.drop_columns([c for c in _PARTITION_COLUMNS if c in table.column_names])
+
+    def _replace_file(self, relative: str, entry: dict, table: pa.Table, reason: str) -> None:
+        """Commit ``table`` as the new file of ``relative``'s partition and version, then
+        remove ``relative`` from the lake and move it to ``_quarantine/replaced/`` (a raw
+        reader of the folder no longer sees it; nothing is deleted): a crash between the
+        two leaves both, never neither."""
+        table = as_stored(table, entry["partition"], entry.get("sweep_version"))
         with self._locked():
+            if relative not in self._state.files:
+                return
             if table.num_rows:
                 staged = self._stage(relative.rsplit("/", 1)[0], table)
                 self._publish_staged(staged, table, entry["kind"], entry["partition"],
                                      schema_version=entry.get("schema_version", 1),
                                      sweep_version=entry.get("sweep_version"), restage=False)
-            self._append({"action": "remove", "files": [relative], "reason": "verify: repeats committed keys"})
-        return f"replaced {self._path(relative)} by its {table.num_rows} rows whose keys were not committed before"
+            self._append({"action": "remove", "files": [relative], "reason": reason})
+            with contextlib.suppress(FileNotFoundError, OSError):
+                self._set_aside(self._path(relative), f"_quarantine/replaced/{relative.replace('/', '__')}")
 
     def _orphans(self) -> List[str]:
         """Data files under ``kind=...`` that no add entry of the log ever named."""

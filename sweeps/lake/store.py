@@ -49,12 +49,12 @@ from sweeps.lake.files import first_of_each_key
 from sweeps.lake.integrity import file_fault
 from sweeps.lake.kinds import SHARED_KINDS
 from sweeps.lake.log import LakeLog, first_line
-from sweeps.lake.versions import NO_VERSION
+from sweeps.lake.versions import NO_VERSION, VERSION_COLUMN
 
 #: What a message about a damaged data file tells the user to run.
 VERIFY_HINT = "run `commscale lake verify` to set it aside (the next run of its sweep measures its keys again)"
 
-__all__ = ["LakeStore", "CommitResult"]
+__all__ = ["LakeStore", "CommitResult", "as_stored"]
 
 
 @dataclass
@@ -65,6 +65,25 @@ class CommitResult:
     rows_written: int
     rows_skipped: int
     version: Optional[int]
+
+
+def as_stored(table: pa.Table, partition: Dict[str, str], sweep_version: Optional[str]) -> pa.Table:
+    """``table`` as a data file holds it, so that any Parquet reader takes the lake's
+    folders as they are (``pd.read_parquet``, ``pyarrow.dataset``, a DuckDB glob with hive
+    partitions): no column named like a partition key (its value is in the folder's name; a
+    row whose value differs from its partition's is ``LakeError``), and the sweep version as
+    a column (``VERSION_COLUMN``; ``NO_VERSION`` for none)."""
+    for key, value in partition.items():
+        if key not in table.column_names:
+            continue
+        column = table.column(key)
+        if column.null_count < len(column) and not pc.all(pc.equal(column, value)).as_py():
+            raise LakeError(f"rows of partition {key}={value} hold other values in their {key} column")
+        table = table.drop_columns([key])
+    version = pa.array([sweep_version or NO_VERSION] * table.num_rows, pa.string())
+    if VERSION_COLUMN in table.column_names:
+        return table.set_column(table.column_names.index(VERSION_COLUMN), VERSION_COLUMN, version)
+    return table.append_column(VERSION_COLUMN, version)
 
 
 @dataclass
@@ -96,7 +115,7 @@ class LakeStore(LakeLog):
         """
         directory = self.partition_dir(kind, partition)
         self.check_format(create=True)
-        table = first_of_each_key(table)
+        table = as_stored(first_of_each_key(table), partition, sweep_version)
         staged = self._stage(directory, table)
         with self._locked(), self._writing(directory, staged.temporary, self._path(staged.keys_file)):
             scope = None if sweep_version is None or kind in SHARED_KINDS else (f"{directory}/", sweep_version)

@@ -13,10 +13,13 @@ from __future__ import annotations
 import hashlib
 from typing import Dict, Optional
 
-__all__ = ["sweep_version", "manifest_version", "NO_VERSION"]
+__all__ = ["sweep_version", "manifest_version", "NO_VERSION", "VERSION_COLUMN"]
 
 #: The version of rows whose partition has no sweep manifest (e.g. a calibration's fits).
 NO_VERSION = ""
+#: The column naming the sweep version of each row: in every data file written since it
+#: existed (``LakeStore.commit``), and in every view (``sweeps.lake.views``).
+VERSION_COLUMN = "sweep_version"
 
 
 def sweep_version(sweep_fingerprint: str, hardware_fingerprint: str) -> str:

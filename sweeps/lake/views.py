@@ -29,14 +29,13 @@ from sweeps.errors import LakeError, QueryError
 from sweeps.lake.kinds import SCHEMAS, SHARED_KINDS
 from sweeps.lake.names import KIND, SWEEP_VERSION, name_fault, sql_identifier, sql_string
 from sweeps.lake.store import LakeStore
+from sweeps.lake.versions import VERSION_COLUMN
 
 __all__ = ["connect", "query", "view_frame", "read_rows", "PARTITION_COLUMNS", "VERSION_COLUMN", "ALL_VERSIONS",
            "READ_STATEMENTS", "LOCKED"]
 
 #: The hive partition columns every view carries.
 PARTITION_COLUMNS = ("kind", "sweep", "hardware")
-#: The column naming the sweep version of each row (``sweeps.lake.versions``).
-VERSION_COLUMN = "sweep_version"
 #: The suffix of the view of a kind that holds every version's rows.
 ALL_VERSIONS = "_all_versions"
 
@@ -88,8 +87,10 @@ def _kind_views(con: duckdb.DuckDBPyConnection, lake: LakeStore, kind: str,
     for index, ((version, current), files) in enumerate(sorted(groups.items())):
         _check_name(lake, "sweep version", version, SWEEP_VERSION)
         source = f"_{kind}_files_{index}"
-        con.register(source, _dataset(lake, kind, files))
-        selects[(version, current)] = (f"(SELECT *, {sql_string(version)} AS {sql_identifier(VERSION_COLUMN)} "
+        dataset = _dataset(lake, kind, files)
+        con.register(source, dataset)
+        stored = f" EXCLUDE ({sql_identifier(VERSION_COLUMN)})" if VERSION_COLUMN in dataset.schema.names else ""
+        selects[(version, current)] = (f"(SELECT *{stored}, {sql_string(version)} AS {sql_identifier(VERSION_COLUMN)} "
                                        f"FROM {sql_identifier(source)})")
     current = [sql for (_version, is_current), sql in selects.items() if is_current]
     _create_view(con, kind + ALL_VERSIONS, " UNION ALL BY NAME ".join(selects.values()))

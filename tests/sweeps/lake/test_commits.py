@@ -201,7 +201,8 @@ def test_a_lake_without_a_log_is_refused_with_what_to_do_then_upgraded(tmp_path)
         query(Lake(str(tmp_path)), "SELECT * FROM toy")
     report = Lake(str(tmp_path)).upgrade()
     assert report.committed_rows == 2 and len(report.adopted) == 1 and "in place" in report.adopted[0]
-    assert (directory / "part-old.parquet").exists()  # adopted where it lies, not rewritten
+    assert report.rewritten == 1  # then rewritten with its sweep version, the original kept aside
+    assert (tmp_path / "_quarantine" / "replaced" / "kind=toy__sweep=s__hardware=h__part-old.parquet").exists()
     assert sorted(_committed_keys(Lake(str(tmp_path)))) == ["a", "b"]
     assert query(Lake(str(tmp_path)), "SELECT DISTINCT sweep FROM toy").to_pylist() == [{"sweep": "s"}]
 
