@@ -1,7 +1,10 @@
 """The report's validation topic, from ``validation`` rows (``commscale validate``): predicted
 against published for the newest cost-model version (``analysis.figures.validation``), and
-a table of each source's mean and max |error| per cost-model version, so versions compare.
-The figure is keyed by the digest of the kind's rows (``analysis.report_cache``).
+a table of each source's mean and max |error| per cost-model version, so versions compare,
+with how many of its rows a figure was fitted to. The finding opens with the headline
+(``tasks.validation.headline``: shipped rows no figure was fitted to, then with the fitted
+ones, then the held-out runs apart). The figure is keyed by the digest of the kind's rows
+(``analysis.report_cache``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from analysis.figures.validation import BAND, newest_records, version_order
 from analysis.report_cache import FigureCache, digest_sql
 from analysis.report_render import Finding, Section, Topic
 from sweeps.lake.kinds import VALIDATION
+from tasks.validation.headline import headline, headline_lines
 from tasks.validation.records import DATASETS
 
 __all__ = ["validation_topic", "version_table", "TOPIC_NAME"]
@@ -29,17 +33,25 @@ def _digest(con) -> str:
 
 
 def version_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per cost-model version (oldest first) and source: the figures predicted and their
-    mean and max |error| in percent, to 0.1 (the newest record of each figure of that version)."""
+    """Per cost-model version (oldest first) and source: the figures predicted, how many of
+    them a figure was fitted to, and their mean and max |error| in percent, to 0.1 (the newest
+    record of each figure of that version, fitted ones included: the headline leaves them out)."""
     frames = []
     for version in version_order(rows):
-        mine = newest_records(rows, version).assign(abs_error=lambda r: 100 * r["error"].abs())
+        mine = newest_records(rows, version).assign(abs_error=lambda r: 100 * r["error"].abs(),
+                                                    was_fitted=lambda r: _fitted(r).astype(int))
         per_source = mine.groupby(["dataset", "source"], sort=True).agg(
-            n=("abs_error", "size"), mean_abs_error_pct=("abs_error", "mean"),
+            n=("abs_error", "size"), fitted=("was_fitted", "sum"), mean_abs_error_pct=("abs_error", "mean"),
             max_abs_error_pct=("abs_error", "max")).reset_index()
         frames.append(per_source.assign(cost_model_version=version))
     table = pd.concat(frames, ignore_index=True).round({"mean_abs_error_pct": 1, "max_abs_error_pct": 1})
-    return table[["cost_model_version", "dataset", "source", "n", "mean_abs_error_pct", "max_abs_error_pct"]]
+    return table[["cost_model_version", "dataset", "source", "n", "fitted", "mean_abs_error_pct",
+                  "max_abs_error_pct"]]
+
+
+def _fitted(rows: pd.DataFrame) -> pd.Series:
+    """Whether a figure was fitted to each row (a non-empty ``fitted_to``)."""
+    return rows["fitted_to"].fillna("").astype(str).str.len() > 0
 
 
 def _rank(dataset: str) -> int:
@@ -53,12 +65,14 @@ def _lines(rows: pd.DataFrame) -> List[str]:
     error = newest["error"].abs()
     worst = newest.loc[error.idxmax()]
     inside = int((error <= BAND).sum())
-    lines = [f"Cost model {versions[-1]}: {len(newest)} published figures from {newest['source'].nunique()} sources, "
-             f"mean |error| {100 * error.mean():.1f}%, {inside} of {len(newest)} within ±{100 * BAND:.0f}%; worst "
-             f"{worst['source']} row {worst['row']} ({worst['metric']}, {100 * worst['error']:+.1f}%)."]
+    lines = [f"{line}." for line in headline_lines(headline(newest["dataset"], newest["error"], _fitted(newest)))]
+    lines.append(f"Cost model {versions[-1]}: {len(newest)} published figures from {newest['source'].nunique()} "
+                 f"sources, {inside} of {len(newest)} within ±{100 * BAND:.0f}%; worst {worst['source']} row "
+                 f"{worst['row']} ({worst['metric']}, {100 * worst['error']:+.1f}%).")
     for dataset, group in sorted(newest.groupby("dataset"), key=lambda g: _rank(g[0])):
-        lines.append(f"{dataset}: {len(group)} figures, mean |error| {100 * group['error'].abs().mean():.1f}%, max "
-                     f"{100 * group['error'].abs().max():.1f}%.")
+        fitted = int(_fitted(group).sum())
+        lines.append(f"{dataset}: {len(group)} figures ({fitted} fitted), mean |error| "
+                     f"{100 * group['error'].abs().mean():.1f}%, max {100 * group['error'].abs().max():.1f}%.")
     if len(versions) > 1:
         before = newest_records(rows, versions[-2])
         lines.append(f"The cost model before ({versions[-2]}): mean |error| {100 * before['error'].abs().mean():.1f}% "

@@ -14,21 +14,24 @@ the figure reached, the target, and whether it is met.
   H800 K sweeps (no target: the fp16 sweep is where the wave overhead is fitted, the fp8
   sweeps show how far its K dependence holds where nothing was fitted);
 - every run judged feasible (memory);
-- the held-out runs (holdout_runs.csv: other frameworks, precisions and generations), per
-  source: mean and max |error|, and each row's signed error (no target; nothing is fitted
-  to them).
+- the held-out runs (the holdout dataset, holdout_runs.csv: other frameworks, precisions and
+  generations), per source: mean and max |error|, and each row's signed error (no target;
+  nothing is fitted to them);
+- the headline (``tasks.validation.headline``): the shipped rows no figure was fitted to,
+  the same with the fitted rows (each microbenchmark file's ``fitted_to`` column), and the
+  held-out runs apart.
 The whole-step model's speed (layouts per second on one core) is ``scripts/bench_search.py``'s.
 """
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import List
 
 from sweeps.jobs.validation import DATA_DIR, load_profiles, run_validation
 from tasks.model.gemm_published import CURVE_FROM, read_gemm_rows
-from tasks.model.specs import HardwareProfile
+from tasks.validation.headline import headline_lines, headline_of
 from tasks.validation.microbench_check import JUDGED_FROM_BYTES, ladder_row_bytes
-from tasks.validation.records import DATA_FILES, error_summary
+from tasks.validation.records import DATA_FILES, HELD_OUT, ValidationRecord, error_summary
 
 
 def _line(name: str, figure: str, met: bool, target: str) -> None:
@@ -38,7 +41,7 @@ def _line(name: str, figure: str, met: bool, target: str) -> None:
 def main() -> None:
     profiles = load_profiles()
     result = run_validation(profiles).validation
-    by = {d: [r for r in result.records if r.dataset == d] for d in ("runs", "layers", "collectives", "gemm")}
+    by = {d: [r for r in result.records if r.dataset == d] for d in ("runs", "layers", "collectives", "gemm", HELD_OUT)}
     runs = by["runs"]
     print(f"{'source':28s} {'n':>3s} {'mean |err|':>10s} {'max |err|':>10s}")
     for source in sorted({r.source for r in runs}):
@@ -78,12 +81,14 @@ def main() -> None:
     tight = [r for r in runs if "usable" in r.detail]
     _line("runs judged feasible", f"{len(runs) - len(tight)} of {len(runs)}", not tight, "every run")
     print(f"\nskipped: {len(result.skipped)} rows (no hardware profile)")
-    held_out(profiles)
+    held_out(by[HELD_OUT])
+    print("\nheadline")
+    for line in headline_lines(headline_of(result.records)):
+        print(f"  {line}")
 
 
-def held_out(profiles: Dict[str, HardwareProfile]) -> None:
+def held_out(runs: List[ValidationRecord]) -> None:
     """The held-out runs' errors, per source and per row (no target: never fitted to)."""
-    runs = run_validation(profiles, datasets=("runs",), runs_file=DATA_DIR / "holdout_runs.csv").validation.records
     print("\nheld-out runs (holdout_runs.csv; no target, nothing fitted to them)")
     for source in sorted({r.source for r in runs}):
         mine = [r for r in runs if r.source == source]

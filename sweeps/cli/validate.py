@@ -30,7 +30,8 @@ from sweeps.cli.report import write_and_announce
 from sweeps.errors import DataFileError, UserError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import VALIDATION
-from tasks.validation.records import DATASETS, MODEL_VERSION, ValidationRecord, error_summary
+from tasks.validation.headline import headline_lines, headline_of
+from tasks.validation.records import DATASETS, DATA_FILES, HELD_OUT, MODEL_VERSION, ValidationRecord, error_summary
 
 __all__ = ["validate", "VALIDATE_FORMATS", "render_records"]
 
@@ -56,36 +57,66 @@ def _by_source(records: Sequence[ValidationRecord]) -> Dict[Tuple[str, str], Lis
     return groups
 
 
+def _errors_text(records: Sequence[ValidationRecord]) -> Tuple[str, str]:
+    """Mean and max |error| of the records no figure was fitted to ("-" where every one was)."""
+    free = [r for r in records if not r.fitted_to]
+    if not free:
+        return "-", "-"
+    mean, worst = error_summary(free)
+    return _pct(mean, signed=False), _pct(worst, signed=False)
+
+
+def _caption(source: str, records: Sequence[ValidationRecord]) -> str:
+    """A source's mean and max |error| over its rows no figure was fitted to, and, where some
+    were, how many and the figures with them."""
+    fitted = sum(bool(r.fitted_to) for r in records)
+    every = tuple(_pct(x, signed=False) for x in error_summary(records))
+    if fitted == len(records):
+        return f"{source}: every row fitted to (in sample: mean |error| {every[0]}, max |error| {every[1]})"
+    mean, worst = _errors_text(records)
+    text = f"{source}: mean |error| {mean}, max |error| {worst}"
+    if fitted:
+        text += f" ({fitted} fitted row{'s' * (fitted > 1)} left out; with them {every[0]}, {every[1]})"
+    return text
+
+
 def _source_table(dataset: str, source: str, records: Sequence[ValidationRecord]) -> Table:
     table = Table(title=f"{dataset} · {source}", title_justify="left", caption_justify="left")
-    for name in ("row", "model", "hardware", "metric", "published", "predicted", "error", "detail"):
+    for name in ("row", "model", "hardware", "metric", "published", "predicted", "error", "fitted", "detail"):
         table.add_column(name, justify="right" if name in ("row", "published", "predicted", "error") else "left")
     for r in records:
         table.add_row(str(r.row), r.model, r.hardware, r.metric, _value(r.published, r.unit),
-                      _value(r.predicted, r.unit), _pct(r.error), r.detail)
-    mean, worst = error_summary(records)
-    table.caption = f"{source}: mean |error| {_pct(mean, signed=False)}, max |error| {_pct(worst, signed=False)}"
+                      _value(r.predicted, r.unit), _pct(r.error), "fitted" if r.fitted_to else "", r.detail)
+    table.caption = _caption(source, records)
     return table
 
 
 def _summary_table(groups: Dict[Tuple[str, str], List[ValidationRecord]]) -> Table:
-    table = Table(title="Every source: error = predicted / published - 1", title_justify="left")
-    for name in ("dataset", "source", "n", "mean |error|", "max |error|"):
+    table = Table(title="Every source: error = predicted / published - 1 (fitted rows left out of the means)",
+                  title_justify="left")
+    for name in ("dataset", "source", "n", "fitted", "mean |error|", "max |error|"):
         table.add_column(name, justify="left" if name in ("dataset", "source") else "right")
     for (dataset, source), records in groups.items():
-        mean, worst = error_summary(records)
-        table.add_row(dataset, source, str(len(records)), _pct(mean, signed=False), _pct(worst, signed=False))
+        table.add_row(dataset, source, str(len(records)), str(sum(bool(r.fitted_to) for r in records)),
+                      *_errors_text(records))
     return table
 
 
 def render_records(out: Console, records: Sequence[ValidationRecord], skipped: Sequence[str]) -> None:
-    """The ``table`` format: a table per source with its mean and max |error|, a summary of
-    every source, the skipped rows (one line each) and the cost-model version."""
+    """The ``table`` format: a table per source with its mean and max |error| (rows a figure
+    was fitted to marked and left out of them), the held-out runs' tables after the shipped
+    ones under a heading of their own, a summary of every source, the headline
+    (``tasks.validation.headline``), the skipped rows (one line each) and the cost-model version."""
     groups = _by_source(records)
     for (dataset, source), group in groups.items():
+        if dataset == HELD_OUT and (dataset, source) == next(k for k in groups if k[0] == HELD_OUT):
+            out.print(f"Held-out runs ({DATA_FILES[HELD_OUT]}): other frameworks, precisions and generations, "
+                      "never fitted to", highlight=False)
         out.print(_source_table(dataset, source, group))
     if groups:
         out.print(_summary_table(groups))
+        for line in headline_lines(headline_of(records)):
+            out.print(line, highlight=False, soft_wrap=True)
     else:
         out.print("No published row was predicted (the datasets asked for hold no rows with a profile).")
     if skipped:

@@ -1,6 +1,8 @@
 """Microbenchmark rows predicted: collective bus bandwidth (``collective_ladders.csv``, through
 ``tasks.model.collectives``) and GEMM throughput (``gemm_efficiency.csv``, through
-``tasks.model.roofline``). Rows of systems without a hardware profile are listed as skipped."""
+``tasks.model.roofline``). Rows of systems without a hardware profile are listed as skipped.
+A row's ``fitted_to`` cell (``fitted_cells``) names the figures fitted to it, and its record
+carries them."""
 
 from __future__ import annotations
 
@@ -12,10 +14,10 @@ from tasks.model.collectives import predicted_busbw
 from tasks.model.gemm_published import predict_row, read_gemm_rows
 from tasks.model.roofline import MissingFigure
 from tasks.model.specs import HardwareProfile
-from tasks.validation.records import MODEL_VERSION, ValidationRecord, signed_error
+from tasks.validation.records import MODEL_VERSION, ValidationRecord, fitted_figures, signed_error
 
 __all__ = ["LADDER_SYSTEM_PROFILES", "JUDGED_FROM_BYTES", "ladder_algorithm", "size_label", "read_ladder_rows",
-           "ladder_row_bytes", "validate_ladders", "validate_gemms"]
+           "ladder_row_bytes", "fitted_cells", "validate_ladders", "validate_gemms"]
 
 #: Ladder systems of ``collective_ladders.csv`` -> hardware profiles (``conf/hardware``), one by one.
 LADDER_SYSTEM_PROFILES: Dict[str, str] = {
@@ -56,6 +58,12 @@ def ladder_row_bytes(path: Path) -> Dict[int, int]:
     return {i: int(row["bytes"]) for i, row in enumerate(read_ladder_rows(path), start=1)}
 
 
+def fitted_cells(path: Path) -> Dict[int, str]:
+    """Each data row's ``fitted_to`` (``records.fitted_figures``) by its 1-based row number:
+    the figures fitted to that row, "" for none (every row of a file without the column)."""
+    return {i: fitted_figures(row.get("fitted_to")) for i, row in enumerate(read_ladder_rows(path), start=1)}
+
+
 def validate_ladders(path: Path, profiles: Dict[str, HardwareProfile], out) -> None:
     """A ``busbw`` record (GB/s) per ladder row whose system has a profile; others skipped."""
     for i, row in enumerate(read_ladder_rows(path), start=1):
@@ -71,12 +79,13 @@ def validate_ladders(path: Path, profiles: Dict[str, HardwareProfile], out) -> N
             dataset="collectives", source=row["system"], row=i, model=row["op"], hardware=hw.name, metric="busbw",
             unit="GB/s", published=published, predicted=predicted, error=signed_error(predicted, published),
             detail=f"{row['op']} {size_label(size)} x {gpus} ranks on {nodes} node(s), {row['algorithm']}",
-            cost_model_version=MODEL_VERSION))
+            cost_model_version=MODEL_VERSION, fitted_to=fitted_figures(row.get("fitted_to"))))
 
 
 def validate_gemms(path: Path, profiles: Dict[str, HardwareProfile], out, *, sweep: bool = False) -> None:
     """A ``gemm_tflops`` record per GEMM row whose accelerator has a profile; others skipped.
     ``sweep``: the file holds K sweeps (``read_gemm_rows``)."""
+    fitted = fitted_cells(path)
     for row in read_gemm_rows(path, sweep=sweep):
         hw = profiles.get(row.profile or "")
         if hw is None:
@@ -92,4 +101,4 @@ def validate_gemms(path: Path, profiles: Dict[str, HardwareProfile], out, *, swe
             dataset="gemm", source=f"{row.gpu} {row.kind}", row=row.row,
             model=row.dtype, hardware=hw.name, metric="gemm_tflops", unit="TF", published=row.tflops,
             predicted=predicted, error=signed_error(predicted, row.tflops), detail=shape_text,
-            cost_model_version=MODEL_VERSION))
+            cost_model_version=MODEL_VERSION, fitted_to=fitted.get(row.row, "")))

@@ -4,23 +4,28 @@ the signed error, as plain data and as the lake's ``validation`` table."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
 from tasks.model.projection import COST_MODEL_VERSION
 from tasks.model.step import STEP_MODEL_VERSION
 
-__all__ = ["MODEL_VERSION", "DATASETS", "DATA_FILES", "GEMM_SWEEPS_FILE", "dataset_files", "error_summary", "ValidationRecord", "VALIDATION_SCHEMA", "VALIDATION_SCHEMA_VERSION", "records_table",
-           "signed_error", "RowError"]
+__all__ = ["MODEL_VERSION", "DATASETS", "HELD_OUT", "DATA_FILES", "GEMM_SWEEPS_FILE", "dataset_files",
+           "error_summary", "ValidationRecord", "VALIDATION_SCHEMA", "VALIDATION_SCHEMA_VERSION", "records_table",
+           "signed_error", "RowError", "fitted_figures"]
 
 #: What a record validates: a whole training run, one layer's forward/backward time, one
-#: collective's bus bandwidth at one size, one GEMM's throughput.
-DATASETS = ("runs", "layers", "collectives", "gemm")
+#: collective's bus bandwidth at one size, one GEMM's throughput, and a held-out training run
+#: (``HELD_OUT``: other frameworks, precisions and generations, never fitted to, reported apart).
+DATASETS = ("runs", "layers", "collectives", "gemm", "holdout")
+#: The dataset of held-out runs: predicted as the runs are, summed up apart from the shipped ones.
+HELD_OUT = "holdout"
 #: The file of ``conf/data`` each dataset is read from (``--runs`` stands in for the runs');
 #: the gemm dataset also reads the K sweeps of ``GEMM_SWEEPS_FILE`` (``dataset_files``).
 DATA_FILES: Dict[str, str] = {"runs": "published_runs.csv", "layers": "layer_times.csv",
-                              "collectives": "collective_ladders.csv", "gemm": "gemm_efficiency.csv"}
+                              "collectives": "collective_ladders.csv", "gemm": "gemm_efficiency.csv",
+                              HELD_OUT: "holdout_runs.csv"}
 GEMM_SWEEPS_FILE = "gemm_k_sweeps.csv"
 
 
@@ -28,7 +33,16 @@ def dataset_files(dataset: str) -> Tuple[str, ...]:
     """Every file of ``conf/data`` that ``dataset`` reads, its ``DATA_FILES`` entry first."""
     return (DATA_FILES[dataset], GEMM_SWEEPS_FILE) if dataset == "gemm" else (DATA_FILES[dataset],)
 
-VALIDATION_SCHEMA_VERSION = 1
+
+#: 2: ``fitted_to``, the profile figures a row set (empty: none).
+VALIDATION_SCHEMA_VERSION = 2
+
+
+def fitted_figures(cell: Optional[str]) -> str:
+    """A data row's ``fitted_to`` cell as a record holds it: the names of the figures fitted to
+    the row (``PROFILE.FIELD`` of ``conf/hardware``, or a ``tasks.model`` constant), one space
+    apart, in the cell's order; "" for a blank cell or a file without the column."""
+    return " ".join((cell or "").split())
 
 #: What a validation row is stamped with: the per-layer and whole-step models' versions.
 MODEL_VERSION = f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"
@@ -58,7 +72,9 @@ class ValidationRecord:
     ``row`` is the 1-based data row of its file; ``metric`` names the figure (``iter_time``,
     ``tflops_per_gpu``, ``fwd_ms``, ``bwd_ms``, ``busbw``, ``gemm_tflops``) in ``unit``;
     ``error`` is ``signed_error(predicted, published)``; ``detail`` says, in a few words, what
-    was predicted (the layout or the shape)."""
+    was predicted (the layout or the shape); ``fitted_to`` names the figures fitted to the row
+    (``fitted_figures`` of its file's ``fitted_to`` cell; "" where none was): such a row is in
+    sample, shown but left out of the headline (``tasks.validation.headline``)."""
 
     dataset: str
     source: str
@@ -72,13 +88,14 @@ class ValidationRecord:
     error: float
     detail: str
     cost_model_version: str
+    fitted_to: str = ""
 
 
 VALIDATION_SCHEMA = pa.schema([
     ("dataset", pa.string()), ("source", pa.string()), ("row", pa.int64()), ("model", pa.string()),
     ("hardware", pa.string()), ("metric", pa.string()), ("unit", pa.string()), ("published", pa.float64()),
     ("predicted", pa.float64()), ("error", pa.float64()), ("detail", pa.string()),
-    ("cost_model_version", pa.string()),
+    ("cost_model_version", pa.string()), ("fitted_to", pa.string()),
 ])
 
 

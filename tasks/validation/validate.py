@@ -1,12 +1,15 @@
 """``validate``: every published row predicted with the models the search uses, as
 ``ValidationRecord``s (``tasks.validation.records``).
 
-Four datasets: whole training runs (``published_runs.csv`` or any CSV with its columns,
+Five datasets: whole training runs (``published_runs.csv`` or any CSV with its columns,
 through ``tasks.model.step``), one layer's forward and backward time (``layer_times.csv``,
 through the same step model's layer pieces), collective bus bandwidth (``collective_ladders.csv``,
-through ``tasks.model.collectives``) and GEMM throughput (``gemm_efficiency.csv`` and the K
-sweeps of ``gemm_k_sweeps.csv``, through ``tasks.model.roofline``). Rows whose hardware has no profile are listed as skipped, except in
-a runs file, where an unknown hardware name is an error naming the row.
+through ``tasks.model.collectives``), GEMM throughput (``gemm_efficiency.csv`` and the K
+sweeps of ``gemm_k_sweeps.csv``, through ``tasks.model.roofline``), and the held-out runs
+(``holdout_runs.csv``, predicted as the runs are, dataset ``HELD_OUT``). Rows whose hardware
+has no profile are listed as skipped, except in a runs file, where an unknown hardware name
+is an error naming the row. A microbenchmark row's ``fitted_to`` cell names the figures
+fitted to it (``ValidationRecord.fitted_to``); no training run is fitted to.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from tasks.model.roofline import MissingFigure, gemm_ceiling, peak_flops
 from tasks.model.specs import HardwareProfile
 from tasks.validation import layers_check, microbench_check
 from tasks.validation.predict_runs import find_profile, predict_run
-from tasks.validation.records import DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, MODEL_VERSION, ValidationRecord, signed_error
+from tasks.validation.records import (DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, HELD_OUT, MODEL_VERSION,
+                                      ValidationRecord, signed_error)
 from tasks.validation.runs import METRICS, PublishedRun, read_runs
 
 __all__ = ["Validation", "validate_runs", "validate_all"]
@@ -32,18 +36,19 @@ class Validation:
     skipped: List[str] = field(default_factory=list)
 
 
-def _run_record(run: PublishedRun, hw: HardwareProfile) -> ValidationRecord:
+def _run_record(run: PublishedRun, hw: HardwareProfile, dataset: str) -> ValidationRecord:
     pred = predict_run(run, hw)
     memory = f"{pred.memory_gb:.0f} GB" + ("" if pred.fits_memory else f" > {pred.memory_limit_gb:.0f} GB usable")
     detail = f"{pred.layout.describe()}; {pred.step_time_s:.3g} s/step; {memory}"
-    return ValidationRecord(dataset="runs", source=run.source, row=run.row, model=run.model, hardware=hw.name,
+    return ValidationRecord(dataset=dataset, source=run.source, row=run.row, model=run.model, hardware=hw.name,
                             metric=run.metric, unit=METRICS[run.metric], published=run.value,
                             predicted=pred.value, error=signed_error(pred.value, run.value), detail=detail,
                             cost_model_version=MODEL_VERSION)
 
 
-def validate_runs(runs: Sequence[PublishedRun], profiles: Dict[str, HardwareProfile]) -> List[ValidationRecord]:
-    """A record per run; ``RowError`` naming the first row whose hardware has no profile,
+def validate_runs(runs: Sequence[PublishedRun], profiles: Dict[str, HardwareProfile], *,
+                  dataset: str = "runs") -> List[ValidationRecord]:
+    """A record of ``dataset`` per run; ``RowError`` naming the first row whose hardware has no profile,
     whose precision its profile lacks (fp8 on A100), or whose layout cannot run (hardware and
     precision checked for every row before any is predicted)."""
     matched = []
@@ -56,12 +61,13 @@ def validate_runs(runs: Sequence[PublishedRun], profiles: Dict[str, HardwareProf
         except MissingFigure as exc:
             raise run.error("precision", run.precision, f"cannot run on {hw.name}: {exc}") from None
         matched.append((run, hw))
-    return [_run_record(run, hw) for run, hw in matched]
+    return [_run_record(run, hw, dataset) for run, hw in matched]
 
 
 def validate_all(profiles: Dict[str, HardwareProfile], data_dir: Path, *, runs_file: Optional[Path] = None,
                  datasets: Sequence[str] = DATASETS) -> Validation:
-    """Validate the shipped data in ``data_dir`` (``runs_file`` stands in for its runs)."""
+    """Validate the shipped data in ``data_dir`` (``runs_file`` stands in for its runs, not
+    for the held-out ones)."""
     out = Validation()
     if "runs" in datasets:
         out.records += validate_runs(read_runs(runs_file or data_dir / DATA_FILES["runs"]), profiles)
@@ -72,4 +78,6 @@ def validate_all(profiles: Dict[str, HardwareProfile], data_dir: Path, *, runs_f
     if "gemm" in datasets:
         microbench_check.validate_gemms(data_dir / DATA_FILES["gemm"], profiles, out)
         microbench_check.validate_gemms(data_dir / GEMM_SWEEPS_FILE, profiles, out, sweep=True)
+    if HELD_OUT in datasets:
+        out.records += validate_runs(read_runs(data_dir / DATA_FILES[HELD_OUT]), profiles, dataset=HELD_OUT)
     return out

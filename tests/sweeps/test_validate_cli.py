@@ -54,7 +54,7 @@ def runs_csv(tmp_path_factory) -> list:
 def test_csv_records_carry_the_signed_error_of_each_published_row(runs_csv):
     assert len(runs_csv) >= 5 and {r["dataset"] for r in runs_csv} == {"runs"}
     assert list(runs_csv[0]) == ["dataset", "source", "row", "model", "hardware", "metric", "unit", "published",
-                                 "predicted", "error", "detail", "cost_model_version"]
+                                 "predicted", "error", "detail", "cost_model_version", "fitted_to"]
     for r in runs_csv:
         published, predicted, error = float(r["published"]), float(r["predicted"]), float(r["error"])
         assert error == pytest.approx(predicted / published - 1.0)
@@ -81,6 +81,24 @@ def test_the_table_has_a_table_per_source_a_summary_and_the_model_version(runs_c
     for r in runs_csv:  # each row's signed error, as a percentage
         assert f"{100 * float(r['error']):+.1f}%" in out
     assert "Every source" in out and f"Cost model {MODEL_VERSION}" in out
+
+
+def test_the_default_output_marks_fitted_rows_and_shows_the_held_out_runs_apart():
+    result = validate("--no-lake", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    records = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert {r["dataset"] for r in records} == {"runs", "layers", "collectives", "gemm", "holdout"}
+    fitted = [r for r in records if r["fitted_to"]]
+    assert fitted and {r["dataset"] for r in fitted} == {"collectives", "gemm"}
+    assert all(r["fitted_to"].startswith(r["hardware"]) or "tasks.model" in r["fitted_to"]
+               or f" {r['hardware']}." in f" {r['fitted_to']}" for r in fitted)
+    table = validate("--no-lake").stdout
+    held_out = table.index("Held-out runs (holdout_runs.csv)")
+    assert held_out > table.rindex("gemm · ") and "holdout · llama3_paper_bf16" in table[held_out:]
+    assert "fitted rows left out" in table and "every row fitted to" in table
+    for line in ("Shipped, out of sample: mean |error|", "Shipped, fitted rows included: mean |error|",
+                 "Held out (holdout_runs.csv, never fitted to): mean |error|"):
+        assert line in table
 
 
 def test_a_runs_file_of_ones_own_replaces_the_shipped_runs(tmp_path):
@@ -191,3 +209,18 @@ def test_validate_ends_with_the_report_and_its_validation_figure(tmp_path):
     markdown = again.markdown.read_text()
     assert "Error per source and cost-model version" in markdown and MODEL_VERSION in markdown
     assert again.findings[0].title == "Validation against published measurements"
+
+
+def test_the_lake_and_the_report_carry_the_fitted_marks_and_the_held_out_headline(tmp_path):
+    lake = Lake(str(tmp_path / "lake"))
+    commit_validation(lake, run_validation(load_profiles(), datasets=("runs", "collectives", "holdout")))
+    rows = frame(lake, "SELECT * FROM validation")
+    assert set(rows.loc[rows["fitted_to"] != "", "dataset"]) == {"collectives"}
+    assert set(rows.loc[rows["fitted_to"] == "", "dataset"]) == {"runs", "collectives", "holdout"}
+    table = version_table(rows)
+    assert table.set_index("source").loc["8xMI300X (XGMI)", "fitted"] == 1
+    assert table.set_index("source").loc["korthikanti22_t5_full", "fitted"] == 0
+    report = write_report(lake, tmp_path / "report")
+    lines = next(f for f in report.findings if f.title == "Validation against published measurements").lines
+    assert lines[0].startswith("Shipped, out of sample: mean |error|") and "fitted rows left out" in lines[0]
+    assert any(line.startswith("Held out (holdout_runs.csv, never fitted to)") for line in lines)
