@@ -71,7 +71,8 @@ def headline_lines(h: Headline) -> List[str]:
     """The headline in words, one line per sum that has records."""
     lines = []
     if h.shipped is not None:
-        lines.append(f"Shipped, out of sample: {_text(h.shipped)} (the {h.fitted} fitted rows left out)")
+        left_out = f" (the {h.fitted} fitted rows left out)" if h.fitted else ""
+        lines.append(f"Shipped, out of sample: {_text(h.shipped)}{left_out}")
     elif h.fitted:
         lines.append(f"Shipped, out of sample: no record (all {h.fitted} shipped rows were fitted to)")
     if h.with_fitted is not None and h.fitted:
