@@ -14,7 +14,7 @@ import contextlib
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
+from sweeps.cluster.capacity import check_runnable
 from sweeps.cluster.dispatch import execute
 from sweeps.cluster.session import ray_session, slots
 from sweeps.jobs.job import SweepJob
@@ -93,78 +94,115 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
     """Run every point of ``job`` not yet committed; commit each finished chunk.
 
     Checks run before any work: the lake is of this format and writable (readable suffices
-    when every point is stored), its files of the kind are intact, and a changed config is
-    announced as a new version (``restart`` removes this version's rows first). Safe to interrupt at any moment: what was
-    committed stays, and running the same job again finishes the rest.
+    when every point is stored), its files of the kind are intact, and, where points are to
+    run, the cluster has a node that can run a task of the job (``UserError`` otherwise,
+    before the lake is written: Ray would wait for one for ever). Then a changed config is
+    announced as a new version (``restart`` removes this version's rows first). Safe to
+    interrupt at any moment: what was committed stays, and running the same job again
+    finishes the rest.
     """
     console = console or Console(stderr=True)
     started = time.perf_counter()
-    kind = job.workload.kind
-    pending, restarted = _pending(lake, job, restart, console)
+    unstored = _unstored(lake, job, restart)
     run_id = uuid.uuid4().hex[:12]
     by_status: Dict[str, int] = {}
     failures: List[Dict[str, Any]] = []
-    committed, concurrent, where = 0, 0, "nothing to run: every point is in the lake"
-    if pending.num_rows:
-        with contextlib.ExitStack() as stack:
+    counts = {"committed": 0, "concurrent": 0}
+    where = "nothing to run: every point is in the lake"
+    with contextlib.ExitStack() as stack:
+        session = None
+        if unstored is None or unstored.num_rows:
             with console.status("starting Ray..."):
                 session = stack.enter_context(ray_session(address, num_cpus))
+            check_runnable(job.workload.resources, session.where, embedded=session.embedded)
+        pending, restarted = _settle(lake, job, restart, unstored, console)
+        if session is not None and pending.num_rows:
             where = session.where
-            width = slots(job.workload.resources)
-            size = chunk_size or max(1, min(job.workload.max_chunk, -(-pending.num_rows // (4 * width))))
-            columns = (TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("failed {task.fields[failed]} · cached {task.fields[cached]}"),
-                       _RateColumn(), TimeRemainingColumn())
-            with Progress(*columns, console=console) as progress:
-                bar = progress.add_task(kind, total=pending.num_rows, failed=0, cached=job.points.num_rows - pending.num_rows)
 
-                def commit(piece: pa.Table, outcome: ChunkOutcome) -> None:
-                    nonlocal committed, concurrent
-                    if outcome.results is not None and outcome.results.num_rows:
-                        result = lake.commit(kind, job.partition, outcome.results,
-                                             schema_version=job.workload.schema_version, sweep_version=job.version)
-                        committed += result.rows_written
-                        concurrent += result.rows_skipped
-                        for entry in pc.value_counts(outcome.results.column("status")).to_pylist():
-                            by_status[entry["values"]] = by_status.get(entry["values"], 0) + entry["counts"]
-                    if outcome.failures:
-                        _commit_failures(lake, job, kind, run_id, outcome.failures)
-                        failures.extend(outcome.failures)
-                    progress.update(bar, advance=piece.num_rows, failed=len(failures))
+            def commit(outcome: ChunkOutcome) -> None:
+                if outcome.results is not None and outcome.results.num_rows:
+                    result = lake.commit(job.workload.kind, job.partition, outcome.results,
+                                         schema_version=job.workload.schema_version, sweep_version=job.version)
+                    counts["committed"] += result.rows_written
+                    counts["concurrent"] += result.rows_skipped
+                    for entry in pc.value_counts(outcome.results.column("status")).to_pylist():
+                        by_status[entry["values"]] = by_status.get(entry["values"], 0) + entry["counts"]
+                if outcome.failures:
+                    _commit_failures(lake, job, job.workload.kind, run_id, outcome.failures)
+                    failures.extend(outcome.failures)
+                return len(failures)
 
-                execute(pending, job.workload, chunk_size=size, max_in_flight=2 * width, on_outcome=commit)
+            _execute(job, pending, chunk_size, console, commit)
     lake.release_keys()  # the kind's committed keys were for deduplicating this run's commits
-    return RunReport(job, lake, job.points.num_rows, job.points.num_rows - pending.num_rows, committed, by_status,
-                     failures, run_id, where, time.perf_counter() - started, restarted, concurrent)
+    return RunReport(job, lake, job.points.num_rows, job.points.num_rows - pending.num_rows, counts["committed"],
+                     by_status, failures, run_id, where, time.perf_counter() - started, restarted,
+                     counts["concurrent"])
 
 
-def _pending(lake: Lake, job: SweepJob, restart: bool, console: Console) -> Tuple[pa.Table, bool]:
-    """The points of ``job`` not yet in ``lake`` (after ``restart`` removed this version's
-    rows), and whether it restarted. Records the sweep's manifest where it is new or changed.
+def _execute(job: SweepJob, pending: pa.Table, chunk_size: Optional[int], console: Console,
+             commit: Callable[[ChunkOutcome], int]) -> None:
+    """Run ``pending`` on the session's cluster behind a progress bar; ``commit`` takes
+    each chunk's outcome and returns the failures so far."""
+    width = slots(job.workload.resources)
+    size = chunk_size or max(1, min(job.workload.max_chunk, -(-pending.num_rows // (4 * width))))
+    columns = (TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("failed {task.fields[failed]} · cached {task.fields[cached]}"),
+               _RateColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task(job.workload.kind, total=pending.num_rows, failed=0,
+                                cached=job.points.num_rows - pending.num_rows)
+
+        def on_outcome(piece: pa.Table, outcome: ChunkOutcome) -> None:
+            progress.update(bar, advance=piece.num_rows, failed=commit(outcome))
+
+        execute(pending, job.workload, chunk_size=size, max_in_flight=2 * width, on_outcome=on_outcome)
+
+
+def _not_stored(lake: Lake, job: SweepJob) -> pa.Table:
+    """The points of ``job`` whose keys ``lake`` does not hold (of this version; of any
+    sweep where the job shares results)."""
+    done = pa.array(list(lake.keys(job.workload.kind)), pa.string()) if job.share_results \
+        else lake.key_array(job.workload.kind, job.partition, sweep_version=job.version)
+    # A fresh sweep runs its points as planned (no copy of them is made).
+    return job.points.filter(pc.invert(pc.is_in(job.points.column("key"), value_set=done))) if len(done) \
+        else job.points
+
+
+def _unstored(lake: Lake, job: SweepJob, restart: bool) -> Optional[pa.Table]:
+    """The points of ``job`` not yet in ``lake``, found without writing it: every point
+    where the lake does not exist yet; None with ``restart``, whose removal decides.
 
     A lake that exists is read first: a sweep it holds whole needs no write (a read-only
-    lake serves it); one that does not exist yet is created. A damaged data file of the
-    kind is refused now, not after the work."""
-    kind = job.workload.kind
-    writable = restart or not lake.exists()
-    if writable:
+    lake serves it); with points to run it must be writable (proved now, changing nothing
+    it holds). A damaged data file of the kind is refused now, not after the work."""
+    if not lake.exists():
+        return job.points
+    lake.ensure_readable()
+    lake.checked_files(job.workload.kind)
+    pending = None if restart else _not_stored(lake, job)
+    if pending is None or pending.num_rows:
         lake.ensure_writable()
-    else:
-        lake.ensure_readable()
-    lake.checked_files(kind)
+    return pending
+
+
+def _settle(lake: Lake, job: SweepJob, restart: bool, unstored: Optional[pa.Table],
+            console: Console) -> Tuple[pa.Table, bool]:
+    """Write what the run starts from: create the lake where it does not exist, announce a
+    changed config (``restart`` removes this version's rows), record the sweep's manifest
+    where it is new or changed. Returns the points to run and whether it restarted."""
+    kind = job.workload.kind
+    created = not lake.exists()
+    if created:
+        lake.ensure_writable()
     restarted = _check_manifest(lake, job, restart, console)
+    pending = _not_stored(lake, job) if unstored is None else unstored
     manifest = {"sweep": job.name, "hardware": job.hardware, "kind": kind, "planned": job.points.num_rows,
                 "sweep_version": job.version, "sweep_fingerprint": job.sweep_fingerprint,
                 "hardware_fingerprint": job.hardware_fingerprint, "config": job.config}
     recorded = lake.sweeps().get((job.name, job.hardware), {})
-    done = pa.array(list(lake.keys(kind)), pa.string()) if job.share_results \
-        else lake.key_array(kind, job.partition, sweep_version=job.version)
-    # A fresh sweep runs its points as planned (no copy of them is made).
-    pending = job.points.filter(pc.invert(pc.is_in(job.points.column("key"), value_set=done))) if len(done) \
-        else job.points
     changed = any(recorded.get(field) != value for field, value in manifest.items())  # new, changed, run again
-    if (changed or pending.num_rows) and not writable:
-        lake.ensure_writable()
+    if changed and not (created or restart or pending.num_rows):
+        lake.ensure_writable()  # a stored sweep's new manifest: the read-only check above did not write-test
     if changed:
         lake.record_sweep(manifest)
     return pending, restarted

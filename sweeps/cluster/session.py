@@ -32,11 +32,14 @@ __all__ = ["RaySession", "ray_session", "wait_stopped", "slots", "ray_options"]
 
 @dataclass(frozen=True)
 class RaySession:
-    """Where the work runs: a description for people, and the cluster's CPU count."""
+    """Where the work runs: a description for people, the cluster's CPU count, its
+    authentication mode, and whether this driver started it (``embedded``: no node is
+    ever added to it)."""
 
     where: str
     cpus: int
     auth: str
+    embedded: bool = False
 
 
 @contextlib.contextmanager
@@ -80,7 +83,7 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
     try:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         auth = "token" if get_authentication_mode() == AuthenticationMode.TOKEN else "none"
-        yield RaySession(f"{where} ({cpus} CPUs, auth: {auth})", cpus, auth)
+        yield RaySession(f"{where} ({cpus} CPUs, auth: {auth})", cpus, auth, embedded=reaper is not None)
     finally:
         _stop_in_background(reaper)
 

@@ -180,6 +180,27 @@ def test_a_client_needs_the_token(cluster):
 
 @pytest.mark.ray
 @pytest.mark.slow
+def test_work_no_node_could_run_is_refused_at_once(cluster):
+    """The cluster has no autoscaler (Ray's read-only provider): what no node holds now, no
+    node ever will. Two standin_gpu per worker: 2 fit one node, 3 (of the 4 in all) none."""
+    from sweeps.cluster.capacity import check_runnable
+    from sweeps.cluster.session import ray_session
+    from sweeps.errors import UserError
+    from sweeps.jobs.work import Resources
+
+    with _client_env(cluster), ray_session(cluster.address) as session:
+        assert not session.embedded
+        check_runnable(Resources(cpus=1, custom={"standin_gpu": 2}), session.where, embedded=False)
+        with pytest.raises(UserError) as refused:
+            check_runnable(Resources(cpus=0, custom={"standin_gpu": 3}), session.where, embedded=False)
+        assert "standin_gpu=3" in str(refused.value) and "standin_gpu=4" in str(refused.value)
+        assert "at most standin_gpu=2 on one node" in str(refused.value)
+        with pytest.raises(UserError, match=r"standin_tpu=1, which no node of the Ray cluster at 127\.0\.0\.1"):
+            check_runnable(Resources(cpus=0, custom={"standin_tpu": 1}), session.where, embedded=False)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
 def test_tasks_land_on_the_workers_and_a_lost_node_leaves(cluster):
     import ray
 
