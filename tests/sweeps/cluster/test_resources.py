@@ -39,7 +39,6 @@ def test_what_a_task_asks_is_named_as_ray_names_it():
 
 @pytest.mark.ray
 def test_the_embedded_ray_refuses_what_it_lacks_unless_an_autoscaler_could_add_it():
-    import ray
     from ray._raylet import GCS_AUTOSCALER_CLUSTER_CONFIG_KEY, GCS_AUTOSCALER_STATE_NAMESPACE
     from ray.core.generated import autoscaler_pb2
     from ray.experimental.internal_kv import _internal_kv_put
