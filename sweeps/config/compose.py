@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any, List, Sequence
 
 import yaml
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from conf import CONF_DIR
 from sweeps.config.bounds import ALLOW_LARGE, MAX_YAML_BYTES
 from sweeps.config.checks import NAME, NAME_MAX
 from sweeps.config.schemas import PRESET_SCHEMAS
+from sweeps.config.specs import complete_model
 from sweeps.errors import ConfigError
 
 __all__ = ["CONF_DIR", "MAX_YAML_DEPTH", "list_presets", "preset_path", "check_preset", "read_yaml", "preset_node",
@@ -162,8 +163,11 @@ def read_yaml(path: Path, field: str, *, allow_large: bool = False) -> Any:
 
 def preset_node(schema: type, path: Path, *, prefix: str, allow_large: bool = False) -> Any:
     """The YAML at ``path`` (``read_yaml``) merged into ``schema``'s structured config; an
-    error names the key (after ``prefix``, e.g. "hardware") and the file."""
+    error names the key (after ``prefix``, e.g. "hardware") and the file. A file naming a
+    ``base`` preset of its group holds only what differs from it (``_on_base``)."""
     raw = read_yaml(path, prefix, allow_large=allow_large)
+    if isinstance(raw, DictConfig) and "base" in raw:
+        raw = _on_base(raw, schema, path, prefix, allow_large)
     try:
         return OmegaConf.merge(OmegaConf.structured(schema), raw)
     except OmegaConfBaseException as exc:  # before ValueError: OmegaConf's ValidationError is one
@@ -172,6 +176,39 @@ def preset_node(schema: type, path: Path, *, prefix: str, allow_large: bool = Fa
         raise ConfigError(f"{prefix}.{key}" if key else prefix, value, f"{reason(exc)} (in {path})") from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(prefix, str(path), f"{_merge_problem(exc)} (in {path})") from None
+
+
+def _on_base(raw: DictConfig, schema: type, path: Path, prefix: str, allow_large: bool) -> DictConfig:
+    """``raw`` (a file of group ``prefix`` naming ``base: PRESET``) merged over that preset,
+    so the file holds only what differs (a cluster of H100s with 4 per node and slower
+    links: ``base: h100``, ``devices_per_node: 4``, ``inter_node: {bandwidth_GBps: 12.5}``).
+    Each figure the file sets, where its ``sources`` say nothing of it, is sourced to the
+    file; the base's other sources stay. A base that names a base of its own is refused."""
+    base = raw.pop("base")
+    if not isinstance(base, str) or base.endswith((".yaml", ".yml")):
+        raise ConfigError(f"{prefix}.base", base, f"names a preset of conf/{prefix} (in {path})")
+    base_raw = read_yaml(check_preset(f"{prefix}.base", prefix, base), prefix, allow_large=allow_large)
+    if isinstance(base_raw, DictConfig) and "base" in base_raw:
+        raise ConfigError(f"{prefix}.base", base, f"names a base of its own; name a shipped preset (in {path})")
+    fields = getattr(schema, "__dataclass_fields__", {})
+    if "name" in fields and "name" not in raw:
+        raw.name = _name_of(path)  # not the base's name: these are other figures
+    if "description" in fields and "description" not in raw:
+        raw.description = f"preset {base} with the figures of {path.name}"
+    if "sources" in fields:
+        sources = dict(raw.get("sources") or {})
+        for key in _leaves(raw):
+            if key not in ("name", "description", "sources") and not key.startswith("sources."):
+                sources.setdefault(key, f"{path} (given there; the other figures are preset {base}'s)")
+        raw.sources = sources
+    return OmegaConf.merge(base_raw, raw)
+
+
+def _leaves(node: Any, prefix: str = "") -> List[str]:
+    """The dotted names of every value a YAML mapping sets."""
+    if not isinstance(node, DictConfig):
+        return [prefix.rstrip(".")]
+    return [leaf for key in node for leaf in _leaves(node[key], f"{prefix}{key}.")]
 
 
 def compose(node: Any, overrides: Sequence[str], *, prefix: str = "", source: str = "") -> Any:
@@ -190,6 +227,13 @@ def compose(node: Any, overrides: Sequence[str], *, prefix: str = "", source: st
         except yaml.YAMLError as exc:
             raise ConfigError(f"{prefix}{key}", value, f"is not a valid value ({_yaml_problem(exc, at=False)}); "
                                                        "a list is written [4, 8], quoted for the shell") from None
+    missing = sorted(OmegaConf.missing_keys(node))
+    if len(missing) == 1:
+        raise ConfigError(f"{prefix}{missing[0]}", None, f"missing field{f' ({source})' if source else ''}")
+    if missing:  # every one at once, not one per try
+        fields = ", ".join(f"{prefix}{key}" for key in missing)
+        raise ConfigError(prefix.rstrip(".") or "config", source[3:] if source.startswith("in ") else source,
+                          f"lacks {len(missing)} fields: {fields}")
     try:
         return OmegaConf.to_object(node)
     except OmegaConfBaseException as exc:
@@ -204,5 +248,15 @@ def load_preset(group: str, choice: str, overrides: Sequence[str] = (), *, allow
     (``FIELD=VALUE``, the group's name left off) applied; returns the dataclass.
     ``allow_large``: a YAML file beyond ``MAX_YAML_BYTES`` is read all the same."""
     path = preset_path(group, choice)
-    return compose(preset_node(PRESET_SCHEMAS[group], path, prefix=group, allow_large=allow_large), overrides,
-                   prefix=f"{group}.", source=f"in {path}")
+    node = preset_node(PRESET_SCHEMAS[group], path, prefix=group, allow_large=allow_large)
+    if "name" in getattr(PRESET_SCHEMAS[group], "__dataclass_fields__", {}) and OmegaConf.is_missing(node, "name"):
+        node.name = _name_of(path)  # a file of the user's may leave its name to its file name
+    built = compose(node, overrides, prefix=f"{group}.", source=f"in {path}")
+    return complete_model(built) if group == "model" else built
+
+
+def _name_of(path: Path) -> str:
+    """A preset name from a file's name: its stem, each character a name cannot hold (see
+    ``checks.NAME``) made '-', cut to ``NAME_MAX``."""
+    name = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "-" for c in path.stem).strip(".-_")
+    return (name or "model").replace("..", "-")[:NAME_MAX]

@@ -3,13 +3,16 @@ types."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from sweeps.config.checks import check_choices, check_fraction, check_name, check_non_negative, check_positive
 from sweeps.config.limits import FRACTION, HARDWARE, LINK_TIER, MODEL, check_fields, check_range
 from sweeps.errors import ConfigError
 from tasks.model.roofline import GEMM_DTYPES, MissingFigure, gemm_ceiling
+from tasks.model.layer import Block, layer_params
 from tasks.model.specs import HardwareProfile, TransformerModel, heads_problem
 
-__all__ = ["validate_hardware", "validate_model"]
+__all__ = ["validate_hardware", "validate_model", "complete_model"]
 
 
 def validate_hardware(hw: HardwareProfile) -> None:
@@ -66,3 +69,18 @@ def validate_model(model: TransformerModel) -> None:
     problem = heads_problem(model.hidden, model.heads, model.kv_heads, prefix="model.")
     if problem:
         raise ConfigError(*problem)
+
+
+def complete_model(model: TransformerModel) -> TransformerModel:
+    """``model`` with what its shape implies where it gives none: ``ffn_hidden`` 4 x hidden
+    (the MLP of GPT-2, GPT-3 and Megatron-LM), and ``params_b``: ``layers`` x the layer's
+    weights (``tasks.model.layer.layer_params``, with its grouped-query heads and gated MLP)
+    plus one vocab x hidden embedding, in billions. A shape that cannot split (heads not
+    dividing hidden) is left for ``validate_model`` to refuse."""
+    ffn = model.ffn_hidden if model.ffn_hidden is not None else 4 * model.hidden
+    if model.params_b is not None or not (isinstance(model.hidden, int) and isinstance(model.heads, int)):
+        return dataclasses.replace(model, ffn_hidden=ffn)
+    block = Block(kv_heads=float(model.kv_heads) if model.kv_heads else None, ffn=float(ffn), gated=model.gated_mlp)
+    weights = model.layers * float(layer_params(model.hidden, model.heads, block))
+    weights += float(model.vocab or 0) * model.hidden
+    return dataclasses.replace(model, ffn_hidden=ffn, params_b=round(weights / 1e9, 3))

@@ -17,7 +17,7 @@ from omegaconf import MISSING
 
 from tasks.identity import content_hash
 
-__all__ = ["TransformerModel", "heads_problem", "DEFAULT_DROPOUT", "LinkTier", "HardwareProfile", "fingerprint"]
+__all__ = ["TransformerModel", "heads_problem", "DEFAULT_DROPOUT", "DEFAULT_SEQ_LEN", "LinkTier", "HardwareProfile", "fingerprint"]
 
 
 #: Hidden and attention dropout probability where a model or run does not say: Megatron-LM's
@@ -25,22 +25,30 @@ __all__ = ["TransformerModel", "heads_problem", "DEFAULT_DROPOUT", "LinkTier", "
 DEFAULT_DROPOUT = 0.1
 
 
+#: The sequence length of a model file that gives none: GPT-3's and Megatron-LM's 2,048.
+DEFAULT_SEQ_LEN = 2048
+
+
 @dataclass
 class TransformerModel:
-    """Hyperparameters of one Transformer model (one preset of ``conf/model``)."""
+    """Hyperparameters of one Transformer model (one preset of ``conf/model``, or a file of
+    the user's). Its shape (``layers``, ``hidden``, ``heads``) is all a model needs; the
+    rest has defaults: ``ffn_hidden`` 4 x hidden and ``params_b`` from the shape where
+    None (``sweeps.config.specs.complete_model`` fills both), ``seq_len``
+    ``DEFAULT_SEQ_LEN``, and provenance (``year``, ``source``) only where known."""
 
     name: str = MISSING
-    year: int = MISSING
     layers: int = MISSING
     hidden: int = MISSING
     heads: int = MISSING
-    ffn_hidden: int = MISSING
-    params_b: float = MISSING
-    seq_len: int = MISSING
-    architecture: str = MISSING
+    year: Optional[int] = None
+    ffn_hidden: Optional[int] = None
+    params_b: Optional[float] = None
+    seq_len: int = DEFAULT_SEQ_LEN
+    architecture: str = "decoder"
     kv_heads: Optional[int] = None
     vocab: Optional[int] = None
-    source: str = MISSING
+    source: str = ""
     gated_mlp: bool = False  # SwiGLU-style: gate and up of ffn_hidden, then down (three matrices)
     dropout: float = DEFAULT_DROPOUT  # hidden and attention dropout probability; 0: none (Llama)
 
