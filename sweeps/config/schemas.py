@@ -13,6 +13,7 @@ from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
+from tasks.model.memory import USABLE_HBM_FRACTION
 from tasks.model.space import LayoutSpace
 from tasks.model.stack import Stack
 from tasks.model.specs import HardwareProfile, TransformerModel
@@ -153,13 +154,12 @@ class CalibrationSpec:
     dropout: float = 0.1
     judged_from_ms: float = 10.0       # accuracy is judged on measured steps at least this long
     # Stability (tasks/measure/stability.py): the configurations are measured together in
-    # `rounds` interleaved rounds; one whose plain steps spread (p90/p10 - 1) more than
-    # `max_spread`, drift between rounds more than `max_drift`, or whose p10 exceeds the sum
-    # of its classes' fastest times by more than `max_excess`, is measured again up to
-    # `remeasure` times, then stored as unstable (and not judged).
+    # `rounds` interleaved rounds; one whose fastest plain step no second round comes within
+    # `max_drift` of, or that exceeds the sum of its classes' fastest times by more than
+    # `max_excess`, is measured again up to `remeasure` times, then stored as unstable (and
+    # not judged).
     rounds: int = 3
-    max_spread: float = 0.50
-    max_drift: float = 0.30
+    max_drift: float = 0.10
     max_excess: float = 0.12
     remeasure: int = 2
 
@@ -206,7 +206,7 @@ class SearchSpec:
     trials: int = 200
     batch: int = 8
     seed: int = 0
-    memory_fraction: float = 0.9
+    memory_fraction: float = USABLE_HBM_FRACTION
     dtype_bytes: int = 2
     top: int = 10
     space: LayoutSpace = field(default_factory=LayoutSpace)

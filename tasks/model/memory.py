@@ -1,4 +1,5 @@
-"""Memory of one device under a parallel layout (method.md §8): model states and activations.
+"""Memory of one device under a parallel layout (method.md §8): model states and activations,
+and what of a device's HBM a layout may fill (``usable_memory_bytes``).
 
 Every function is vectorised over NumPy arrays; results are bytes. Coded fields follow
 ``tasks.model.layout`` (``ZERO_MODES``, ``RECOMPUTE_MODES``); a layer's parameters are
@@ -13,6 +14,9 @@ from tasks.model.layer import STUDY_BLOCK, Block
 from tasks.model.layout import code
 
 __all__ = [
+    "HBM_BYTES_PER_GB",
+    "USABLE_HBM_FRACTION",
+    "usable_memory_bytes",
     "WEIGHT_BYTES",
     "GRADIENT_BYTES",
     "OPTIMIZER_BYTES",
@@ -25,6 +29,26 @@ __all__ = [
     "in_flight_microbatches",
     "logits_bytes",
 ]
+
+#: Bytes in one gigabyte of a datasheet's HBM capacity (a profile's ``hbm_gb``): a binary
+#: gigabyte. HBM comes in stacks of whole binary gigabytes (an H100 SXM's 80 GB are five
+#: 16 GiB HBM3 stacks, an A100's 80 GB five of HBM2e), and CUDA's deviceQuery reports
+#: 85,045,477,376 bytes of global memory on an "H100 80GB HBM3" (99 % of 80 GiB, 6 % above
+#: 80e9; nvidia-smi: 81,559 MiB): the part the driver keeps is far below the 6 % a decimal
+#: reading would lose.
+HBM_BYTES_PER_GB = float(2**30)
+
+#: The share of HBM a layout's model states and activations may fill: the rest holds the CUDA
+#: context, communication buffers and what the caching allocator cannot reuse. Assumption, the
+#: one definition (the step model, the search's ``memory_fraction`` default, validation).
+USABLE_HBM_FRACTION = 0.9
+
+
+def usable_memory_bytes(hbm_gb, fraction=USABLE_HBM_FRACTION):
+    """Bytes a layout may fill on a device of ``hbm_gb`` datasheet gigabytes of HBM
+    (``HBM_BYTES_PER_GB`` each): ``fraction`` of them."""
+    return np.asarray(hbm_gb, dtype=np.float64) * HBM_BYTES_PER_GB * fraction
+
 
 #: Mixed-precision Adam keeps 16 bytes per parameter (Rajbhandari et al., ZeRO, 2020 §3.1):
 #: fp16 weights (2) and gradients (2), fp32 master weights, momentum and variance (12).

@@ -10,7 +10,7 @@ import numpy as np
 
 from tasks.model.layer import Block
 from tasks.model.layout import code
-from tasks.model.memory import weights_sharded
+from tasks.model.memory import USABLE_HBM_FRACTION, usable_memory_bytes, weights_sharded
 from tasks.model.specs import HardwareProfile, TransformerModel
 from tasks.model.stack import Stack
 
@@ -23,8 +23,8 @@ class StepContext:
     """What every layout of a search shares: model, cluster, global batch (sequences) and the
     software stack (``tasks.model.stack``; the study's 2022 Megatron-LM by default).
 
-    ``memory_fraction`` of HBM is usable (the rest: framework, allocator fragmentation,
-    communication buffers); ``flop_vs_bw`` and ``dp_slowdown`` are the scenarios of
+    ``memory_fraction`` of HBM is usable (``memory.usable_memory_bytes``; the rest: framework,
+    allocator fragmentation, communication buffers); ``flop_vs_bw`` and ``dp_slowdown`` are the scenarios of
     method.md §5.4-5.5 (compute time / m; overlapped communication slowed by interference).
     """
 
@@ -33,14 +33,14 @@ class StepContext:
     devices: int
     global_batch: int
     dtype_bytes: int = 2
-    memory_fraction: float = 0.9
+    memory_fraction: float = USABLE_HBM_FRACTION
     flop_vs_bw: float = 1.0
     dp_slowdown: float = 1.0
     stack: Stack = field(default_factory=Stack)
 
     @property
     def memory_limit_bytes(self) -> float:
-        return self.hardware.hbm_gb * 1e9 * self.memory_fraction
+        return float(usable_memory_bytes(self.hardware.hbm_gb, self.memory_fraction))
 
     @property
     def block(self) -> Block:

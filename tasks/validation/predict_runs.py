@@ -10,6 +10,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from tasks.model.layout import Layout, encode
+from tasks.model.memory import usable_memory_bytes
 from tasks.model.specs import HardwareProfile, TransformerModel
 from tasks.model.stack import Stack
 from tasks.model.step import STATUS_CODES, StepContext, step_columns
@@ -77,7 +78,8 @@ def _columns(layouts: List[Layout]) -> Dict[str, np.ndarray]:
 
 def predict_run(run: PublishedRun, hw: HardwareProfile) -> RunPrediction:
     """The run's metric as the step model predicts it. Memory is judged, not enforced: a
-    layout over ``memory_fraction`` of HBM is still timed and reported as not fitting.
+    layout over ``memory.usable_memory_bytes`` of its device is still timed and reported as
+    not fitting (``memory_limit_gb``: those bytes in 10^9).
     Raises ``RowError`` for a layout the model cannot cost (the constraint named)."""
     sizes = [run.micro_batch] if run.micro_batch else \
         [b for b in MICRO_BATCH_CANDIDATES if run.global_batch % (run.dp * b) == 0] or [1]
@@ -85,7 +87,7 @@ def predict_run(run: PublishedRun, hw: HardwareProfile) -> RunPrediction:
     ctx = StepContext(run_model(run), hw, devices=run.gpus, global_batch=run.global_batch,
                       memory_fraction=float("inf"), stack=run_stack(run))
     out = step_columns(_columns(layouts), ctx)
-    limit = hw.hbm_gb * 0.9
+    limit = float(usable_memory_bytes(hw.hbm_gb)) / 1e9
     fits = out["memory_per_device_bytes"] / 1e9 <= limit
     ok = out["status_code"] == 0
     if not ok.any():

@@ -91,7 +91,7 @@ def test_device_memory_of_a_plain_replica_is_states_plus_activations_plus_logits
     assert row["memory_per_device_bytes"] == pytest.approx(expected)
     assert row["status_code"] == STATUS_CODES.index("fits_memory")  # 350 GB of states on 80 GB
     (reason,) = reasons({k: np.asarray([v]) for k, v in row.items()}, ctx)
-    assert reason.startswith("memory: needs") and "80 GB" in reason
+    assert reason.startswith("memory: needs") and "80 GiB" in reason
 
 
 @pytest.mark.parametrize("tp, blocks", [(1, 1), (1, 24), (8, 70)])
