@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from tasks.model.layout import CODED_FIELDS, STRUCTURAL_CONSTRAINTS, decode, encode, families
+from tasks.model.memory import USABLE_HBM_FRACTION
 from tasks.model.space import LayoutSpace, constraint_counts, exhaustive
 from tasks.model.specs import HardwareProfile, TransformerModel
 from tasks.model.stack import Stack
@@ -131,7 +132,7 @@ class ScalingContext:
     hardware: HardwareProfile
     space: LayoutSpace
     objective: str = "step_time"
-    memory_fraction: float = 0.9
+    memory_fraction: float = USABLE_HBM_FRACTION
     dtype_bytes: int = 2
     stack: Stack = field(default_factory=Stack)
 
