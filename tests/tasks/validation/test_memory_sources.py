@@ -98,3 +98,15 @@ def test_every_shipped_run_fits_in_memory_as_it_ran(file):
 def test_every_held_out_run_fits_in_memory_as_it_ran():
     judged = _judged("holdout_runs.csv")
     assert {row: (p.memory_gb, p.memory_limit_gb) for row, p in judged.items() if not p.fits_memory} == {}
+
+
+def test_the_usable_fraction_is_written_once():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    literal = re.compile(r"(memory_fraction\s*(:\s*float)?\s*=|hbm_gb\s*\*)\s*0?\.\d")
+    found = [f"{path.relative_to(root)}:{i}" for folder in ("tasks", "sweeps", "analysis", "scripts")
+             for path in (root / folder).rglob("*.py")
+             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if literal.search(line)]
+    assert found == []
