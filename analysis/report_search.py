@@ -17,9 +17,9 @@ from analysis.report_cache import FigureCache, digest_sql
 from analysis.report_render import Finding, Section, Topic
 from sweeps.lake.kinds import ACCURACY, SCALING, SEARCH
 from tasks.model.layout import LAYOUT_FIELDS
-from tasks.model.search_rows import OBJECTIVES
+from tasks.model.search_rows import OBJECTIVES, ranking
 
-__all__ = ["accuracy_topic", "search_topic", "scaling_topic", "best_layouts", "objective_of"]
+__all__ = ["accuracy_topic", "search_topic", "scaling_topic", "best_layouts", "objective_of", "study_records"]
 
 #: The objectives' columns in words.
 _WORDS = {"step_time_s": "step time (s)", "tokens_per_s_per_device": "tokens/s/device",
@@ -88,13 +88,28 @@ def accuracy_topic(cache: FigureCache, con, accuracy: Optional[pd.DataFrame], wh
 
 
 def objective_of(trials: pd.DataFrame) -> Tuple[str, str]:
-    """The (column, direction) of the study's first objective: the column of ``OBJECTIVES``
-    whose values its rows' ``objective`` holds (tokens per second per device if none does)."""
+    """The (column, direction) of the study's first objective: its rows' ``objective_name``
+    where they record one, else the column of ``OBJECTIVES`` whose values its rows'
+    ``objective`` holds (tokens per second per device if none does)."""
+    return OBJECTIVES[_objective_name(trials)][0]
+
+
+def _objective_name(trials: pd.DataFrame) -> str:
+    """The key of ``OBJECTIVES`` a study's rows were ranked by (see ``objective_of``)."""
+    named = trials["objective_name"].dropna() if "objective_name" in trials.columns else ()
+    if len(named) and named.iloc[0] in OBJECTIVES:
+        return str(named.iloc[0])
     ok = trials.dropna(subset=["objective"]) if "objective" in trials.columns else trials.iloc[0:0]
-    for (column, direction), *_ in OBJECTIVES.values():
+    for name, ((column, _), *_) in OBJECTIVES.items():
         if len(ok) and column in ok.columns and np.allclose(ok[column], ok["objective"], equal_nan=True):
-            return column, direction
-    return "tokens_per_s_per_device", "maximize"
+            return name
+    return "tokens_per_s_per_device"
+
+
+def _ranked(trials: pd.DataFrame) -> pd.DataFrame:
+    """A study's trials best first by its objective, ties broken by step time, then memory
+    (``tasks.model.search_rows.ranking``, as the search ranks them)."""
+    return trials.iloc[ranking(trials, _objective_name(trials))]
 
 
 def best_layouts(search: pd.DataFrame, per_study: int = 5) -> pd.DataFrame:
@@ -104,10 +119,10 @@ def best_layouts(search: pd.DataFrame, per_study: int = 5) -> pd.DataFrame:
     layout = [c for c in LAYOUT_FIELDS if c in ok.columns]
     frames = []
     for study, trials in ok.groupby("study"):
-        column, direction = objective_of(trials)
+        column, _ = objective_of(trials)
         tried = trials.groupby(layout, dropna=False)["trial"].transform("size") if "trial" in trials.columns \
             else pd.Series(1, index=trials.index)
-        ranked = trials.assign(trials=tried).sort_values(column, ascending=direction == "minimize")
+        ranked = _ranked(trials.assign(trials=tried))
         frames.append(ranked.drop_duplicates(subset=layout).head(per_study).assign(by=column, value=ranked[column]))
     if not frames:
         return pd.DataFrame()
@@ -119,14 +134,32 @@ def best_layouts(search: pd.DataFrame, per_study: int = 5) -> pd.DataFrame:
     return best[[c for c in columns if c in best.columns]].reset_index(drop=True)
 
 
+def study_records(search: pd.DataFrame) -> pd.DataFrame:
+    """What decided each study, one row per study: its model on its devices and hardware,
+    then ``analysis.status.record_frame`` (its stack, overrides and fingerprints); empty for
+    rows that record none (``tasks.model.search_rows.RECORD_FIELDS``)."""
+    from analysis.status import record_frame
+
+    if "stack" not in search.columns:
+        return pd.DataFrame()
+    firsts = search.groupby("study", sort=True).first().reset_index()
+    return pd.concat([firsts[["study", "model", "devices", "hardware"]], record_frame(firsts).drop(columns="study")],
+                     axis=1)
+
+
 def _study_line(study: str, trials: pd.DataFrame, rows: pd.DataFrame) -> str:
     """The study's best layout, what it achieves, and why it is the best: its objective
-    against the distinct layouts tried and the runner-up's."""
+    against the distinct layouts tried and the runner-up's; the stack it was costed on and
+    the overrides that made it, where its rows record them."""
     column, direction = objective_of(trials)
     ranked = best_layouts(trials.assign(study=study), per_study=2)
-    best = trials.sort_values(column, ascending=direction == "minimize").iloc[0]
-    what = (f" ({best['model']} on {best['devices']} x {best['hardware']}, global batch {best['global_batch']})"
+    best = _ranked(trials).iloc[0]
+    what = (f" ({best['model']} on {best['devices']} x {best['hardware']}, global batch {best['global_batch']}"
             if {"model", "devices", "hardware", "global_batch"} <= set(trials.columns) else "")
+    if what and "stack" in trials.columns:
+        overrides = best["overrides"] if isinstance(best["overrides"], str) else ""
+        what += f", stack {best['stack']}" + (f", overrides {overrides}" if overrides else "")
+    what += ")" if what else ""
     distinct = trials.drop_duplicates(subset=[c for c in LAYOUT_FIELDS if c in trials.columns]).shape[0]
     line = (f"Study {study}{what}: best layout {ranked['layout'].iloc[0]} at {best['tokens_per_s_per_device']:,.0f} "
             f"tokens/s/device, exposed communication {100 * best['exposed_comm_share']:.1f}% of the step. Why: the "
@@ -150,6 +183,11 @@ def search_topic(cache: FigureCache, con, search: Optional[pd.DataFrame], when: 
                  "layouts.")))
     if search is None or search.empty or "tokens_per_s_per_device" not in search.columns:
         return Topic(section)
+    records = study_records(search)
+    if len(records):
+        section.tables.append(("What decided each study: its model, devices, hardware, stack and overrides, and the "
+                               "fingerprints of the model, hardware and stack it costed (model/hardware/stack)",
+                               records))
     best = best_layouts(search)
     if len(best):
         section.tables.append(("Best distinct layouts of each study, by its objective (trials: how many trials "

@@ -12,10 +12,15 @@ from sweeps.lake.kinds import FAILURE, SEARCH
 from sweeps.lake.views import ALL_VERSIONS, VERSION_COLUMN, connect
 from tasks.model.search_rows import OBJECTIVES
 
-__all__ = ["sweep_status", "search_status", "SEARCH_STATUS_COLUMNS"]
+__all__ = ["sweep_status", "search_status", "search_records", "record_frame", "fingerprints", "SEARCH_STATUS_COLUMNS",
+           "SEARCH_RECORD_COLUMNS"]
 
-#: The columns of ``search_status``.
-SEARCH_STATUS_COLUMNS = ["study", "hardware", "model", "trials", "feasible", "objective", "best"]
+#: The columns of ``search_status``: each study's progress and best value, with the model,
+#: device count and stack it costs.
+SEARCH_STATUS_COLUMNS = ["study", "hardware", "model", "devices", "stack", "trials", "feasible", "objective", "best"]
+#: The columns of ``search_records``: what decided each study beyond its model, devices and
+#: stack: the overrides given and the fingerprints of the model, hardware and stack costed.
+SEARCH_RECORD_COLUMNS = ["study", "stack", "overrides", "fingerprints"]
 
 
 def sweep_status(lake: Lake, sweep: Optional[str] = None) -> pd.DataFrame:
@@ -73,29 +78,64 @@ def _unresolved_failures(con, kind: str, kinds: set, where: tuple) -> int:
                        f"{unresolved}", params).fetchall()[0][0]
 
 
-def search_status(lake: Lake, study: Optional[str] = None) -> pd.DataFrame:
-    """One row per layout-search study in the lake (or ``study`` only): its model, trials
-    (rows), feasible trials, and its best value by its objective. The objective is the
-    metric column its rows' ``objective`` equals (the first objective of a Pareto study);
-    ``best`` is None while no trial is feasible."""
+def fingerprints(record) -> str:
+    """A study's fingerprints of its model, hardware and stack, each cut to 8 hex digits
+    (enough to tell studies apart; the rows hold all 16): ``model/hardware/stack``."""
+    return "/".join(str(record[name])[:8] for name in ("model_fp", "hardware_fp", "stack_fp"))
+
+
+def _search_frame(lake: Lake, study: Optional[str]) -> Optional[pd.DataFrame]:
+    """One row per study (or ``study`` only) of the lake's ``search`` rows: its hardware, its
+    record (``tasks.model.search_rows.RECORD_FIELDS``, model and devices), its trials and
+    feasible trials, and the least and most of each objective's column over feasible
+    trials; None when the lake holds no search."""
     lake.ensure_readable()
     if SEARCH not in lake.kinds():
-        return pd.DataFrame(columns=SEARCH_STATUS_COLUMNS)
-    firsts = list(dict.fromkeys(objectives[0] for objectives in OBJECTIVES.values()))
-    checks = ", ".join(f"bool_and(objective = {c}) FILTER (WHERE status = 'ok') AS is_{c}, "
-                       f"min({c}) FILTER (WHERE status = 'ok') AS min_{c}, max({c}) FILTER (WHERE status = 'ok') "
-                       f"AS max_{c}" for c, _ in firsts)
+        return None
+    columns = list(dict.fromkeys(objectives[0][0] for objectives in OBJECTIVES.values()))
+    extremes = ", ".join(f"min({c}) FILTER (WHERE status = 'ok') AS min_{c}, max({c}) FILTER (WHERE status = 'ok') "
+                         f"AS max_{c}" for c in columns)
+    record = ", ".join(f"first({name}) AS {name}" for name in ("model", "devices", "stack", "overrides", "model_fp",
+                                                                 "hardware_fp", "stack_fp", "objective_name"))
     con = connect(lake)
     try:
-        frame = con.execute(f'SELECT study, hardware, first(model) AS model, count(*) AS trials, '
-                            f"count(*) FILTER (WHERE status = 'ok') AS feasible, {checks} FROM \"{SEARCH}\" "
-                            f"WHERE ? IS NULL OR study = ? GROUP BY study, hardware ORDER BY study, hardware",
-                            [study, study]).df()
+        return con.execute(f"SELECT study, hardware, {record}, count(*) AS trials, "
+                           f"count(*) FILTER (WHERE status = 'ok') AS feasible, {extremes} FROM \"{SEARCH}\" "
+                           f"WHERE ? IS NULL OR study = ? GROUP BY study, hardware ORDER BY study, hardware",
+                           [study, study]).df()
     finally:
         con.close()
+
+
+def search_status(lake: Lake, study: Optional[str] = None) -> pd.DataFrame:
+    """One row per layout-search study in the lake (or ``study`` only): its model, devices
+    and stack, its trials (rows), feasible trials, and its best value by its objective (the
+    metric column of ``OBJECTIVES[objective_name]``, the first of a Pareto study's);
+    ``best`` is None while no trial is feasible."""
+    frame = _search_frame(lake, study)
+    if frame is None:
+        return pd.DataFrame(columns=SEARCH_STATUS_COLUMNS)
     rows = []
     for _, row in frame.iterrows():
-        column, direction = next(((c, d) for c, d in firsts if row[f"is_{c}"] is True), (None, None))
+        column, direction = OBJECTIVES.get(row["objective_name"], ((None, None),))[0]
         best = None if column is None else row[f"{'min' if direction == 'minimize' else 'max'}_{column}"]
-        rows.append({**{name: row[name] for name in SEARCH_STATUS_COLUMNS[:5]}, "objective": column, "best": best})
+        rows.append({**{name: row[name] for name in SEARCH_STATUS_COLUMNS[:7]}, "objective": column,
+                     "best": None if pd.isna(best) else best})
     return pd.DataFrame(rows, columns=SEARCH_STATUS_COLUMNS)
+
+
+def search_records(lake: Lake, study: Optional[str] = None) -> pd.DataFrame:
+    """What decided each layout-search study (or ``study`` only) beyond ``search_status``
+    (``record_frame``)."""
+    frame = _search_frame(lake, study)
+    return pd.DataFrame(columns=SEARCH_RECORD_COLUMNS) if frame is None else record_frame(frame)
+
+
+def record_frame(studies: pd.DataFrame) -> pd.DataFrame:
+    """``SEARCH_RECORD_COLUMNS`` of one row per study (a frame with its study, stack,
+    overrides and fingerprint columns): the overrides "none" where none was given, the
+    ``fingerprints`` cut short."""
+    return pd.DataFrame({"study": studies["study"].to_numpy(), "stack": studies["stack"].to_numpy(),
+                         "overrides": studies["overrides"].fillna("").replace("", "none").to_numpy(),
+                         "fingerprints": [fingerprints(row) for _, row in studies.iterrows()]},
+                        columns=SEARCH_RECORD_COLUMNS)

@@ -27,9 +27,10 @@ FORMATS = QUERY_FORMATS
 def status(*, sweep: Optional[str], lake_root: str) -> None:
     """Progress of each sweep in the lake (done, failed, pending) and each layout-search
     study (trials, best value), or of one."""
-    from analysis.status import search_status, sweep_status
+    from analysis.status import search_records, search_status, sweep_status
 
-    frames = {"Sweeps": sweep_status(Lake(lake_root), sweep), "Search studies": search_status(Lake(lake_root), sweep)}
+    frames = {"Sweeps": sweep_status(Lake(lake_root), sweep), "Search studies": search_status(Lake(lake_root), sweep),
+              "What decided each search study": search_records(Lake(lake_root), sweep)}
     if all(frame.empty for frame in frames.values()):
         raise UserError(f"no sweep {sweep!r} in lake {lake_root}" if sweep else f"lake {lake_root} holds no sweep yet")
     for title, frame in frames.items():

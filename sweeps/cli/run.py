@@ -198,14 +198,23 @@ def submit(*, overrides: Sequence[str], address: str, lake_root: str, python_bin
 @click.argument("overrides", nargs=-1)
 @allow_large_option
 def config(overrides: Sequence[str], allow_large: bool) -> None:
-    """Print the composed config (presets plus overrides) as YAML."""
+    """Print the composed config (presets plus overrides) as YAML: a run's, or with `search`
+    or `stack` first, a layout search's (`config search default devices=512`) or a stack's
+    (`config stack megatron-core-2024 tp_overlap=false`)."""
     from omegaconf import OmegaConf
 
-    click.echo(OmegaConf.to_yaml(OmegaConf.structured(load_run_config(overrides, allow_large=allow_large))), nl=False)
+    from sweeps.config.search import CONFIG_GROUPS, composed_config
+
+    if overrides and overrides[0] in CONFIG_GROUPS:
+        composed = OmegaConf.create(composed_config(overrides[0], overrides[1:], allow_large=allow_large))
+    else:
+        composed = OmegaConf.structured(load_run_config(overrides, allow_large=allow_large))
+    click.echo(OmegaConf.to_yaml(composed), nl=False)
 
 
 @click.command()
 def presets() -> None:
-    """List the presets of each config group, and the layout-search presets (`commscale search PRESET`)."""
-    for group in (*GROUPS, "search"):
+    """List the presets of each config group, the layout-search presets (`commscale search PRESET`) and the
+    software stacks (`stack=NAME`)."""
+    for group in (*GROUPS, "search", "stack"):
         click.echo(f"{group}: {', '.join(list_presets(group))}")

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from sweeps.cli.options import address_option, allow_large_option, lake_option, num_cpus_option
 from sweeps.cli.render import console, run_line
-from sweeps.cli.search_render import explain, front_line, layout_table, optimum_line, why_front_line
+from sweeps.cli.search_render import explain, front_line, layout_table, optimum_line, record_line, why_front_line
 from sweeps.config import SearchSetup
 from sweeps.errors import ConfigError, UserError
 from sweeps.lake import Lake
@@ -115,8 +115,9 @@ def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], 
     spec = setup.spec
     sampler = "" if exhaustive else f", sampler {setup.sampler}"
     out.print(f"[bold]search {setup.study_name}[/]: {setup.model.name} on {spec.devices} x {setup.hardware.name}, "
-              f"global batch {spec.global_batch}; {total:,} layouts ({feasible:,} feasible); objective {spec.objective}"
-              f"{sampler}", soft_wrap=True)
+              f"global batch {spec.global_batch}, stack {spec.stack}; {total:,} layouts ({feasible:,} feasible); "
+              f"objective {spec.objective}{sampler}", soft_wrap=True)
+    out.print(record_line(setup), soft_wrap=True, highlight=False, markup=False)
     if exhaustive:
         _exhaustive(out, setup, total)
         return
@@ -189,7 +190,7 @@ def _run_scaling(out: Console, setup: SearchSetup, lake: Lake, **options) -> Non
 
     job = scaling_job(setup)
     report = run_job(job, lake, chunk_size=1, console=console(stderr=True), **options)
-    run_line(out, report, f"[bold]scaling {setup.spec.name}[/] on {setup.hardware.name}")
+    run_line(out, report, f"[bold]scaling {setup.spec.name}[/] on {setup.hardware.name}, stack {setup.spec.stack}")
     rows = read_rows(lake, SCALING, job.points, status=None).sort_values(["model", "devices"])
     table = Table(title=f"Best layout per device count, global batch {setup.spec.scaling.global_batch} sequences "
                         f"({setup.hardware.name}, {setup.spec.space.size:,} layouts each)", title_justify="left")

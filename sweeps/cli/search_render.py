@@ -11,10 +11,21 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from sweeps.config import SearchSetup
 from sweeps.search.front import FrontGap, WhyFront
 from sweeps.search.results import OptimumGap, WhyBest, layout_of, relative_gap
 
-__all__ = ["layout_table", "optimum_line", "front_line", "why_line", "why_front_line", "explain"]
+__all__ = ["record_line", "layout_table", "optimum_line", "front_line", "why_line", "why_front_line", "explain"]
+
+
+def record_line(setup: SearchSetup) -> str:
+    """What the study costs, as its rows record it: the model, hardware and stack by name and
+    fingerprint, the preset and the overrides given."""
+    record = setup.record()
+    overrides = record["overrides"] or "none"
+    return (f"Costed: model {setup.model.name} (fingerprint {record['model_fp']}), hardware {setup.hardware.name} "
+            f"({record['hardware_fp']}), stack {record['stack']} ({record['stack_fp']}); preset {record['preset']}, "
+            f"overrides: {overrides}")
 
 
 def layout_table(title: str, rows: pd.DataFrame, extra: Sequence[str] = ()) -> Table:

@@ -12,9 +12,13 @@ status 2) before any work starts, and before the lake is touched.
 from __future__ import annotations
 
 import dataclasses
+import re
+import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
+from conf import CONF_DIR
 from sweeps.config.checks import check_choices, check_fraction, check_name, check_positive
 from sweeps.config.compose import check_preset, compose, load_preset, preset_node, preset_path
 from sweeps.config.limits import SCALING, SEARCH, SPACE, check_fields
@@ -31,8 +35,8 @@ from tasks.model.specs import HardwareProfile, TransformerModel, fingerprint
 from tasks.model.stack import Stack
 from tasks.model.step import STEP_MODEL_VERSION, StepContext, step_columns
 
-__all__ = ["SearchSetup", "SAMPLERS", "DEFAULT_PRESET", "TRIALS_BOUND", "load_search", "validate_search",
-           "check_budget", "check_space"]
+__all__ = ["SearchSetup", "SAMPLERS", "DEFAULT_PRESET", "TRIALS_BOUND", "CONFIG_GROUPS", "load_search",
+           "compose_stack", "load_stack", "composed_config", "validate_search", "check_budget", "check_space"]
 
 DEFAULT_PRESET = "default"
 #: How a trial's parameters spell a layout (``sweeps.search.suggest_layout``): part of a
@@ -42,14 +46,36 @@ TRIAL_PARAMETERS = "tensor,pp,micro_batch,pipeline,zero,recompute"
 SAMPLERS = ("auto", "tpe", "nsga2", "random")
 
 
+#: The fields of a search that are no part of what a study's results depend on (its
+#: budget, batch, seed, output, prose and name): left out of its identity and of the
+#: overrides it records.
+VOLATILE_FIELDS = ("description", "trials", "batch", "seed", "top", "scaling", "name")
+#: How long each part of a derived study name may be (model, hardware, stack): the name,
+#: with its device count and hash, stays within a lake partition value's 128 characters.
+_NAME_PART = {"model": 32, "hardware": 24, "stack": 32}
+
+
+def _name_part(value: str, limit: int) -> str:
+    """``value`` as a piece of a lake name: a path's stem, characters other than letters,
+    digits, '.', '_' and '-' turned into '-', no '..', at most ``limit`` characters."""
+    stem = Path(value).stem if value.endswith((".yaml", ".yml")) else value
+    return re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9_.-]", "-", stem))[:limit].strip(".-_") or "x"
+
+
 @dataclass
 class SearchSetup:
-    """A loaded, checked search: its spec and the presets it names."""
+    """A loaded, checked search: its spec, the presets it names, the preset it was read
+    from and the command-line overrides that decide it (``FIELD=VALUE`` as given, the
+    budget, batch, seed, output and name left out), and whether the user named the study
+    (``name=`` given, or a search file of their own rather than a preset of ``conf/search``)."""
 
     spec: SearchSpec
     model: TransformerModel
     hardware: HardwareProfile
     stack: Stack = field(default_factory=Stack)
+    preset: str = DEFAULT_PRESET
+    overrides: Tuple[str, ...] = ()
+    user_named: bool = False
 
     @property
     def step_context(self) -> StepContext:
@@ -67,7 +93,7 @@ class SearchSetup:
         """What a study's results depend on (not its budget, batch or seed): two runs with
         the same identity continue one study."""
         spec = dataclasses.asdict(self.spec)
-        for volatile in ("description", "trials", "batch", "seed", "top", "scaling", "name"):
+        for volatile in VOLATILE_FIELDS:
             spec.pop(volatile)
         return {**spec, "sampler": self.sampler, "parameters": TRIAL_PARAMETERS, "model_fp": fingerprint(self.model),
                 "hardware_fp": fingerprint(self.hardware), "stack_fp": fingerprint(self.stack),
@@ -75,8 +101,23 @@ class SearchSetup:
 
     @property
     def study_name(self) -> str:
-        """``NAME-HASH``: a changed space, model, cluster or objective is another study."""
-        return f"{self.spec.name}-{content_hash(self.identity(), length=8)}"
+        """``MODEL-HARDWARExDEVICES-STACK-HASH`` (``llama3-70b-h100x256-megatron-core-2024-1a2b3c4d``),
+        or ``NAME-HASH`` for a study the user named: the hash is of ``identity``, so a changed
+        space, model, cluster, stack or objective is another study."""
+        digest = content_hash(self.identity(), length=8)
+        if self.user_named:
+            return f"{self.spec.name}-{digest}"
+        parts = {"model": self.model.name, "hardware": self.hardware.name, "stack": self.spec.stack}
+        model, hardware, stack = (_name_part(parts[key], limit) for key, limit in _NAME_PART.items())
+        return f"{model}-{hardware}x{self.spec.devices}-{stack}-{digest}"
+
+    def record(self) -> Dict[str, str]:
+        """What decided the study, as its rows and its Optuna user attributes record it:
+        the stack (as named) and the ``specs.fingerprint`` of the stack, model and hardware
+        as costed, the preset, the overrides (``shlex``-joined) and the objective's name."""
+        return {"stack": self.spec.stack, "stack_fp": fingerprint(self.stack), "model_fp": fingerprint(self.model),
+                "hardware_fp": fingerprint(self.hardware), "preset": self.preset,
+                "overrides": shlex.join(self.overrides), "objective_name": self.spec.objective}
 
 
 #: The presets a search names whose single fields the command line may override as
@@ -151,28 +192,57 @@ def load_search(overrides: Sequence[str] = (), *, scaling: bool = False, exhaust
     hardware = load_preset("hardware", spec.hardware, fields["hardware"], allow_large=allow_large)
     validate_model(model)
     validate_hardware(hardware)
-    return SearchSetup(spec, model, hardware, load_stack(spec.stack, hardware, fields["stack"], allow_large=allow_large))
+    decisive = tuple(item for item in overrides if "=" in item and item.partition("=")[0] not in VOLATILE_FIELDS)
+    return SearchSetup(spec, model, hardware, load_stack(spec.stack, hardware, fields["stack"], allow_large=allow_large),
+                       preset=preset, overrides=decisive,
+                       user_named=path.resolve().parent != CONF_DIR / "search" or any(item.startswith("name=") for item in dotted))
 
 
-def load_stack(name: str, hardware: HardwareProfile, switches: Sequence[str] = (), *,
-               allow_large: bool = False) -> Stack:
-    """The stack preset ``name`` of ``conf/stack`` with ``switches`` (``FIELD=VALUE``) applied,
-    refused (``ConfigError`` naming the field) when a switch is unknown or of the wrong type,
-    or when ``hardware`` lacks what the stack needs (an fp8 peak for fp8 GEMMs)."""
+def compose_stack(name: str, switches: Sequence[str] = (), *, allow_large: bool = False) -> Stack:
+    """The stack preset ``name`` of ``conf/stack`` (or a YAML path) with ``switches``
+    (``FIELD=VALUE``) applied, refused (``ConfigError`` naming the field) when a switch is
+    unknown or of the wrong type."""
     path = preset_path("stack", name)
     try:
-        stack = compose(preset_node(Stack, path, prefix="stack", allow_large=allow_large), switches, prefix="stack.",
-                        source=f"in {path}")
+        return compose(preset_node(Stack, path, prefix="stack", allow_large=allow_large), switches, prefix="stack.",
+                       source=f"in {path}")
     except ConfigError:
         raise
     except ValueError as exc:  # Stack's own checks name the field: "stack.attention='x': choose one of ..."
         raise UserError(f"config error: {exc} (in {path})") from None
+
+
+def load_stack(name: str, hardware: HardwareProfile, switches: Sequence[str] = (), *,
+               allow_large: bool = False) -> Stack:
+    """``compose_stack``, also refused when ``hardware`` lacks what the stack needs (an fp8
+    peak for fp8 GEMMs)."""
+    stack = compose_stack(name, switches, allow_large=allow_large)
     try:
         peak_flops(hardware, stack.gemm_precision)
         gemm_ceiling(hardware, stack.gemm_precision)
     except MissingFigure as exc:
         raise ConfigError("search.stack", name, f"runs {stack.gemm_precision} GEMMs, but {exc}") from None
     return stack
+
+
+#: The groups ``commscale config GROUP ...`` composes beside a run config.
+CONFIG_GROUPS = ("search", "stack")
+
+
+def composed_config(group: str, args: Sequence[str], *, allow_large: bool = False) -> Dict[str, Any]:
+    """What ``commscale config search [PRESET] [FIELD=VALUE ...]`` or ``commscale config
+    stack NAME [FIELD=VALUE ...]`` prints: a search composed and checked as ``commscale
+    search`` composes it (its spec, model, hardware and stack, the study's name and record),
+    or a stack preset with its switches. Bad input raises ``ConfigError`` naming the field."""
+    if group == "stack":
+        if not args or "=" in args[0]:
+            raise ConfigError("stack", " ".join(args), "name a stack preset first: commscale config stack NAME "
+                                                       "[FIELD=VALUE ...]")
+        return dataclasses.asdict(compose_stack(args[0], args[1:], allow_large=allow_large))
+    setup = load_search(args, allow_large=allow_large)
+    return {"search": dataclasses.asdict(setup.spec), "model": dataclasses.asdict(setup.model),
+            "hardware": dataclasses.asdict(setup.hardware), "stack": dataclasses.asdict(setup.stack),
+            "study": setup.study_name, "record": setup.record()}
 
 
 def validate_search(spec: SearchSpec) -> None:

@@ -39,6 +39,7 @@ def trial_points(setup: SearchSetup, study: str, trials: Sequence[Tuple[int, Dic
 
 def trial_workload(setup: SearchSetup) -> Workload:
     """The work of a study's trials: one CPU each, a minute at most per trial."""
-    return Workload(kind=SEARCH, body=evaluate_trials, context=SearchContext(setup.step_context, setup.spec.objective),
+    context = SearchContext(setup.step_context, setup.spec.objective, tuple(setup.record().items()))
+    return Workload(kind=SEARCH, body=evaluate_trials, context=context,
                     schema=SEARCH_SCHEMA, schema_version=SEARCH_SCHEMA_VERSION, resources=Resources(),
                     point_timeout_s=60.0)

@@ -35,6 +35,10 @@ Contract:
   by the step model (enumerated and costed in milliseconds), then samples; the count is
   kept in the study (user attribute ``warm_start``), so the sampler's own trials can be
   judged apart. ``warm_start=False`` leaves the sampler alone from the first trial.
+- **The record.** Each study holds what decided it as Optuna user attributes
+  (``study_attributes``: the stack, the fingerprints of the stack, model and hardware, the
+  preset, the overrides, the objective), written by the run that made it; each of its
+  ``search`` rows holds the same (``tasks.model.search_rows.RECORD_FIELDS``).
 - **Reproducible.** In this process the trials are evaluated and told in order, so a seed
   gives the same trials, layouts and values on every fresh study.
 """
@@ -65,8 +69,8 @@ from sweeps.search.recovery import settle
 from tasks.model.search_rows import OBJECTIVES, SEARCH_SCHEMA_VERSION
 from tasks.outcomes import ChunkOutcome, run_chunk
 
-__all__ = ["SearchReport", "run_search", "open_study", "study_path", "suggest_layout", "layout_params",
-           "local_evaluator", "WARM_START_LIMIT", "IN_PROCESS"]
+__all__ = ["SearchReport", "run_search", "open_study", "study_path", "study_attributes", "suggest_layout",
+           "layout_params", "local_evaluator", "WARM_START_LIMIT", "IN_PROCESS"]
 
 #: The largest space a fresh study enumerates for its warm start (13,824 layouts: ~10 ms).
 WARM_START_LIMIT = 1_000_000
@@ -175,6 +179,22 @@ def _rebuilt_warm_start(study: optuna.Study, setup: SearchSetup) -> None:
         study.set_user_attr(WARM_START_ATTR, count)
 
 
+def study_attributes(setup: SearchSetup) -> Dict[str, Any]:
+    """What decided a study, as its Optuna user attributes hold it: ``SearchSetup.record``,
+    the model and hardware by name, the device count and the global batch."""
+    return {**setup.record(), "model": setup.model.name, "hardware": setup.hardware.name,
+            "devices": setup.spec.devices, "global_batch": setup.spec.global_batch}
+
+
+def _record(study: optuna.Study, setup: SearchSetup) -> None:
+    """Write ``study_attributes`` the study does not hold yet: a study keeps the record of
+    the run that made it (a resumed run may spell its overrides otherwise)."""
+    held = study.user_attrs
+    for name, value in study_attributes(setup).items():
+        if name not in held:
+            study.set_user_attr(name, value)
+
+
 def _completed(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
 
@@ -253,6 +273,7 @@ def run_search(setup: SearchSetup, lake: Lake, *, storage: Optional[str] = None,
                 _rebuilt_warm_start(study, setup)
             if warm_start:
                 _warm_start(study, setup)
+            _record(study, setup)
             report.warm_start = int(study.user_attrs.get(WARM_START_ATTR, 0))
             if before < setup.spec.trials and not report.failures:
                 with _evaluation(setup, report, address=address, num_cpus=num_cpus, embedded_ray=embedded_ray,

@@ -30,6 +30,7 @@ __all__ = [
     "SEARCH_SCHEMA",
     "SCALING_SCHEMA",
     "TRIAL_FIELDS",
+    "RECORD_FIELDS",
     "OBJECTIVES",
     "TIE_BREAKERS",
     "ranking",
@@ -42,7 +43,8 @@ __all__ = [
     "no_fit_reason",
 ]
 
-SEARCH_SCHEMA_VERSION = 1
+#: 2: the study's record (``RECORD_FIELDS``) joined every row.
+SEARCH_SCHEMA_VERSION = 2
 SCALING_SCHEMA_VERSION = 1
 
 #: Objectives: name -> ((result column, direction), ...). "pareto" is the multi-objective
@@ -96,13 +98,22 @@ _DETAIL = [("microbatches", pa.int64()), ("bubble_fraction", pa.float64()), ("co
 _CASE = [("key", pa.string()), ("model", pa.string()), ("hardware", pa.string()), ("devices", pa.int64()),
          ("global_batch", pa.int64())]
 
+#: What decided a study, the same in each of its rows (``sweeps.config.SearchSetup.record``):
+#: the stack as named (a preset of ``conf/stack`` or a file) and the ``specs.fingerprint``
+#: of the stack, model and hardware as costed (each field override included), the search
+#: preset, the command line's overrides that decide the study (``model.layers=40``,
+#: ``hardware.devices_per_node=4``, ``model=./mine.yaml``; shell words, space-separated) and
+#: the objective's name (a key of ``OBJECTIVES``).
+RECORD_FIELDS = ("stack", "stack_fp", "model_fp", "hardware_fp", "preset", "overrides", "objective_name")
+_RECORD = [(name, pa.string()) for name in RECORD_FIELDS]
+
 #: What the driver sends per trial: the case, the trial number and its layout.
 TRIAL_FIELDS = pa.schema(_CASE[:1] + [("study", pa.string())] + _CASE[1:] + [("trial", pa.int64())] + _LAYOUT)
 
 #: kind ``search``: one trial of a layout search. ``objective`` is the value of the
 #: study's (first) objective; NaN where the layout is infeasible.
 SEARCH_SCHEMA = pa.schema(list(TRIAL_FIELDS) + [("status", pa.string()), ("reason", pa.string())] + _METRICS
-                          + [("objective", pa.float64())] + _DETAIL)
+                          + [("objective", pa.float64())] + _DETAIL + _RECORD)
 
 #: kind ``scaling``: the best layout of the whole space for one model and device count.
 #: ``latency_s``: the step's latency terms alone (collective α steps and kernel launch
@@ -117,10 +128,12 @@ SCALING_SCHEMA = pa.schema(_CASE + _LAYOUT + [m for m in _METRICS if m[0] != "ex
 
 @dataclass(frozen=True)
 class SearchContext:
-    """What the trials of one study share: the step model's context and the objective."""
+    """What the trials of one study share: the step model's context, the objective and the
+    study's record (``RECORD_FIELDS`` by name; a field left out is null in the rows)."""
 
     step: StepContext
     objective: str = "step_time"
+    record: Tuple[Tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,6 +174,10 @@ def evaluate_trials(points: pa.Table, context: SearchContext) -> pa.Table:
     out["objective"] = pa.array(result[column])
     out["family"] = pa.array(families(layouts["tp"], layouts["pp"], result["dp"],
                                       layouts["zero"]).tolist(), pa.string())
+    record = dict(context.record)
+    for name in RECORD_FIELDS:
+        out[name] = pa.nulls(points.num_rows, pa.string()) if name not in record else \
+            pa.array([record[name]] * points.num_rows, pa.string())
     return pa.table(out).select(SEARCH_SCHEMA.names).cast(SEARCH_SCHEMA)
 
 

@@ -26,7 +26,7 @@ from sweeps.lake.kinds import SEARCH as KIND
 from sweeps.search import local_evaluator, open_study, run_search, study_path, suggest_layout
 from sweeps.config import load_search
 from tasks.model.space import best_index, exhaustive
-from tasks.model.search_rows import TRIAL_FIELDS, SearchContext, evaluate_trials
+from tasks.model.search_rows import SEARCH_SCHEMA_VERSION, TRIAL_FIELDS, SearchContext, evaluate_trials
 
 COMMSCALE = str(Path(sys.executable).with_name("commscale"))
 TINY = ["small", "space.tp=[2,4,8]", "space.pp=[1,2]", "space.micro_batch=[1]", "space.schedule=[1f1b]",
@@ -87,8 +87,10 @@ def test_trials_left_running_are_settled_from_the_lake_or_asked_again(tmp_path):
         "model": setup.model.name,
         "hardware": setup.hardware.name, "devices": setup.spec.devices, "global_batch": setup.spec.global_batch,
         "trial": stranded[0].number, "dp": 0, **layouts[0]}], schema=TRIAL_FIELDS)
-    row = evaluate_trials(committed, SearchContext(setup.step_context, setup.spec.objective))
-    lake.commit(KIND, {"sweep": setup.study_name, "hardware": setup.hardware.name}, row)  # its row landed, no tell
+    row = evaluate_trials(committed, SearchContext(setup.step_context, setup.spec.objective,
+                                                   tuple(setup.record().items())))
+    lake.commit(KIND, {"sweep": setup.study_name, "hardware": setup.hardware.name}, row,
+                schema_version=SEARCH_SCHEMA_VERSION)  # its row landed, no tell
 
     report = run_search(setup, lake, evaluator=local_evaluator(setup))
     assert (report.told_from_lake, report.reasked, report.completed_before) == (1, 1, 1)

@@ -155,7 +155,7 @@ def test_status_lists_search_studies_and_presets_lists_search_presets(tmp_path):
     assert (row["study"], row["model"], row["trials"], row["objective"]) == (setup.study_name, "megatron-8.3b", 12,
                                                                              "step_time_s")
     assert row["best"] == pytest.approx(rows[rows["status"] == "ok"]["step_time_s"].min(), rel=1e-12)
-    shown = CliRunner().invoke(main, ["status", "--lake", str(tmp_path / "lake")])
+    shown = CliRunner().invoke(main, ["status", "--lake", str(tmp_path / "lake")], terminal_width=200)
     assert shown.exit_code == 0 and "Search studies" in shown.output and setup.study_name in shown.output
     presets = CliRunner().invoke(main, ["presets"])
     assert "search: default, pareto, scaling, small" in presets.output
@@ -193,11 +193,11 @@ def test_a_field_the_mode_does_not_read_is_refused_not_ignored(overrides, mode, 
 
 
 def test_a_stack_preset_and_single_switches_change_the_study_and_bad_ones_are_refused():
-    default = load_search(["default"])
-    modern = load_search(["default", "stack=megatron-core-2024", "stack.tp_overlap=false"])
-    assert (default.stack.attention, modern.stack.attention, modern.stack.tp_overlap) == ("materialised", "flash",
+    plain = load_search(["small"])
+    modern = load_search(["small", "stack=megatron-core-2024", "stack.tp_overlap=false"])
+    assert (plain.stack.attention, modern.stack.attention, modern.stack.tp_overlap) == ("materialised", "flash",
                                                                                             False)
-    assert modern.stack.pp_overlap and modern.study_name != default.study_name
+    assert modern.stack.pp_overlap and modern.study_name != plain.study_name
     assert modern.step_context.stack == modern.stack
     for bad, named in (("stack.attention=magic", "stack.attention='magic'"), ("stack.nope=1", "stack.nope"),
                        ("stack.tp_overlap=maybe", "stack.tp_overlap"), ("stack=nothing", "stack='nothing'"),
