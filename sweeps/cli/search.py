@@ -26,7 +26,8 @@ from rich.table import Table
 
 from sweeps.cli.options import address_option, allow_large_option, lake_option, num_cpus_option
 from sweeps.cli.render import console, run_line
-from sweeps.cli.search_render import explain, front_line, layout_table, optimum_line, record_line, why_front_line
+from sweeps.cli.search_render import (explain, front_line, layout_table, optimum_line, record_line, trust_lines,
+                                      why_front_line)
 from sweeps.config import SearchSetup
 from sweeps.errors import ConfigError, UserError
 from sweeps.lake import Lake
@@ -180,6 +181,7 @@ def _exhaustive(out: Console, setup: SearchSetup, total: int) -> None:
     out.print(layout_table(f"Exhaustive: best {setup.spec.top} of {total:,} layouts ({len(frame):,} feasible) by "
                            f"{column}", frame.head(setup.spec.top)))
     explain(out, why_best(frame, setup), frame)
+    _trust(out, frame, setup)
 
 
 def _run_scaling(out: Console, setup: SearchSetup, lake: Lake, **options) -> None:
@@ -211,6 +213,14 @@ def _run_scaling(out: Console, setup: SearchSetup, lake: Lake, **options) -> Non
     for line in fsdp_wins(rows):
         out.print(f"  {line}", soft_wrap=True)
     out.print(f"\nLake: {lake} (kind={SCALING}/sweep={setup.spec.name}/hardware={setup.hardware.name})", soft_wrap=True)
+
+
+def _trust(out: Console, top: pd.DataFrame, setup: SearchSetup) -> None:
+    """Whether the top layouts lie within the model's measured error, and a winner near the memory bound."""
+    from sweeps.search.trust import memory_margin, trust
+
+    for line in trust_lines(trust(top, setup), memory_margin(top, setup)):
+        out.print(line, soft_wrap=True, highlight=False)
 
 
 def _explain_front(out: Console, front: pd.DataFrame, rows: pd.DataFrame) -> None:
@@ -280,6 +290,7 @@ def _run_study(out: Console, setup: SearchSetup, lake: Lake, **options) -> pd.Da
         if gap is not None:
             out.print(optimum_line(gap), soft_wrap=True, highlight=False)
         explain(out, why_best(top, setup), top)
+        _trust(out, top, setup)
     out.print(f"\nLake: {lake} (kind={SEARCH}/sweep={setup.study_name}/hardware={setup.hardware.name})", soft_wrap=True)
     if report.failures:
         first = report.failures[0]

@@ -5,7 +5,7 @@ comes from ``sweeps.search``."""
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import pandas as pd
 from rich.console import Console
@@ -14,8 +14,10 @@ from rich.table import Table
 from sweeps.config import SearchSetup
 from sweeps.search.front import FrontGap, WhyFront
 from sweeps.search.results import OptimumGap, WhyBest, layout_of, relative_gap
+from sweeps.search.trust import MEMORY_MARGIN, Trust
 
-__all__ = ["record_line", "layout_table", "optimum_line", "front_line", "why_line", "why_front_line", "explain"]
+__all__ = ["record_line", "layout_table", "optimum_line", "front_line", "why_line", "why_front_line", "explain",
+           "trust_lines"]
 
 
 def record_line(setup: SearchSetup) -> str:
@@ -133,3 +135,27 @@ def explain(out: Console, why: Optional[WhyBest], top: pd.DataFrame) -> None:
     elif len(top) == 1:
         out.print(f"Why {layout_of(top.iloc[0]).describe()} wins: it is the only feasible layout tried",
                   soft_wrap=True, highlight=False)
+
+
+def trust_lines(verdict: Optional[Trust], memory: Optional[Tuple[float, float]]) -> List[str]:
+    """How far to trust the ranking: whether the top layouts lie within the model's measured
+    error on comparable published runs (then they are a tie), and whether the winner needs
+    nearly all of a device's usable memory."""
+    lines = []
+    if verdict is not None:
+        error = verdict.error
+        basis = (f"the model's {error.mean:.1%} mean error on {error.runs} published runs of {error.scope} "
+                 f"({error.hardware})")
+        if verdict.tied > 1:
+            more = "at least " if verdict.next_gap is not None and verdict.next_gap <= error.mean else ""
+            lines.append(f"Trust: {more}the top {verdict.tied} lie within {verdict.spread:.1%} in step time, inside {basis}: "
+                         "treat them as a tie")
+        else:
+            lines.append(f"Trust: the runner-up's step time is {verdict.next_gap:.1%} from the winner's, beyond "
+                         f"{basis}: the ranking stands")
+    if memory is not None:
+        needs, usable = memory
+        lines.append(f"Memory: the winner needs {needs:.1f} GB of the {usable:.1f} GB usable per device: within "
+                     f"{1 - MEMORY_MARGIN:.0%} of usable memory, where the memory model's own error could decide "
+                     "whether it fits")
+    return lines

@@ -1,0 +1,138 @@
+"""How far to trust a search's ranking: the cost model's measured error on comparable
+published runs, set against how close the top layouts lie, and a winner that needs nearly
+all of a device's usable memory.
+
+The error is the validation's own (``tasks.validation``: each published run of
+``conf/data``, shipped and held out, predicted by the same step model), taken over the runs
+on the search's device class (``predict_runs.find_profile`` calls the search's profile by
+the run's hardware name) and, where at least ``MIN_RUNS`` of them ran it, the search's stack
+(``STACK_SWITCHES``, as ``predict_runs.run_stack`` reads a run's). Runs a profile figure was
+fitted to (``fitted_to``) are left out. It is computed once per device and stack in a process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import pandas as pd
+
+from sweeps.config import SearchSetup
+from tasks.model.specs import HardwareProfile, fingerprint
+from tasks.model.stack import Stack
+
+__all__ = ["STACK_SWITCHES", "MIN_RUNS", "TIE_LIMIT", "MEMORY_MARGIN", "ModelError", "published_error", "Trust",
+           "trust", "memory_margin"]
+
+#: The stack switches two runs must share to count as "this stack": the attention kernel,
+#: the GEMMs' precision and whether TP communication overlaps compute (what sets a stack's
+#: era apart; DP and pipeline overlap follow from them in the published rows).
+STACK_SWITCHES = ("attention", "gemm_precision", "tp_overlap")
+#: The fewest runs of the search's stack its error is taken over; with fewer, every run on
+#: the device class counts.
+MIN_RUNS = 2
+#: The most top layouts a tie names.
+TIE_LIMIT = 10
+#: A winner needing more than this share of usable memory is flagged (the memory model's own
+#: error could decide whether it fits).
+MEMORY_MARGIN = 0.95
+
+
+@dataclass(frozen=True)
+class ModelError:
+    """The mean |error| (a fraction) of the step model's predictions of ``runs`` published
+    runs on ``hardware``, of ``scope`` ("this stack and device class", "this device class")."""
+
+    mean: float
+    runs: int
+    scope: str
+    hardware: str
+
+
+_ERRORS: Dict[Tuple[str, str, Tuple], Optional[ModelError]] = {}
+
+
+def _switches(stack: Stack) -> Tuple:
+    return tuple(getattr(stack, name) for name in STACK_SWITCHES)
+
+
+def _run_errors(hardware: HardwareProfile) -> List[Tuple[Tuple, float]]:
+    """(stack switches, signed error) of each published run on ``hardware``'s device class
+    that no figure was fitted to, predicted with the shipped profile of that name (else
+    ``hardware`` itself); runs the profile cannot cost (an fp8 run on a part without an fp8
+    peak) are left out."""
+    from sweeps.config import list_presets, load_preset
+    from sweeps.jobs.validation import DATA_DIR
+    from tasks.validation.predict_runs import find_profile, run_stack
+    from tasks.validation.records import DATA_FILES, HELD_OUT, RowError
+    from tasks.validation.runs import read_runs
+    from tasks.validation.validate import validate_runs
+
+    profile = load_preset("hardware", hardware.name) if hardware.name in list_presets("hardware") else hardware
+    profiles = {profile.name: profile}
+    found = []
+    for dataset in ("runs", HELD_OUT):
+        for run in read_runs(DATA_DIR / DATA_FILES[dataset]):
+            if find_profile(run.hw, profiles) is None:
+                continue
+            try:
+                (record,) = validate_runs([run], profiles, dataset=dataset)
+            except RowError:
+                continue
+            if not record.fitted_to:
+                found.append((_switches(run_stack(run)), record.error))
+    return found
+
+
+def published_error(hardware: HardwareProfile, stack: Stack) -> Optional[ModelError]:
+    """The model's mean |error| on published runs of ``stack`` (``STACK_SWITCHES``) on
+    ``hardware``'s device class, or of every stack there with fewer than ``MIN_RUNS`` of
+    it; None without a run on the device class. Cached per process."""
+    key = (hardware.name, fingerprint(hardware), _switches(stack))
+    if key not in _ERRORS:
+        runs = _run_errors(hardware)
+        same = [error for switches, error in runs if switches == _switches(stack)]
+        errors, scope = (same, "this stack and device class") if len(same) >= MIN_RUNS else \
+            ([error for _, error in runs], "this device class")
+        _ERRORS[key] = ModelError(sum(abs(e) for e in errors) / len(errors), len(errors), scope,
+                                  hardware.name) if errors else None
+    return _ERRORS[key]
+
+
+@dataclass(frozen=True)
+class Trust:
+    """The top layouts against the model's error: how many of the first lie within
+    ``error.mean`` of the best's step time (``tied``, 1 where the runner-up is further; at
+    most ``TIE_LIMIT``), how far apart those lie in step time (a fraction of the best's), and
+    how far the next one lies (None where there is none; within the error too where the tie
+    reached ``TIE_LIMIT``)."""
+
+    tied: int
+    spread: float
+    next_gap: Optional[float]
+    error: ModelError
+
+
+def trust(top: pd.DataFrame, setup: SearchSetup) -> Optional[Trust]:
+    """``Trust`` of ``top`` (distinct feasible layouts, best first) by step time; None with
+    fewer than two layouts or no published run on the device class."""
+    if len(top) < 2:
+        return None
+    error = published_error(setup.hardware, setup.stack)
+    if error is None:
+        return None
+    steps = top["step_time_s"].to_numpy(dtype=float)[:TIE_LIMIT + 1]
+    gaps = abs(steps - steps[0]) / steps[0]
+    tied = 1
+    while tied < min(len(gaps), TIE_LIMIT) and gaps[tied] <= error.mean:
+        tied += 1
+    return Trust(tied, float(gaps[:tied].max()), float(gaps[tied]) if tied < len(gaps) else None, error)
+
+
+def memory_margin(top: pd.DataFrame, setup: SearchSetup) -> Optional[Tuple[float, float]]:
+    """(GB the winner needs per device, GB usable) where the first layout of ``top`` needs
+    more than ``MEMORY_MARGIN`` of the usable memory; else None."""
+    if top.empty:
+        return None
+    needs, usable = float(top["memory_per_device_bytes"].iloc[0]), setup.step_context.memory_limit_bytes
+    return (needs / 1e9, usable / 1e9) if needs > MEMORY_MARGIN * usable else None
