@@ -5,16 +5,17 @@ the exhaustive optimum.
     python scripts/bench_startup_search.py --runs 3 --ray       # the parts also with an embedded Ray
     python scripts/bench_startup_search.py --tree /path/to/other/checkout --skip-parts   # another version
 
-(a) Cold runs. ``commscale search`` (the default preset: Llama 3 70B on 256 H100, 200 TPE
-trials) as a new process each time, into a fresh lake: wall time, min and median, and the
-gap to the exhaustive optimum the command prints. ``--tree`` runs the command of another
+(a) Cold runs. ``commscale search`` (the default preset: Llama 3 70B on 256 H100 under
+megatron-core-2024, 200 TPE trials) as a new process each time, into a fresh lake: wall
+time, min and median, and the gap to the exhaustive optimum the command prints. ``--tree`` runs the command of another
 checkout (its ``sweeps`` package first on the path), for a before/after in one session.
 
 (b) The parts, in one fresh process: imports (the CLI, then Optuna and the search), loading
 the preset and enumerating the space (``check_space``), Ray's start and stop (with
 ``--ray`` only: the default runs no Ray), the trials (``run_search``: ask, evaluate,
-commit, tell), and reading the results back (the lake's rows, the top layouts, the
-exhaustive optimum, why the best wins); the total, and the gap. CPU seconds beside wall
+commit, tell), reading the results back (the lake's rows, the top layouts, the exhaustive
+optimum, why the best wins), and the trust line (the validation's predictions of the
+published runs on the device class); the total, and the gap. CPU seconds beside wall
 seconds, since this machine is shared.
 """
 
@@ -49,6 +50,7 @@ from sweeps.config import check_space, load_search
 from sweeps.lake import Lake
 from sweeps.search import run_search
 from sweeps.search.results import optimum_gap, study_rows, top_layouts, why_best
+from sweeps.search.trust import memory_margin, trust
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 mark("imports: Optuna, the search")
 setup = load_search([])
@@ -67,6 +69,8 @@ top = top_layouts(rows, setup.spec.objective)
 gap = optimum_gap(setup, rows, warm_start=report.warm_start)
 why_best(top, setup)
 mark("results: rows read back, optimum, why")
+trust(top, setup), memory_margin(top, setup)
+mark("trust: the model's error on published runs")
 print(json.dumps({"parts": parts, "gap": gap.gap, "sampled_gap": gap.sampled_gap}))
 '''
 

@@ -5,16 +5,18 @@ comes from ``sweeps.search``."""
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from sweeps.config import SearchSetup
-from sweeps.search.front import FrontGap, WhyFront
-from sweeps.search.results import OptimumGap, WhyBest, layout_of, relative_gap
-from sweeps.search.trust import MEMORY_MARGIN, Trust
+if TYPE_CHECKING:  # the search's modules load Optuna: imported where a search runs, not with the CLI
+    import pandas as pd
+
+    from sweeps.config import SearchSetup
+    from sweeps.search.front import FrontGap, WhyFront
+    from sweeps.search.results import OptimumGap, WhyBest
+    from sweeps.search.trust import Trust
 
 __all__ = ["record_line", "layout_table", "optimum_line", "front_line", "why_line", "why_front_line", "explain",
            "trust_lines"]
@@ -32,6 +34,8 @@ def record_line(setup: SearchSetup) -> str:
 
 def layout_table(title: str, rows: pd.DataFrame, extra: Sequence[str] = ()) -> Table:
     """Layouts one a row: label, family, step, exposed share, memory, tokens/s per device."""
+    from sweeps.search.results import layout_of
+
     table = Table(title=title, title_justify="left")
     for name in ("layout", "family", "step s", "exposed comm", "memory GB", "tokens/s/device", *extra):
         table.add_column(name, justify="left" if name in ("layout", "family") else "right", no_wrap=True)
@@ -45,6 +49,8 @@ def layout_table(title: str, rows: pd.DataFrame, extra: Sequence[str] = ()) -> T
 def _distance(value: float, optimum: float) -> str:
     """How far ``value`` lies from ``optimum``: "within X%", or, from a zero optimum that a
     fraction cannot measure, how much above it."""
+    from sweeps.search.results import relative_gap
+
     gap = relative_gap(value, optimum)
     return f"within {gap:.2%}" if math.isfinite(gap) else f"{abs(value - optimum):.6g} from it (a zero optimum)"
 
@@ -76,6 +82,8 @@ def front_line(gap: FrontGap) -> str:
 
 def _tie_break(why: WhyBest) -> str:
     """How a tie on the objective was broken: the shorter step, the smaller memory, or not."""
+    from sweeps.search.results import relative_gap
+
     (step, step_second), (memory, memory_second) = why.step_time_s, why.memory_gb
     if why.decided_by == "step_time_s":
         return (f"; the tie goes to the shorter step: {step:.4g} s vs {step_second:.4g} s "
@@ -127,6 +135,7 @@ def why_front_line(why: WhyFront) -> str:
 def explain(out: Console, why: Optional[WhyBest], top: pd.DataFrame) -> None:
     """The legend of the layout labels, and one line on why the best layout of ``top``
     (distinct feasible layouts, best first) wins, or that it is the only one."""
+    from sweeps.search.results import layout_of
     from tasks.model.layout import LAYOUT_LEGEND
 
     out.print(f"Legend: {LAYOUT_LEGEND}", soft_wrap=True, highlight=False)
@@ -141,6 +150,8 @@ def trust_lines(verdict: Optional[Trust], memory: Optional[Tuple[float, float]])
     """How far to trust the ranking: whether the top layouts lie within the model's measured
     error on comparable published runs (then they are a tie), and whether the winner needs
     nearly all of a device's usable memory."""
+    from sweeps.search.trust import MEMORY_MARGIN
+
     lines = []
     if verdict is not None:
         error = verdict.error
