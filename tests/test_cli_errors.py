@@ -268,6 +268,31 @@ def test_an_address_that_accepts_but_is_no_ray_cluster_is_refused_within_30_s(tm
     assert_one_line_and_no_lake(result, lake, [repr(address), "no Ray cluster answered"])
 
 
+@pytest.mark.parametrize("command", [["run", "sweep=smoke"], ["probe", "--points", "1"], ["submit", "sweep=smoke"],
+                                     ["search", "small", "--ray"]])
+def test_address_names_a_ray_cluster_in_every_command_not_a_web_url(tmp_path, command):
+    """`run --address http://...` reached ray.init and ended in a traceback; `submit
+    --address` took the dashboard's URL. --address is HOST:PORT of a cluster's GCS in
+    every command; the Jobs API's URL is `submit --dashboard`."""
+    with socket.socket() as listening:  # something answers there: the refusal is for the URL, not the port
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)
+        url = f"http://127.0.0.1:{listening.getsockname()[1]}"
+        lake = tmp_path / "lake"
+        result = commscale(*command, "--address", url, "--lake", str(lake), cwd=tmp_path)
+    assert_one_line_and_no_lake(result, lake, [f"--address {url!r}", "web URL", "HOST:PORT", "--dashboard"])
+
+
+@pytest.mark.parametrize("args, fragments", [
+    pytest.param(["--dashboard", "127.0.0.1:6379"], ["--dashboard='127.0.0.1:6379'", "not a web URL", "--address"],
+                 id="dashboard-not-a-url"),
+])
+def test_submit_dashboard_is_the_jobs_api_url(tmp_path, args, fragments):
+    lake = tmp_path / "lake"
+    result = commscale("submit", "sweep=smoke", *args, "--lake", str(lake), cwd=tmp_path)
+    assert_one_line_and_no_lake(result, lake, fragments)
+
+
 def test_version(tmp_path):
     result = commscale("--version", cwd=tmp_path)
     assert result.returncode == 0, result.stderr

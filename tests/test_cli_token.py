@@ -54,7 +54,7 @@ def _assert_refused(result: subprocess.CompletedProcess, lake: Path, fragments: 
 ])
 def test_submit_without_the_token_is_refused_in_one_line(cluster, tmp_path, env, problem):
     lake = tmp_path / "lake"
-    result = _commscale(["submit", "sweep=smoke", "--address", cluster.dashboard_url, "--lake", str(lake)],
+    result = _commscale(["submit", "sweep=smoke", "--dashboard", cluster.dashboard_url, "--lake", str(lake)],
                         tmp_path, **env)
     _assert_refused(result, lake, [repr(cluster.dashboard_url), problem, "RAY_AUTH_TOKEN"])
 

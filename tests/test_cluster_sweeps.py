@@ -46,10 +46,12 @@ def test_submit_runs_a_sweep_as_a_ray_job_and_leaves_the_report_where_it_was_run
     lake = tmp_path / "lake"
     env = _client_env(cluster)
     env["PATH"] = "/usr/bin:/bin"  # no venv active: the job must still find commscale's packages
-    done = subprocess.run([COMMSCALE, "submit", "sweep=smoke", "--address", cluster.dashboard_url,
+    env.pop("RAY_ADDRESS")  # --address alone names the cluster, as in every command; its Jobs API is found
+    done = subprocess.run([COMMSCALE, "submit", "sweep=smoke", "--address", cluster.address,
                            "--lake", str(lake)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "submitted job" in done.stdout and "SUCCEEDED" in done.stdout
+    assert "submitted job raysubmit_" in done.stdout and f"to {cluster.dashboard_url}:" in done.stdout
+    assert "SUCCEEDED" in done.stdout
     assert "sweep smoke on mi210x4" in done.stdout  # the job's own output, followed
     ray_lines = [x for x in (done.stdout + done.stderr).splitlines() if RAY_LOG_LINE.search(x)]
     assert not ray_lines, ray_lines  # Ray's packaging and set-up lines only with --verbose
@@ -60,7 +62,7 @@ def test_submit_runs_a_sweep_as_a_ray_job_and_leaves_the_report_where_it_was_run
 
 
 def test_bad_input_is_refused_before_anything_is_submitted(cluster, tmp_path):
-    done = subprocess.run([COMMSCALE, "submit", "sweep.tp=[0]", "--address", cluster.dashboard_url,
+    done = subprocess.run([COMMSCALE, "submit", "sweep.tp=[0]", "--address", cluster.address,
                            "--lake", str(tmp_path / "lake")],
                           env=_client_env(cluster), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "sweep.tp" in done.stderr and "submitted" not in done.stdout
@@ -70,7 +72,7 @@ def test_bad_input_is_refused_before_anything_is_submitted(cluster, tmp_path):
 def test_a_job_that_exits_2_makes_submit_exit_2(cluster, tmp_path):
     """The README promises the job's exit status: a job refusing its input (an unwritable
     lake, found only where the job runs) must not read as any other failure."""
-    done = subprocess.run([COMMSCALE, "submit", "sweep=smoke", "--address", cluster.dashboard_url,
+    done = subprocess.run([COMMSCALE, "submit", "sweep=smoke", "--dashboard", cluster.dashboard_url,
                            "--lake", "/proc/commscale-lake"], cwd=tmp_path, env=_client_env(cluster),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr

@@ -1,8 +1,8 @@
 """The ``commscale`` command line: parsing and rendering only, one module per command group.
 
-    commscale run [GROUP=NAME | GROUP.FIELD=VALUE ...] [--lake PATH] [--address ADDR] [--restart]
+    commscale run [GROUP=NAME | GROUP.FIELD=VALUE ...] [--lake PATH] [--address HOST:PORT] [--restart]
     commscale probe --points 1000 --sleep-ms 50 [--fail die_once:3] [--resource standin_gpu=1]
-    commscale submit [OVERRIDES ...] --address http://HEAD:8265   # as a Ray job
+    commscale submit [OVERRIDES ...] --address HOST:PORT   # as a Ray job (or --dashboard http://HEAD:8265)
     commscale status [SWEEP]              # done, failed, pending per sweep, from the lake
     commscale lake verify|vacuum|upgrade  # maintenance
     commscale query "SELECT ... FROM projection" [--format table|csv|json|parquet]

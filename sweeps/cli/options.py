@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 __all__ = ["DEFAULT_LAKE", "DEFAULT_REPORT", "default_lake", "default_report", "lake_option", "address_option",
-           "num_cpus_option", "restart_option", "no_report_option", "allow_large_option", "check_output_file",
-           "finite_number"]
+           "num_cpus_option", "restart_option", "no_report_option", "allow_large_option", "check_address",
+           "check_output_file", "finite_number"]
 
 #: The lake of every command unless ``--lake`` or ``COMMSCALE_LAKE`` says otherwise.
 DEFAULT_LAKE = "lake"
@@ -52,18 +52,26 @@ lake_option = click.option("--lake", "lake_root", default=default_lake, show_def
                            help="Lake root: a path or a pyarrow filesystem URI (env COMMSCALE_LAKE).")
 
 
-def _check_address(ctx: click.Context, param: click.Parameter, value):
-    """A cluster address (``--address``, else ``RAY_ADDRESS``) where no Ray cluster answers
-    is refused now, in seconds, before the command touches the lake; an empty ``--address``
-    is refused as naming none (leaving it out starts an embedded Ray)."""
-    if value == "":
-        from sweeps.errors import UserError
+def check_address(ctx: click.Context, param: click.Parameter, value):
+    """``--address`` means one thing in every command: the Ray cluster to use, HOST:PORT of
+    its head's GCS (or ``ray://HOST:PORT``), else ``RAY_ADDRESS``. A cluster address where
+    no Ray cluster answers is refused now, in seconds, before the command touches the lake;
+    an empty one is refused as naming none (leaving it out starts an embedded Ray), and a
+    web URL as the Jobs API's address, which ``submit --dashboard`` takes."""
+    from sweeps.errors import UserError
 
+    if value == "":
         raise UserError("--address '': names no cluster; give HOST:PORT, or leave it out for an embedded Ray")
-    if value or os.environ.get("RAY_ADDRESS"):
+    given = value or os.environ.get("RAY_ADDRESS")
+    if given and given.split("://")[0].lower() in ("http", "https"):
+        where = "--address" if value else "RAY_ADDRESS"
+        raise UserError(f"{where} {given!r}: is a web URL (a dashboard's, the Jobs API's); {where} names a Ray "
+                        "cluster: HOST:PORT of its head's GCS (`commscale submit` takes the Jobs API's URL as "
+                        "--dashboard)")
+    if given:
         from sweeps.cluster.reach import check_reachable
 
-        check_reachable(value or os.environ["RAY_ADDRESS"])
+        check_reachable(given)
     return value
 
 
@@ -84,8 +92,9 @@ def check_output_file(ctx: click.Context, param: click.Parameter, value):
     return value
 
 
-address_option = click.option("--address", default=None, callback=_check_address,
-                              help="Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray).")
+address_option = click.option("--address", default=None, callback=check_address, metavar="HOST:PORT",
+                              help="The Ray cluster to use: HOST:PORT of its head's GCS (default: RAY_ADDRESS, "
+                                   "else an embedded local Ray).")
 num_cpus_option = click.option("--num-cpus", type=click.IntRange(min=1), default=None,
                                help="CPUs of the embedded Ray (default: all).")
 restart_option = click.option("--restart", is_flag=True,

@@ -9,12 +9,12 @@ from typing import Optional, Sequence
 
 import click
 
-from sweeps.cli.options import address_option, allow_large_option, default_lake, default_report, finite_number, \
-    lake_option, no_report_option, num_cpus_option, restart_option
+from sweeps.cli.options import address_option, allow_large_option, check_address, default_lake, default_report, \
+    finite_number, lake_option, no_report_option, num_cpus_option, restart_option
 from sweeps.cli.render import console, report_failures, run_line
 from sweeps.cli.report import write_and_announce
 from sweeps.config import GROUPS, RunConfig, SweepMode, list_presets, load_run_config
-from sweeps.errors import ConfigError
+from sweeps.errors import ConfigError, UserError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import COLLECTIVE_FIT, PROJECTION, ROI
 
@@ -159,35 +159,52 @@ def probe(*, name: str, points: int, sleep_ms: float, fail: Sequence[str], resou
     report_failures(report, lake_root)
 
 
+def _check_dashboard(ctx: click.Context, param: click.Parameter, value):
+    """``--dashboard`` is a web URL (the Jobs API's); a cluster's HOST:PORT is ``--address``."""
+    if value is not None and value.split("://")[0].lower() not in ("http", "https"):
+        raise ConfigError("--dashboard", value, "is not a web URL (http://HEAD:8265); a Ray cluster's HOST:PORT "
+                                                "is --address")
+    return value
+
+
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("overrides", nargs=-1)
-@click.option("--address", envvar="RAY_API_SERVER_ADDRESS", default="http://127.0.0.1:8265", show_default=True,
-              help="The cluster's Jobs API (dashboard) address.")
+@click.option("--address", default=None, callback=check_address, metavar="HOST:PORT",
+              help="The Ray cluster to submit to: HOST:PORT of its head's GCS (default: RAY_ADDRESS); its Jobs API "
+                   "is found through it.")
+@click.option("--dashboard", envvar="RAY_API_SERVER_ADDRESS", default=None, metavar="URL", callback=_check_dashboard,
+              help="The cluster's Jobs API (dashboard) URL, where only it can be reached, e.g. http://HEAD:8265 "
+                   "(env RAY_API_SERVER_ADDRESS). Without it or --address: http://127.0.0.1:8265.")
 @lake_option
 @click.option("--python", "python_bin", default=sys.executable, show_default="this command's own Python",
               help="Python that runs the job on the head node (with commscale installed).")
 @click.option("--follow/--no-follow", default=True, show_default=True, help="Stream the job's logs until it ends.")
 @click.option("--verbose", is_flag=True, help="Show Ray's own log lines (packaging, upload, job set-up) too.")
 @allow_large_option
-def submit(*, overrides: Sequence[str], address: str, lake_root: str, python_bin: str, follow: bool,
-           verbose: bool, allow_large: bool) -> None:
+def submit(*, overrides: Sequence[str], address: Optional[str], dashboard: Optional[str], lake_root: str,
+           python_bin: str, follow: bool, verbose: bool, allow_large: bool) -> None:
     """Submit `commscale run OVERRIDES` to a Ray cluster as a job, and follow it.
 
     The config is checked here first; the repository travels as the job's working
     directory; the lake and the report are written where this command would write them
     (absolute paths), so they must be paths the cluster can write: shared storage, or this
     machine for a cluster on loopback."""
+    from click.core import ParameterSource
+
     from sweeps.cluster.submit import submit_run
     from sweeps.jobs.bounds import check_sweep_size
 
     # Bad input fails here, before anything is submitted. The point bound is checked here;
     # the driver's memory where the job runs it (its own `commscale run` checks it there).
+    if address and click.get_current_context().get_parameter_source("dashboard") == ParameterSource.COMMANDLINE:
+        raise UserError("--address and --dashboard: name the cluster once (--address HOST:PORT, or the Jobs API's "
+                        "URL as --dashboard)")
     composed = load_run_config(overrides, allow_large=allow_large)
     check_sweep_size(composed, allow_large=allow_large, available=sys.maxsize)
     lake_path = lake_root if "://" in lake_root else str(Path(lake_root).expanduser().resolve())
     report_dir = str(Path(default_report()).expanduser().resolve())
     run_args = [*overrides, "--lake", lake_path, *(["--allow-large"] if allow_large else [])]
-    status = submit_run(address, run_args, python_bin=python_bin, follow=follow,
+    status = submit_run(run_args, address=address, dashboard=dashboard, python_bin=python_bin, follow=follow,
                         echo=lambda text: click.echo(text, nl=False), env_vars={"COMMSCALE_REPORT": report_dir},
                         verbose=verbose)
     if status:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import importlib.util
 import logging
+import os
 import re
 import shlex
 import time
@@ -15,7 +16,7 @@ from typing import Callable, Dict, Iterator, List, Optional
 from sweeps.cluster.reach import TOKEN_HINT
 from sweeps.errors import UserError
 
-__all__ = ["submit_run", "job_runtime_env", "job_output"]
+__all__ = ["DEFAULT_JOBS_API", "submit_run", "jobs_api", "job_runtime_env", "job_output"]
 
 #: Never shipped with the job: lakes, environments, build output, version control.
 EXCLUDES = [".git", ".venv*", "venv", "lake", "*.lake", "__pycache__", "*.egg-info", "build", "dist",
@@ -83,15 +84,68 @@ def job_output(lines: str, verbose: bool) -> str:
     return "".join(line for line in lines.splitlines(keepends=True) if not _RAY_LOG_LINE.match(line))
 
 
-def submit_run(address: str, run_args: List[str], *, python_bin: str, follow: bool,
-               echo: Callable[[str], None], env_vars: Optional[Dict[str, str]] = None, verbose: bool = False) -> int:
-    """Submit ``PYTHON_BIN -m sweeps.cli run RUN_ARGS`` as a job, with ``env_vars`` set for
-    it; with ``follow``, stream its logs and return its exit status (0 once it succeeded;
-    the job's own status where Ray reports it, else 1); without, 0 once it is accepted.
-    Ray's own log lines (packaging, uploading, setting up the job) are left out unless
-    ``verbose``."""
+#: Ray's own Jobs API address where nothing names one (``ray job submit``'s default).
+DEFAULT_JOBS_API = "http://127.0.0.1:8265"
+#: Where a cluster's Jobs API comes from, for a client that cannot reach one.
+NO_DASHBOARD = ("a cluster serves it where its head runs the dashboard: ray start --head --include-dashboard=true, "
+                "scripts/cluster.py start --dashboard; `commscale run --address` needs none")
+#: Seconds a cluster's GCS is asked for its Jobs API's address (the dashboard may be starting).
+JOBS_API_LOOKUP_S = 10.0
+
+
+def jobs_api(address: Optional[str], dashboard: Optional[str]) -> str:
+    """The Jobs API URL to submit to: that of the Ray cluster at ``address`` (HOST:PORT of
+    its GCS, as ``--address`` means in every command); else ``dashboard`` (a URL); else
+    that of the cluster at ``RAY_ADDRESS``; else ``DEFAULT_JOBS_API``.
+
+    A cluster records its dashboard's address in its GCS; this reads it as Ray's own
+    lookup does (``ray.dashboard.utils.ray_address_to_api_server_url``, key
+    ``ray_constants.DASHBOARD_ADDRESS`` in namespace ``KV_NAMESPACE_DASHBOARD``), for
+    ``JOBS_API_LOOKUP_S`` rather than Ray's 20 tries 2 s apart. A ``ray://`` address is
+    left to Ray's client."""
+    cluster = address or (None if dashboard else os.environ.get("RAY_ADDRESS"))
+    if not cluster:
+        return dashboard or DEFAULT_JOBS_API
+    if "://" in cluster:
+        return cluster
+    from ray._private import ray_constants
+    from ray._raylet import GcsClient
+
+    client = GcsClient(address=cluster)
+    deadline = time.monotonic() + JOBS_API_LOOKUP_S
+    while True:
+        url = client.internal_kv_get(ray_constants.DASHBOARD_ADDRESS.encode(), ray_constants.KV_NAMESPACE_DASHBOARD,
+                                     timeout=JOBS_API_LOOKUP_S)
+        if url:
+            return f"http://{url.decode()}"
+        if time.monotonic() > deadline:
+            raise UserError(f"the Ray cluster at {cluster!r} records no Jobs API ({NO_DASHBOARD})")
+        time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def _address_as_given() -> Iterator[None]:
+    """Ray's Jobs client takes ``RAY_API_SERVER_ADDRESS``, else ``RAY_ADDRESS``, over the
+    address it is given (``ray.dashboard.utils.get_address_for_submission_client``); kept
+    out while the client is made, the address commscale chose is the one it uses."""
+    saved = {name: os.environ.pop(name) for name in ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS") if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def submit_run(run_args: List[str], *, address: Optional[str], dashboard: Optional[str], python_bin: str,
+               follow: bool, echo: Callable[[str], None], env_vars: Optional[Dict[str, str]] = None,
+               verbose: bool = False) -> int:
+    """Submit ``PYTHON_BIN -m sweeps.cli run RUN_ARGS`` as a job to the Jobs API that
+    ``jobs_api(address, dashboard)`` names, with ``env_vars`` set for it; with ``follow``,
+    stream its logs and return its exit status (0 once it succeeded; the job's own status
+    where Ray reports it, else 1); without, 0 once it is accepted. Ray's own log lines
+    (packaging, uploading, setting up the job) are left out unless ``verbose``."""
     with _ray_logs(verbose):
-        return _submit(address, run_args, python_bin=python_bin, follow=follow, echo=echo, env_vars=env_vars,
+        url = jobs_api(address, dashboard)
+        return _submit(url, run_args, python_bin=python_bin, follow=follow, echo=echo, env_vars=env_vars,
                        verbose=verbose)
 
 
@@ -101,12 +155,14 @@ def _submit(address: str, run_args: List[str], *, python_bin: str, follow: bool,
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     try:
-        client = JobSubmissionClient(address)
+        with _address_as_given():
+            client = JobSubmissionClient(address)
     except AuthenticationError as exc:
         raise UserError(f"cannot submit to the Jobs API at {address!r}: {_token_problem(str(exc))}; "
                         f"{TOKEN_HINT}") from None
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise UserError(f"cannot reach the Jobs API at {address!r}: {str(exc).splitlines()[0]}") from None
+        raise UserError(f"cannot reach the Jobs API at {address!r}: {str(exc).splitlines()[0]} ({NO_DASHBOARD})") \
+            from None
     entrypoint = shlex.join([python_bin, "-m", "sweeps.cli", "run", *run_args])
     runtime_env = {**job_runtime_env(), **({"env_vars": dict(env_vars)} if env_vars else {})}
     job_id = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env)

@@ -201,6 +201,23 @@ def test_work_no_node_could_run_is_refused_at_once(cluster):
 
 @pytest.mark.ray
 @pytest.mark.slow
+def test_submit_to_a_cluster_without_a_dashboard_says_so(cluster):
+    """`submit --address HOST:PORT` finds the Jobs API through the cluster's GCS; this one
+    runs no dashboard, so what it records does not serve it (``test_cluster_sweeps``
+    submits to one that does)."""
+    from sweeps.cluster.submit import jobs_api, submit_run
+    from sweeps.errors import UserError
+
+    with _client_env(cluster):
+        url = jobs_api(cluster.address, None)
+        assert url.startswith("http://127.0.0.1:") and jobs_api(None, "http://127.0.0.1:8266") == "http://127.0.0.1:8266"
+        with pytest.raises(UserError, match=f"cannot reach the Jobs API at '{url}'.*runs the dashboard"):
+            submit_run(["sweep=smoke"], address=cluster.address, dashboard=None, python_bin=sys.executable,
+                       follow=False, echo=print)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
 def test_tasks_land_on_the_workers_and_a_lost_node_leaves(cluster):
     import ray
 
