@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeps.cli.options import address_option, allow_large_option, default_report, lake_option, no_report_option, \
-    num_cpus_option
+    num_cpus_option, restart_option
 from sweeps.cli.render import console, run_line
 from sweeps.cli.report import write_and_announce
 from sweeps.lake import Lake
@@ -116,7 +116,7 @@ def _check_cpus(spec, num_cpus: Optional[int]) -> None:
 @lake_option
 @address_option
 @num_cpus_option
-@click.option("--restart", is_flag=True, help="Start anew if the calibration's preset changed.")
+@restart_option
 @no_report_option
 @allow_large_option
 def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str], num_cpus: Optional[int],

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 __all__ = ["DEFAULT_LAKE", "DEFAULT_REPORT", "default_lake", "default_report", "lake_option", "address_option",
-           "num_cpus_option", "restart_option", "no_report_option", "allow_large_option", "check_address",
-           "check_output_file", "finite_number"]
+           "num_cpus_option", "RESTART_HELP", "restart_option", "no_report_option", "allow_large_option",
+           "check_address", "check_output_file", "finite_number"]
 
 #: The lake of every command unless ``--lake`` or ``COMMSCALE_LAKE`` says otherwise.
 DEFAULT_LAKE = "lake"
@@ -97,9 +97,11 @@ address_option = click.option("--address", default=None, callback=check_address,
                                    "else an embedded local Ray).")
 num_cpus_option = click.option("--num-cpus", type=click.IntRange(min=1), default=None,
                                help="CPUs of the embedded Ray (default: all).")
-restart_option = click.option("--restart", is_flag=True,
-                              help="Start this config (version) of the sweep anew: its rows on this hardware leave the "
-                                   "lake first, other versions' stay.")
+#: What ``--restart`` does in every command that takes it (``sweeps.run.run_job``).
+RESTART_HELP = ("Run this version of the work (its config) anew: its rows and failures on this hardware leave the "
+                "lake first; other versions', hardware's and sweeps' stay. A changed config needs none: it runs as a "
+                "new version beside the old.")
+restart_option = click.option("--restart", is_flag=True, help=RESTART_HELP)
 no_report_option = click.option("--no-report", "no_report", is_flag=True,
                                 help="Do not write the report at the end (`commscale report` writes it later). A "
                                      "report folder that cannot hold the report (a file, read-only, a full disk) "

@@ -24,7 +24,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from sweeps.cli.options import address_option, allow_large_option, lake_option, num_cpus_option
+from sweeps.cli.options import RESTART_HELP, address_option, allow_large_option, lake_option, num_cpus_option
 from sweeps.cli.render import console, run_line
 from sweeps.cli.search_render import (explain, front_line, layout_table, optimum_line, record_line, trust_lines,
                                       why_front_line)
@@ -60,7 +60,7 @@ def _deprecated(option: str, instead: str):
 @allow_large_option
 @click.option("--exhaustive", is_flag=True, help="Enumerate the whole space instead of searching (nothing is written).")
 @click.option("--scaling", is_flag=True, help="The scaling view: best layout per model and device count.")
-@click.option("--restart", is_flag=True, help="With --scaling: start the scaling sweep anew if its config changed.")
+@click.option("--restart", is_flag=True, help=f"With --scaling: {RESTART_HELP}")
 @click.option("--measure", "measure_top", type=int, default=None,
               help="Measure the top N layouts' layer GEMMs and collectives on the cluster's workers "
                    "(ROI microbenchmarks).")
