@@ -2,7 +2,7 @@
 Schneider-Joseph, arXiv 2411.01137), from ``search`` and ``scaling`` rows (``commscale
 search``):
 
-- the Pareto front of the trials, one panel per model: exposed communication share against tokens per second
+- the Pareto front of the trials, one panel per study: exposed communication share against tokens per second
   per device (more throughput and less exposed communication are both better);
 - per-device throughput against device count, the winning layout family at each count;
 - the latency floor: the share of step time due to latency terms against device count,
@@ -11,16 +11,16 @@ search``):
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from analysis.figures.common import (LABEL, MARK, SERIES, caption, data_labels, data_lines, finish, log2_ticks,
-                                     new_figure, new_panels, require)
+from analysis.figures.common import (MARK, SERIES, caption, finish, fit_width, footer, log2_ticks, new_figure,
+                                     new_panels, require)
+from analysis.figures.labels import label_points
 from sweeps.lake.kinds import SCALING, SEARCH
 from tasks.model.layout import LAYOUT_FIELDS, Layout
 from tasks.model.metrics import latency_share
 
-__all__ = ["draw_pareto", "draw_scaling", "draw_latency_floor", "pareto_front", "layout_label", "label_points"]
+__all__ = ["draw_pareto", "draw_scaling", "draw_latency_floor", "pareto_front", "layout_label"]
 
 _TRIAL = ["study", "status", "exposed_comm_share", "tokens_per_s_per_device"]
 _SCALING = ["model", "hardware", "devices", "global_batch", "tokens_per_s_per_device"]
@@ -45,81 +45,54 @@ def layout_label(row) -> str:
                      for name, v in values.items()}).describe()
 
 
-#: Where a label may go around its point (points right and up, then the other corners, then further out).
-_OFFSETS = ((5, 4), (5, -11), (-5, 4), (-5, -11), (5, 13), (-5, 13), (5, -20), (-5, -20))
+def _panel_title(fig, study: str, trials: pd.DataFrame, infeasible: int, width: float) -> str:
+    """The study's name, then what it searched (model, devices x hardware, global batch and,
+    where the rows carry them, the stack and the objective's column), fitted to ``width`` inches."""
+    def one(column: str) -> str:
+        values = sorted({str(v) for v in trials[column].dropna()}) if column in trials.columns else []
+        return ", ".join(values)
+
+    what = f"{one('model')} on {one('devices')} x {one('hardware')}, global batch {one('global_batch')}"
+    what += f", stack {one('stack')}" if one("stack") else ""
+    return fit_width(fig, f"{study}\n{what} ({_count(infeasible, 'infeasible trial')} not drawn)", 8.5, width)
 
 
-def _obstacles(ax, renderer) -> list:
-    """Display boxes a label must not cover: the labels already placed, the legend, and
-    every marker of a data line (``SERIES``) or of marked points (``MARK``)."""
-    from matplotlib.transforms import Bbox
-
-    boxes = [t.get_window_extent(renderer) for t in data_labels(ax)]
-    if ax.get_legend() is not None:
-        boxes.append(ax.get_legend().get_window_extent(renderer))
-    for line in data_lines(ax) + data_lines(ax, MARK):
-        for px, py in ax.transData.transform(np.column_stack([line.get_xdata(), line.get_ydata()])):
-            boxes.append(Bbox.from_extents(px - 4, py - 4, px + 4, py + 4))
-    return boxes
-
-
-def label_points(ax, points: pd.DataFrame, x: str, y: str, text, *, limit: int = 6) -> int:
-    """Label at most ``limit`` of ``points`` (spread over them, ends first) with ``text(row)``,
-    each at the first offset where it covers no other label, the legend or a marker of a
-    data line, and stays inside the axes; a label that fits nowhere is left out. Call it
-    once the figure is otherwise complete (it draws the figure to settle the layout).
-    Returns the labels of ``ax``."""
-    if points.empty:
-        return len(data_labels(ax))
-    fig = ax.figure
-    fig.draw_without_rendering()
-    renderer = fig.canvas.get_renderer()
-    inside = ax.get_window_extent(renderer)
-    placed = _obstacles(ax, renderer)
-    order = sorted(set(np.linspace(0, len(points) - 1, min(limit, len(points))).round().astype(int)))
-    for r in points.iloc[order].itertuples():
-        for dx, dy in _OFFSETS:
-            label = ax.annotate(text(r), (getattr(r, x), getattr(r, y)), textcoords="offset points", xytext=(dx, dy),
-                                ha="left" if dx > 0 else "right", fontsize=6.5, gid=LABEL, annotation_clip=False)
-            label.set_in_layout(False)
-            box = label.get_window_extent(renderer)
-            fits = inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1
-            if fits and not any(box.overlaps(other) for other in placed):
-                placed.append(box)
-                break
-            label.remove()
-    return len(data_labels(ax))
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def draw_pareto(rows: pd.DataFrame):
-    """Every feasible trial as a point, one Pareto front line per study, one panel per
-    model (trials of different models are not comparable on one axis); the front's
-    layouts are labelled where their labels do not overlap."""
+    """One panel per study (two a row): its feasible trials as points, its Pareto front as a
+    line, the front's layouts labelled where their labels cover no other label and no point
+    of the front (``analysis.figures.labels``; they may cross the other trials); each panel
+    titled with the study and what it searched.
+    Studies are never drawn on one axis: each has its own model, cluster and objective."""
     rows = require(rows, SEARCH, _TRIAL, "search rows")
     ok = require(rows[rows["status"] == "ok"].dropna(subset=_TRIAL[2:]), SEARCH, [], "feasible search trials")
-    by_model = list(ok.groupby("model")) if "model" in ok.columns else [("", ok)]
-    fig, axes = new_panels(len(by_model), 7.5, 5.2 if len(by_model) == 1 else 4.4)
-    fronts = []
-    for ax, (model, trials_of_model) in zip(axes, by_model, strict=True):
-        for study, trials in trials_of_model.groupby("study"):
-            points = ax.plot(trials["tokens_per_s_per_device"], 100 * trials["exposed_comm_share"], ls="none",
-                             marker="o", ms=4, alpha=0.45, gid=MARK)
-            front = pareto_front(trials).assign(share_pct=lambda f: 100 * f["exposed_comm_share"])
-            ax.plot(front["tokens_per_s_per_device"], front["share_pct"], color=points[0].get_color(),
-                    marker="s", ms=5, lw=1.6, drawstyle="steps-post", gid=SERIES,
-                    label=f"{study}: front of {len(front)} / {len(trials)} trials")
-            fronts.append((ax, front))
-        ax.set_xlabel("throughput (tokens / s / device)")
-        ax.set_ylabel("exposed communication (% of step time)")
-        infeasible = int(((rows["status"] != "ok") & (rows["model"] == model)).sum()) if model else \
-            int((rows["status"] != "ok").sum())
-        finish(fig, ax, f"Layout search · Pareto front{' of ' + model if model else ''} ({infeasible} infeasible "
-               "trials not drawn)", caption(rows, ("model", "model"), ("devices", "devices"),
-                                            ("global batch", "global_batch")), loc="best")
+    studies = list(ok.groupby("study"))
+    columns = 1 if len(studies) == 1 else 2
+    width = 7.5 if columns == 1 else 5.6
+    fig, axes = new_panels(len(studies), width, 5.2 if columns == 1 else 4.4, columns)
+    for ax, (study, trials) in zip(axes, studies, strict=True):
+        points = ax.plot(trials["tokens_per_s_per_device"], 100 * trials["exposed_comm_share"], ls="none",
+                         marker="o", ms=4, alpha=0.45, gid=MARK, label=_count(len(trials), "feasible trial"))
+        front = pareto_front(trials).assign(share_pct=lambda f: 100 * f["exposed_comm_share"])
+        ax.plot(front["tokens_per_s_per_device"], front["share_pct"], color=points[0].get_color(), marker="s", ms=5,
+                lw=1.6, drawstyle="steps-post", gid=SERIES, label=f"Pareto front: {_count(len(front), 'trial')}")
+        ax.set_xlabel("throughput (tokens / s / device)", fontsize=9)
+        ax.set_ylabel("exposed communication (% of step time)", fontsize=9)
+        infeasible = int(((rows["status"] != "ok") & (rows["study"] == study)).sum())
+        ax.set_title(_panel_title(fig, str(study), trials, infeasible, 0.8 * width), fontsize=8.5)
+        ax.legend(fontsize=7, loc="best")
+        ax.grid(True, which="major", alpha=0.3)
+    footer(fig, "Layout search · a panel per study, its model, cluster and stack in its title; more throughput and "
+                "less exposed communication are both better · " + caption(rows))
     if set(LAYOUT_FIELDS) <= set(ok.columns):
-        for ax, front in fronts:
-            shared = sum(a is ax for a, _ in fronts)  # fronts on the same panel share its labels
-            label_points(ax, front, "tokens_per_s_per_device", "share_pct", layout_label, limit=max(2, 6 // shared))
+        fig.draw_without_rendering()  # one layout for every panel's labels
+        for ax, (_, trials) in zip(axes, studies, strict=True):
+            front = pareto_front(trials).assign(share_pct=lambda f: 100 * f["exposed_comm_share"])
+            label_points(ax, front, "tokens_per_s_per_device", "share_pct", layout_label, avoid=[SERIES],
+                         renderer=fig.canvas.get_renderer())
     return fig
 
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.figures.common import MARK, SERIES, caption, finish, log2_ticks, new_figure, require
+from analysis.figures.labels import label_points
 from sweeps.lake.kinds import PROJECTION
 from tasks.model.projection import HIGHLIGHT_PREFIX
 
 __all__ = ["draw_serialized", "draw_overlapped", "figure_number"]
 
 _STYLES = ["-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3))]
+#: The size (points) of the star that marks a highlighted model.
+_STAR = 13
 
 
 def figure_number(m: float, panel: str) -> str:
@@ -68,15 +71,8 @@ def draw_serialized(rows: pd.DataFrame, *, m: float = 1.0):
     if len(marked):
         from matplotlib.lines import Line2D
 
-        ax.plot(marked["tp"], 100 * marked["serialized_fraction"], ls="none", marker="*", ms=13, color="crimson",
+        ax.plot(marked["tp"], 100 * marked["serialized_fraction"], ls="none", marker="*", ms=_STAR, color="crimson",
                 markeredgecolor="black", gid=MARK, zorder=5)
-        last_tp = marked["tp"].max()
-        for r in marked.itertuples():
-            left = r.tp == last_tp  # the rightmost label goes left of its star, inside the axes
-            ax.annotate(f"{r.label[len(HIGHLIGHT_PREFIX):]} (TP {r.tp})", (r.tp, 100 * r.serialized_fraction),
-                        textcoords="offset points", xytext=(-8, -12) if left else (6, -10),
-                        ha="right" if left else "left", fontsize=7, color="crimson",
-                        bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
         handles.append(Line2D([], [], ls="none", marker="*", ms=11, color="crimson", markeredgecolor="black",
                               label="model at its Eq. 10 TP"))
     log2_ticks(ax, pd.concat([grid["tp"], marked["tp"]]))
@@ -87,7 +83,17 @@ def draw_serialized(rows: pd.DataFrame, *, m: float = 1.0):
     finish(fig, ax, f"{figure_number(m, 'a')} · serialized (TP) communication vs TP, B = {b}, m = {m:g}",
            caption(rows, ("sweep", "sweep"), ("cost model", "cost_model_version")), handles,
            loc="upper left", bbox_to_anchor=(1.01, 1.0), title="colour: H\nstyle: SL", title_fontsize=7.5)
+    _label_models(ax, marked)
     return fig
+
+
+def _label_models(ax, marked: pd.DataFrame) -> None:
+    """Name each highlighted model beside its star, where the label covers no other label or
+    star (``analysis.figures.labels``), crossing the grid's lines on a white ground."""
+    points = marked.assign(percent=100 * marked["serialized_fraction"]).sort_values(["tp", "percent"])
+    label_points(ax, points, "tp", "percent", lambda r: f"{r.label[len(HIGHLIGHT_PREFIX):]} (TP {r.tp})",
+                 limit=len(points), avoid=[MARK], clearance=_STAR / 2 + 2, required=True, fontsize=7, color="crimson",
+                 bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
 
 
 def draw_overlapped(rows: pd.DataFrame, *, m: float = 1.0):

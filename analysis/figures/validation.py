@@ -13,7 +13,7 @@ from typing import Dict, Tuple
 import numpy as np
 import pandas as pd
 
-from analysis.figures.common import SERIES, caption, new_figure, require
+from analysis.figures.common import SERIES, caption, footer, new_panels, require
 from sweeps.lake.kinds import VALIDATION
 from tasks.validation.records import DATASETS
 
@@ -87,18 +87,12 @@ def draw_validation(rows: pd.DataFrame):
     newest = require(newest, VALIDATION, [], "validation rows with positive values")
     panels = sorted(newest.groupby(["dataset", "metric"]),
                     key=lambda p: (DATASETS.index(p[0][0]) if p[0][0] in DATASETS else len(DATASETS), p[0][1]))
-    columns = 1 if len(panels) == 1 else 2
-    lines = -(-len(panels) // columns)
-    fig, ax = new_figure(6.0 * columns, 4.6 * lines)
-    ax.remove()
-    axes = fig.subplots(lines, columns, squeeze=False).ravel()
+    fig, axes = new_panels(len(panels), 6.0, 4.6, columns=1 if len(panels) == 1 else 2)
     styles = _styles(newest["source"].unique())
-    for ax, ((dataset, metric), group) in zip(axes, panels):
+    for ax, ((dataset, metric), group) in zip(axes, panels, strict=True):
         _panel(ax, group, styles, f"{dataset} · {metric}")
-    for ax in axes[len(panels):]:
-        ax.remove()
     mean = 100 * newest["error"].abs().mean()
     fig.suptitle(f"Predicted vs published, cost model {version}: {len(newest)} figures, mean |error| {mean:.1f}%",
                  fontsize=10.5)
-    fig.supxlabel(caption(newest, ("cost model", "cost_model_version")), fontsize=7.5, color="#444444")
+    footer(fig, caption(newest, ("cost model", "cost_model_version")))
     return fig

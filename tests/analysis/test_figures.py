@@ -7,9 +7,12 @@ frames with those kinds' columns.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.transforms import Bbox
 
 from analysis import figures
 from analysis.figures.common import MARK, data_bars, data_labels, data_lines
@@ -98,12 +101,11 @@ def test_accuracy_draws_one_series_per_operator_family_and_rings_extrapolation(a
 def test_pareto_front_keeps_only_undominated_trials(search_rows):
     front = figures.pareto_front(search_rows[(search_rows["study"] == "a") & (search_rows["status"] == "ok")])
     assert list(front["trial"]) == [0, 1, 4]  # trial 2 is beaten by trial 0 on both axes
-    ax = _axes(figures.draw_pareto(search_rows))
-    lines = data_lines(ax)
-    assert len(lines) == 2  # one front per study
-    np.testing.assert_allclose(lines[0].get_xdata(), [1000, 1200, 1500])
-    assert sum(len(m.get_xdata()) for m in data_lines(ax, MARK)) == 6  # the feasible trials
-    assert "1 infeasible" in ax.get_title()
+    a, b = figures.draw_pareto(search_rows).axes  # one panel per study
+    (line,) = data_lines(a)
+    np.testing.assert_allclose(line.get_xdata(), [1000, 1200, 1500])
+    assert sum(len(m.get_xdata()) for m in data_lines(a, MARK)) == 4  # study a's feasible trials
+    assert a.get_title().startswith("a") and "1 infeasible" in a.get_title() and "0 infeasible" in b.get_title()
 
 
 def _dense_front(search_rows: pd.DataFrame, model: str, study: str, n: int = 30) -> pd.DataFrame:
@@ -114,22 +116,94 @@ def _dense_front(search_rows: pd.DataFrame, model: str, study: str, n: int = 30)
                          for t in range(n)])
 
 
-def test_pareto_draws_one_panel_per_model_and_its_labels_never_overlap(search_rows):
+def _overlapping(boxes: list) -> list:
+    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+
+
+def test_pareto_draws_one_panel_per_study_and_its_labels_never_overlap(search_rows):
     rows = pd.concat([_dense_front(search_rows, "gpt3", "a"), _dense_front(search_rows, "gpt3", "b"),
                       _dense_front(search_rows, "llama3-70b", "c", n=3)])
     fig = figures.draw_pareto(rows)
-    assert len(fig.axes) == 2  # two models: two panels, never one shared axis
-    assert ["gpt3" in fig.axes[0].get_title(), "llama3-70b" in fig.axes[1].get_title()] == [True, True]
-    assert [len(data_lines(ax)) for ax in fig.axes] == [2, 1]
+    assert len(fig.axes) == 3  # three studies, two of one model: three panels, never one shared axis
+    assert [ax.get_title().split("\n")[0] for ax in fig.axes] == ["a", "b", "c"]
+    assert "llama3-70b" in fig.axes[2].get_title() and "gpt3" not in fig.axes[2].get_title()
+    assert [len(data_lines(ax)) for ax in fig.axes] == [1, 1, 1]
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:
         labels = data_labels(ax)
         assert labels and all(t.get_text().startswith("tp") for t in labels)
         boxes = [t.get_window_extent(renderer) for t in labels]
-        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+        assert not _overlapping(boxes)
         inside = ax.get_window_extent(renderer)
         assert all(inside.x0 <= b.x0 and b.x1 <= inside.x1 for b in boxes)
+
+
+def _studies(search_rows: pd.DataFrame, count: int) -> pd.DataFrame:
+    """``count`` studies, each of another model on another cluster, with names longer than a panel is wide."""
+    return pd.concat([search_rows[search_rows["study"] == "a"].assign(
+        study=f"llama3-8b-h100-sxm-80gb-x{64 * (i + 1)}-megatron-core-2024-{i:08x}-" + "my-own-run" * 8,
+        model=f"my-own-model-{i}-13b",
+        hardware=f"my-a100-cluster-{i}-of-the-lab", stack="megatron-core-2024", devices=64 * (i + 1),
+        key=lambda r, i=i: r["key"] + str(i))
+        for i in range(count)], ignore_index=True)
+
+
+def test_pareto_titles_and_footer_stay_whole_inside_the_figure(search_rows):
+    fig = figures.draw_pareto(_studies(search_rows, 5))
+    assert len(fig.axes) == 5
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    whole = fig.bbox
+    footer = fig._supxlabel
+    texts = [footer] + [ax.title for ax in fig.axes]
+    for text in texts:
+        box = text.get_window_extent(renderer)
+        assert whole.x0 <= box.x0 and box.x1 <= whole.x1 and whole.y0 <= box.y0 and box.y1 <= whole.y1, text.get_text()
+    (fifth,) = [ax.get_title() for ax in fig.axes if "my-own-model-4-13b" in ax.get_title()]
+    assert fifth.startswith("llama3-8b-h100-sxm-80gb-x320-") and "320 x my-a100-cluster-4" in fifth
+    assert "stack megatron-core-2024" in " ".join(fifth.split())
+    assert "my-a100-cluster-0" in footer.get_text()
+    assert not _overlapping([t.get_window_extent(renderer) for t in texts])
+
+
+@pytest.fixture(scope="module")
+def table2_h100(tmp_path_factory, commit) -> pd.DataFrame:
+    """The table2 grid on h100 with its six highlighted models, as the report selects it for Fig. 10a."""
+    from analysis.summary import serialized_rows
+    from sweeps.lake import Lake
+    from sweeps.lake.views import connect
+
+    lake = Lake(str(tmp_path_factory.mktemp("table2") / "lake"))
+    commit(lake, ["hardware=h100", "sweep.flop_vs_bw=[1.0]"])
+    con = connect(lake)
+    try:
+        return serialized_rows(con, "table2", "h100")
+    finally:
+        con.close()
+
+
+def test_fig_10a_names_every_model_with_labels_that_never_overlap(table2_h100):
+    """Six models, two of them starred at TP 256 and one at TP 128 close by: each is named
+    once, by a label beside its star or in the legend, and no label covers another or a star."""
+    ax = _axes(figures.draw_serialized(table2_h100, m=1.0))
+    ax.figure.canvas.draw()
+    renderer = ax.figure.canvas.get_renderer()
+    labels = ax.texts  # every text drawn inside the axes
+    legend = " ".join(t.get_text() for t in ax.get_legend().get_texts())
+    models = ["gpt3", "llama3-70b", "megatron-8.3b", "mt-nlg", "palm", "t-nlg"]
+    named = [t.get_text() for t in labels] + re.findall(r"(?<![\w-])[\w.-]+ \(TP \d+\)", legend)
+    assert sorted(n.split(" (")[0] for n in named) == models
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    assert len(labels) >= 4 and not _overlapping(boxes)
+    (stars,) = data_lines(ax, MARK)
+    centres = ax.transData.transform(np.column_stack([stars.get_xdata(), stars.get_ydata()]))
+    radius = stars.get_markersize() * ax.figure.dpi / 72 / 2
+    for box in boxes:
+        assert not any(box.overlaps(Bbox.from_extents(x - radius, y - radius, x + radius, y + radius))
+                       for x, y in centres)
+    inside = ax.get_window_extent(renderer)
+    assert all(inside.x0 <= b.x0 and b.x1 <= inside.x1 and inside.y0 <= b.y0 and b.y1 <= inside.y1 for b in boxes)
 
 
 def test_scaling_and_latency_floor_draw_one_line_per_model_and_batch(scaling_rows):
