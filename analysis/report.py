@@ -1,7 +1,8 @@
-"""``commscale report``: what the lake answers, as one self-contained HTML page and a
-Markdown twin: first the findings (for each sweep, search and calibration, the few numbers
-that answer its question), then a table of contents, then a section per topic with its
-figures and tables, provenance, and the list of figure files.
+"""``commscale report``: what the lake answers, as one HTML page (self-contained while it
+stays under 2 MB, never over: ``analysis.report_render``) and a Markdown twin: first the
+findings (for each sweep, search and calibration, the few numbers that answer its
+question), then a table of contents, then a section per topic with its figures and
+tables, provenance, and the list of figure files.
 
     from analysis.report import write_report
     from sweeps.lake import Lake
@@ -175,8 +176,9 @@ def _figure_files(entries: List[FigureEntry]) -> Section:
     index = pd.DataFrame([{"figure": f.title, "file": f"figures/{f.files[0].name}" if f.files else "",
                            "status": f"skipped: {f.skipped}" if f.skipped else f"drawn {f.drawn_at}"}
                           for f in entries])
-    return Section("Figure files", "Every figure of this report: its PNG is embedded above, its SVG beside it; a "
-                   "figure is drawn again only when its rows or the code that draws it change.",
+    return Section("Figure files", "Every figure of this report: its SVG is embedded above (or linked, where the "
+                   "page would grow past its bound), its PNG and SVG files are beside the page; a figure is drawn "
+                   "again only when its rows or the code that draws it change.",
                    tables=[("Every figure of this report", index)])
 
 
@@ -202,7 +204,8 @@ def _kept(kept: dict) -> tuple:
 
 def write_report(lake: Lake, out_dir: Path, *, first_sweep: Optional[str] = None,
                  max_m: int = DEFAULT_MAX_M) -> ReportResult:
-    """Write ``out_dir``/report.html (self-contained), ``out_dir``/report.md, the figures
+    """Write ``out_dir``/report.html (its figures embedded up to its bound of
+    ``report_render.PAGE_LIMIT_BYTES``), ``out_dir``/report.md, the figures
     (PNG and SVG) under ``out_dir``/figures and their manifest ``out_dir``/figures.json;
     returns what was written. Only figures whose rows (or drawing code) changed since the
     former report in ``out_dir`` are drawn; figures that report drew and this one does not

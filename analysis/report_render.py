@@ -1,20 +1,41 @@
-"""Render a report as one self-contained HTML page (figures embedded as base64 PNG) and
-a Markdown twin (figures linked beside it). Plain data in, text out: no lake access.
+"""Render a report as one HTML page and a Markdown twin (figures linked beside it). Plain
+data in, text out: no lake access but each figure's SVG file.
 
-A page opens with its findings (the few numbers that answer each topic's question, each
-linked to its section), then a table of contents, then the sections in the order given."""
+A page opens with its findings, one folded line each (the few numbers that answer each
+topic's question, linked to its section; opened, every line), then a table of contents,
+then the sections in the order given. It stays readable however much the lake holds:
+
+- **Bounded.** Figures are embedded as their SVG files (``data:`` URIs), so the page stands
+  alone; but it never grows past ``PAGE_LIMIT_BYTES``: visible figures first, then folded
+  ones, each in page order, are embedded while the page stays under it, and the others are
+  linked to their files under ``figures/`` beside the page, which says how many.
+- **Short.** A section shows its first ``OPEN_FIGURES`` figures; the rest fold under them
+  (``<details>``). Long tables fold too, and each column has one number format
+  (``analysis.report_tables``); the Markdown twin holds every row."""
 
 from __future__ import annotations
 
-import base64
 import html
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from urllib.parse import quote
 
 import pandas as pd
 
-__all__ = ["FigureEntry", "Section", "Finding", "Topic", "anchor_of", "render_html", "render_markdown"]
+from analysis.figures.common import DPI
+from analysis.report_tables import html_table, markdown_table
+
+__all__ = ["FigureEntry", "Section", "Finding", "Topic", "anchor_of", "render_html", "render_markdown",
+           "PAGE_LIMIT_BYTES", "OPEN_FIGURES"]
+
+#: The most bytes (UTF-8) a page holds: figures past it are linked, not embedded.
+PAGE_LIMIT_BYTES = 2_000_000
+#: Figures of a section shown open; the rest fold under them.
+OPEN_FIGURES = 2
+#: Characters an SVG keeps as they are in a ``data:`` URI written between single quotes.
+_URI_SAFE = " /:;=,.-_()!*~+<>\""
 
 
 @dataclass(frozen=True)
@@ -76,79 +97,133 @@ class Topic:
 _CSS = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; max-width: 1100px; margin: 2em auto;
        padding: 0 1em; color: #222; line-height: 1.45; }
-h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 2em; }
+h1 { font-size: 1.6em; margin-bottom: .2em; }
+h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 2em; }
+h2#findings { margin-top: .8em; } .intro { margin-top: 0; color: #444; font-size: .92em; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: .92em; color: #333; } figcaption a { font-size: .85em; }
 table { border-collapse: collapse; font-size: .85em; margin: .6em 0 1.2em; }
 th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; } caption { text-align: left; font-weight: 600; padding: .3em 0; }
-.skipped { color: #8a5a00; } code { background: #f4f4f4; padding: 0 .25em; }
-.finding { margin: .9em 0 .2em; } .finding + ul { margin-top: .1em; } ol.toc { columns: 2; }
+.skipped { color: #8a5a00; } code { background: #f4f4f4; padding: 0 .25em; } ol.toc { columns: 2; }
+details.more { margin: -.6em 0 1.2em; } details.more > summary { cursor: pointer; color: #0645ad; font-size: .9em; }
+details.finding { margin: .35em 0; }
+details.finding > summary { cursor: pointer; list-style: none; display: -webkit-box; -webkit-box-orient: vertical;
+                            -webkit-line-clamp: 2; line-clamp: 2; overflow: hidden; }
+details.finding > summary::-webkit-details-marker { display: none; }
+details.finding > summary::before { content: "\\25B8 "; color: #777; }
+details.finding[open] > summary::before { content: "\\25BE "; }
+details.finding[open] > summary .lead { display: none; } details.finding ul { margin: .2em 0 .6em; }
 """
 
 
-def _cell(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:.3e}"
-    return "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+def _shown_width(path: Path) -> str:
+    """The ``width`` attribute showing the SVG at ``path`` as large as its PNG (110 dpi; its
+    width in points, as matplotlib writes it), or nothing if it says no width."""
+    with open(path, encoding="utf-8") as handle:
+        head = handle.read(600)
+    found = re.search(r'<svg[^>]*\swidth="([0-9.]+)pt"', head)
+    return f' width="{round(float(found.group(1)) * DPI / 72)}"' if found else ""
 
 
-def _html_table(title: str, frame: pd.DataFrame) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
-                   for row in frame.itertuples(index=False))
-    return f"<table><caption>{html.escape(title)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def _svg_uri(path: Path) -> str:
+    """The SVG file at ``path`` as a ``data:`` URI to write between single quotes."""
+    return "data:image/svg+xml," + quote(path.read_text(encoding="utf-8"), safe=_URI_SAFE)
 
 
-def _html_figure(entry: FigureEntry) -> str:
+def _html_figure(entry: FigureEntry, embed: bool) -> str:
+    """A figure: its SVG embedded (``embed``) or linked to its file beside the page."""
     if entry.skipped:
         return (f'<p class="skipped" id="{html.escape(entry.name)}">Skipped: <b>{html.escape(entry.title)}</b> '
                 f"({html.escape(entry.skipped)}).</p>")
     png, svg = entry.files
-    data = base64.b64encode(png.read_bytes()).decode()
+    source = _svg_uri(svg) if embed else f"figures/{quote(svg.name)}"
+    where = "" if embed else " (linked: its file is beside the page, not in it)"
     return (f'<figure id="{html.escape(entry.name)}">'
-            f'<img src="data:image/png;base64,{data}" alt="{html.escape(entry.title)}">'
-            f"<figcaption><b>{html.escape(entry.title)}.</b> {html.escape(entry.about)} "
-            f'<a href="figures/{svg.name}">SVG</a></figcaption></figure>')
+            f"<img src='{source}'{_shown_width(svg)} alt=\"{html.escape(entry.title)}\">"
+            f"<figcaption><b>{html.escape(entry.title)}.</b> {html.escape(entry.about)}{where} "
+            f'<a href="figures/{svg.name}">SVG</a> <a href="figures/{png.name}">PNG</a></figcaption></figure>')
 
 
 def _html_head(findings: Sequence[Finding], sections: Sequence[Section]) -> List[str]:
-    """The findings, then the table of contents."""
+    """The findings, one folded line each (title and first line; opened, every line), then
+    the table of contents."""
     parts = ['<h2 id="findings">Findings</h2>']
     if not findings:
         parts.append("<p>The lake holds no rows to find anything in yet.</p>")
     for finding in findings:
         items = "".join(f"<li>{html.escape(line)}</li>" for line in finding.lines)
-        parts.append(f'<p class="finding"><a href="#{finding.anchor}"><b>{html.escape(finding.title)}</b></a></p>'
-                     f"<ul>{items}</ul>")
+        lead = html.escape(finding.lines[0]) if finding.lines else ""
+        parts.append(f'<details class="finding"><summary><a href="#{finding.anchor}"><b>{html.escape(finding.title)}'
+                     f'</b></a><span class="lead">: {lead}</span></summary><ul>{items}</ul></details>')
     toc = "".join(f'<li><a href="#{s.anchor}">{html.escape(s.title)}</a></li>' for s in sections)
     parts.append(f'<h2 id="contents">Contents</h2><ol class="toc">{toc}</ol>')
     return parts
 
 
-def render_html(title: str, intro: str, sections: Sequence[Section], findings: Sequence[Finding] = ()) -> str:
-    """The whole page: the findings, the contents, then ``sections``; images are data URIs,
-    so the file stands alone."""
+def _html_section(section: Section, embedded: Dict[str, bool]) -> List[str]:
+    """A section: heading, prose, its first ``OPEN_FIGURES`` figures, the rest folded, its tables."""
+    parts = [f'<h2 id="{section.anchor}">{html.escape(section.title)}</h2>']
+    if section.intro:
+        parts.append(f"<p>{html.escape(section.intro)}</p>")
+    shown = [f for f in section.figures if not f.skipped]
+    open_ = [f for f in section.figures if f.skipped or f in shown[:OPEN_FIGURES]]
+    parts.extend(_html_figure(f, embedded.get(f.name, False)) for f in open_)
+    folded = [f for f in section.figures if f not in open_]
+    if folded:
+        figures = "".join(_html_figure(f, embedded.get(f.name, False)) for f in folded)
+        parts.append(f'<details class="more"><summary>{len(folded)} more figures: '
+                     f'{html.escape("; ".join(f.title for f in folded))}</summary>{figures}</details>')
+    parts.extend(html_table(t, frame) for t, frame in section.tables)
+    return parts
+
+
+def _page(title: str, intro: str, sections: Sequence[Section], findings: Sequence[Finding],
+          embedded: Dict[str, bool], note: str) -> str:
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1><p>{html.escape(intro)}</p>"]
+             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
+             f'<p class="intro">{html.escape(intro)}{html.escape(note)}</p>']
     parts += _html_head(findings, sections)
     for section in sections:
-        parts.append(f'<h2 id="{section.anchor}">{html.escape(section.title)}</h2>')
-        if section.intro:
-            parts.append(f"<p>{html.escape(section.intro)}</p>")
-        parts.extend(_html_figure(f) for f in section.figures)
-        parts.extend(_html_table(t, frame) for t, frame in section.tables)
+        parts += _html_section(section, embedded)
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
 
-def _md_table(title: str, frame: pd.DataFrame) -> str:
-    def row(cells) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
 
-    lines = [f"**{title}**", "", row(frame.columns), row(["---"] * len(frame.columns))]
-    lines += [row(_cell(v) for v in r) for r in frame.itertuples(index=False)]
-    return "\n".join(lines)
+
+def _embedding(sections: Sequence[Section], room: int) -> Dict[str, bool]:
+    """Which figures to embed in ``room`` bytes beyond the page with every figure linked:
+    the open ones, then the folded ones, each in page order, while each next one fits."""
+    entries = [(i >= OPEN_FIGURES, f) for s in sections for i, f in enumerate(f for f in s.figures if not f.skipped)]
+    embedded = {f.name: False for _, f in entries}
+    for _, entry in sorted(entries, key=lambda e: e[0]):  # stable: page order within each
+        cost = _size(_html_figure(entry, True)) - _size(_html_figure(entry, False))
+        if cost > room:
+            break
+        embedded[entry.name], room = True, room - cost
+    return embedded
+
+
+def _linked_note(count: int, limit: int) -> str:
+    """What the intro says of ``count`` figures linked, not embedded (nothing when none is)."""
+    return (f" {count} figures are linked to their files under figures/ beside this page, not embedded in it, to "
+            f"keep it under {limit / 1e6:g} MB." if count else "")
+
+
+def render_html(title: str, intro: str, sections: Sequence[Section], findings: Sequence[Finding] = (), *,
+                limit: int = PAGE_LIMIT_BYTES) -> str:
+    """The whole page: the findings, the contents, then ``sections``; figures embedded as
+    ``data:`` URIs of their SVG files while the page stays under ``limit`` bytes, the
+    others linked to their files beside it (the intro says how many)."""
+    figures = [f for s in sections for f in s.figures if not f.skipped]
+    linked = {f.name: False for f in figures}
+    room = limit - _size(_page(title, intro, sections, findings, linked, _linked_note(len(figures), limit)))
+    embedded = _embedding(sections, room)
+    note = _linked_note(sum(not e for e in embedded.values()), limit)
+    return _page(title, intro, sections, findings, embedded, note)
 
 
 def _md_head(findings: Sequence[Finding], sections: Sequence[Section]) -> List[str]:
@@ -177,5 +252,5 @@ def render_markdown(title: str, intro: str, sections: Sequence[Section], finding
                 parts += ["", f"![{entry.title}](figures/{png.name})", "",
                           f"**{entry.title}.** {entry.about} ([SVG](figures/{svg.name}))"]
         for table_title, frame in section.tables:
-            parts += ["", _md_table(table_title, frame)]
+            parts += ["", markdown_table(table_title, frame)]
     return "\n".join(parts) + "\n"

@@ -2,11 +2,11 @@
 
 Every one exits 0 and the folder then holds one whole, consistent report: every file the
 page and its Markdown twin name is there and whole (PNG to its last chunk, SVG parses as
-XML), the manifest names exactly the figure files present, and no temporary file is left."""
+XML, and so does each SVG the page embeds), the manifest names exactly the figure files
+present, and no temporary file is left."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -14,6 +14,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from urllib.parse import unquote
 
 from analysis.report_cache import MANIFEST_NAME
 from sweeps.lake import Lake
@@ -36,8 +37,10 @@ def assert_one_whole_report(out: Path) -> None:
     """``out`` holds a report whose every named file is there and whole, and nothing else."""
     html = (out / "report.html").read_text(encoding="utf-8")
     assert html.rstrip().endswith("</body></html>")
-    embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
-    assert embedded and all(_whole_png(base64.b64decode(data)) for data in embedded)
+    embedded = re.findall(r"src='data:image/svg\+xml,([^']+)'", html)
+    assert embedded
+    for data in embedded:
+        ET.fromstring(unquote(data))  # an SVG cut short does not parse
     markdown = (out / "report.md").read_text(encoding="utf-8")
     named = set(re.findall(r'href="figures/([^"]+)"', html)) | set(re.findall(r"\]\(figures/([^)]+)\)", markdown))
     assert len(named) == 2 * len(embedded)  # each figure: its PNG (linked from the Markdown) and its SVG
@@ -74,7 +77,8 @@ def test_the_next_report_removes_the_temporaries_of_a_writer_killed_mid_write(tm
     commit(lake, SMALL)
     out = tmp_path / "report"
     (out / "figures").mkdir(parents=True)
-    left = [out / ".report.html.4242-0123abcd.tmp", out / "figures" / ".overlapped-smoke-mi210x4-m1.png.17-deadbeef.tmp"]
+    left = [out / ".report.html.4242-0123abcd.tmp",
+            out / "figures" / ".overlapped-smoke-mi210x4-m1.png.17-deadbeef.tmp"]
     for path in left:
         path.write_bytes(b"half a file")
     (out / ".not-ours").write_text("kept")
