@@ -19,8 +19,8 @@ from tasks.model.search_rows import OBJECTIVES
 ZERO_BEST = ["small", "stack=megatron-2022", "space.tp=[1,2]", "space.pp=[1,2]", "space.micro_batch=[2]",
              "space.schedule=[1f1b]", "space.zero=[none,zero3]", "space.sequence_parallel=[false]",
              "space.recompute=[none,selective,full]", "trials=8", "batch=4"]
-#: A space with several layouts exposing nothing whose step times differ, listed (and so
-#: warm-started) before the fastest of them in enumeration order.
+#: A space with several layouts exposing nothing whose step times differ, a slower one
+#: enumerated before the fastest of them.
 TIES = ["small", "stack=megatron-core-2024", "space.tp=[1]", "space.pp=[2,4]", "space.micro_batch=[2]",
         "space.schedule=[interleaved]", "space.virtual_stages=[2]", "space.zero=[none,zero3]",
         "space.sequence_parallel=[false]", "space.recompute=[none,selective,full]", "objective=exposed_comm"]
