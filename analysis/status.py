@@ -10,10 +10,12 @@ import pandas as pd
 from sweeps.lake import Lake
 from sweeps.lake.kinds import FAILURE, SEARCH
 from sweeps.lake.views import ALL_VERSIONS, VERSION_COLUMN, connect
+from tasks.measure.stability import STATUS_UNSTABLE
 from tasks.model.search_rows import OBJECTIVES
+from tasks.outcomes import STATUS_INFEASIBLE, STATUS_OK, STATUS_OOM
 
-__all__ = ["sweep_status", "search_status", "search_records", "record_frame", "fingerprints", "SEARCH_STATUS_COLUMNS",
-           "SEARCH_RECORD_COLUMNS"]
+__all__ = ["sweep_status", "search_status", "search_records", "record_frame", "fingerprints", "SWEEP_STATUS_COLUMNS",
+           "SEARCH_STATUS_COLUMNS", "SEARCH_RECORD_COLUMNS"]
 
 #: The columns of ``search_status``: each study's progress and best value, with the model,
 #: device count and stack it costs.
@@ -23,12 +25,22 @@ SEARCH_STATUS_COLUMNS = ["study", "hardware", "model", "devices", "stack", "tria
 SEARCH_RECORD_COLUMNS = ["study", "stack", "overrides", "fingerprints"]
 
 
-def sweep_status(lake: Lake, sweep: Optional[str] = None) -> pd.DataFrame:
-    """One row per (sweep, hardware, version): planned, done (ok, infeasible, oom), failed,
-    pending; ``newest`` marks the version the plain views serve (the one run last).
+#: The columns of ``sweep_status``.
+SWEEP_STATUS_COLUMNS = ["sweep", "hardware", "version", "newest", "kind", "planned", "done", "ok", "infeasible",
+                        "oom", "unstable", "shared", "failed", "pending"]
 
-    ``failed`` counts points whose latest attempt failed and that have no result yet;
-    ``pending`` is what a resumed run of that version would still run (failed points
+
+def sweep_status(lake: Lake, sweep: Optional[str] = None) -> pd.DataFrame:
+    """One row per (sweep, hardware, version): planned, done, failed, pending; ``newest``
+    marks the version the plain views serve (the one run last).
+
+    ``done`` is what a resumed run of the version would not run again, the sum of its
+    parts: its own rows by status (ok, infeasible, oom, and unstable: a measurement still
+    unstable after its re-measurements, which only ``--restart`` measures again), and
+    ``shared``, its points stored by other versions or sweeps when it last ran (a sweep
+    whose measurements serve every sweep: ROI, a search's ``--measure``; the manifest's
+    ``stored_elsewhere``). ``failed`` counts points whose latest attempt failed and that
+    have no result yet; ``pending`` is what a resumed run would still run (failed points
     included).
     """
     lake.ensure_readable()
@@ -42,17 +54,21 @@ def sweep_status(lake: Lake, sweep: Optional[str] = None) -> pd.DataFrame:
             for manifest in versions:
                 where = (name, hardware, manifest["sweep_version"])
                 counts = _status_counts(con, manifest["kind"], kinds, where)
-                done = sum(counts.values())
+                shared = int(manifest.get("stored_elsewhere", 0))
+                done = sum(counts.values()) + shared
                 rows.append({"sweep": name, "hardware": hardware, "version": manifest["sweep_version"],
                              "newest": "yes" if manifest is versions[-1] else "", "kind": manifest["kind"],
-                             "planned": manifest["planned"], "done": done, "ok": counts.get("ok", 0),
-                             "infeasible": counts.get("infeasible", 0), "oom": counts.get("oom", 0),
+                             "planned": manifest["planned"], "done": done,
+                             **{status: counts.get(status, 0) for status in _STATUSES}, "shared": shared,
                              "failed": _unresolved_failures(con, manifest["kind"], kinds, where),
                              "pending": max(0, manifest["planned"] - done)})
     finally:
         con.close()
-    return pd.DataFrame(rows, columns=["sweep", "hardware", "version", "newest", "kind", "planned", "done", "ok",
-                                       "infeasible", "oom", "failed", "pending"])
+    return pd.DataFrame(rows, columns=SWEEP_STATUS_COLUMNS)
+
+
+#: The statuses a result row may have, in ``SWEEP_STATUS_COLUMNS`` order.
+_STATUSES = (STATUS_OK, STATUS_INFEASIBLE, STATUS_OOM, STATUS_UNSTABLE)
 
 
 _ONE_VERSION = f"sweep = ? AND hardware = ? AND {VERSION_COLUMN} = ?"

@@ -199,6 +199,12 @@ def _settle(lake: Lake, job: SweepJob, restart: bool, unstored: Optional[pa.Tabl
     manifest = {"sweep": job.name, "hardware": job.hardware, "kind": kind, "planned": job.points.num_rows,
                 "sweep_version": job.version, "sweep_fingerprint": job.sweep_fingerprint,
                 "hardware_fingerprint": job.hardware_fingerprint, "config": job.config}
+    # Points stored by other versions or sweeps (``share_results``): done for this version
+    # too, and counted so by ``commscale status``, as of this run. Left out when none, so
+    # the manifests of a lake written before it stay unchanged.
+    elsewhere = job.points.num_rows - pending.num_rows - lake.partition_rows(kind, job.partition, job.version)
+    if elsewhere > 0:
+        manifest["stored_elsewhere"] = elsewhere
     recorded = lake.sweeps().get((job.name, job.hardware), {})
     changed = any(recorded.get(field) != value for field, value in manifest.items())  # new, changed, run again
     if changed and not (created or restart or pending.num_rows):
