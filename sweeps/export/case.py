@@ -1,0 +1,120 @@
+"""What an export is made of, and the rules every export shares.
+
+An ``ExportCase`` is the winning layout of a search with what it was costed under: the
+model, the cluster, the device count, the global batch and the software stack. Each
+framework module (``megatron``, ``nemo``, ``torchtitan``) turns one into that framework's
+own flags or config, or refuses it with ``Unexpressible``: one line naming what the
+framework cannot express (exit status 2, as every bad input of the CLI).
+
+The exports write what was costed, not what might run faster: a communication the step
+model left exposed is not overlapped in the export, and a layout whose communication the
+framework would run otherwise (another ZeRO cadence, another split of the layers) is
+refused rather than exported as something it is not.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import List, Tuple
+
+from sweeps.errors import UserError
+from tasks.model.layout import Layout
+from tasks.model.specs import HardwareProfile, TransformerModel
+from tasks.model.stack import Stack
+
+__all__ = ["Source", "ExportCase", "Unexpressible", "header", "chunk_split", "check_common"]
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a mapping's names come from: the framework, the release followed, its
+    repository and commit, and the files that define the names."""
+
+    framework: str
+    release: str
+    repository: str
+    commit: str
+    paths: Tuple[str, ...]
+
+    def line(self) -> str:
+        return (f"{self.framework} {self.release} ({self.repository}@{self.commit[:10]}): names from "
+                f"{', '.join(self.paths)}")
+
+
+@dataclass(frozen=True)
+class ExportCase:
+    """A layout and what it was costed under. ``notes``: lines for the export's header
+    comment (the study, its step time and throughput, time and cost to train)."""
+
+    layout: Layout
+    model: TransformerModel
+    hardware: HardwareProfile
+    devices: int
+    global_batch: int
+    stack: Stack
+    stack_name: str
+    notes: Tuple[str, ...] = ()
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per step on each data-parallel replica."""
+        return self.global_batch // (self.layout.dp * self.layout.micro_batch)
+
+    @property
+    def sharding(self) -> str:
+        """The layout's ZeRO mode, "none" where DP is 1: over one replica nothing is sharded
+        and nothing is reduced, whatever the mode says."""
+        return "none" if self.layout.dp == 1 else self.layout.zero
+
+    @property
+    def sequence_parallel(self) -> bool:
+        """Sequence parallelism splits something only under TP > 1."""
+        return self.layout.sequence_parallel and self.layout.tp > 1
+
+    @property
+    def nodes(self) -> int:
+        return math.ceil(self.devices / self.hardware.devices_per_node)
+
+    @property
+    def per_node(self) -> int:
+        return min(self.devices, self.hardware.devices_per_node)
+
+
+class Unexpressible(UserError):
+    """A layout or stack a framework cannot express; the message names what, on one line."""
+
+    def __init__(self, framework: str, what: str) -> None:
+        self.framework, self.what = framework, what
+        super().__init__(f"--export {framework}: {what}")
+
+
+def header(case: ExportCase, source: Source, comment: str = "#") -> List[str]:
+    """The comment lines an export opens with: the notes, the run's shape, the source of its names."""
+    lay, model = case.layout, case.model
+    lines = [*case.notes,
+             f"layout {lay.describe()}: {model.name} on {case.devices} x {case.hardware.name} ({case.nodes} nodes of "
+             f"{case.per_node}), global batch {case.global_batch} sequences of {model.seq_len} tokens "
+             f"({case.microbatches} micro-batches per replica), stack {case.stack_name}",
+             source.line()]
+    return [f"{comment} {line}" for line in lines]
+
+
+def chunk_split(case: ExportCase) -> List[int]:
+    """Layers of each model chunk (PP x virtual stages of them) in layer order: the extra
+    layers of an uneven split on the first chunks, as the step model charges them (its
+    busiest stage holds chunks of ceil(layers / chunks) layers,
+    ``tasks.model.step_context.busiest_stage_layers``)."""
+    chunks = case.layout.pp * case.layout.virtual_stages
+    size, extra = divmod(case.model.layers, chunks)
+    return [size + 1] * extra + [size] * (chunks - extra)
+
+
+def check_common(case: ExportCase, framework: str) -> None:
+    """What no export expresses: a model that is not a decoder (each writes causal GPT-style
+    pretraining), a stack without a causal mask."""
+    if case.model.architecture != "decoder":
+        raise Unexpressible(framework, f"model {case.model.name} is an {case.model.architecture} model; the export "
+                                       "writes decoder (GPT-style) pretraining")
+    if not case.stack.causal:
+        raise Unexpressible(framework, "stack.causal=false: decoder pretraining masks attention causally")

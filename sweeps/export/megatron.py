@@ -1,0 +1,172 @@
+"""A layout as Megatron-LM command-line flags (``pretrain_gpt.py``), release core_v0.15.3.
+
+Every flag is an argument of ``megatron/training/arguments.py`` at that release (the last
+before its arguments were generated from config dataclasses); the constraints quoted are
+``validate_args``' in the same file. The mapping:
+
+- TP, PP: ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``; the
+  interleaved schedule: ``--num-layers-per-virtual-pipeline-stage`` (layers / (PP x v));
+  an uneven split: ``--pipeline-model-parallel-layout``, each chunk's layers spelled out.
+- ``--sequence-parallel``; ``--micro-batch-size``; ``--global-batch-size`` (DP is what the
+  devices leave, as in the layout).
+- ZeRO: none is Megatron's DDP (gradients all-reduced once per step, under ``no_sync``
+  until the last micro-batch); zero1 is ``--use-distributed-optimizer`` (optimizer states
+  sharded, gradients reduce-scattered once per step, weights all-gathered after the
+  optimizer step); zero3 is Megatron-FSDP with ``--data-parallel-sharding-strategy
+  optim_grads_params``, which gathers the weights for every forward and backward and
+  reduce-scatters every micro-batch's gradients (``grad_reduce_every_bprop``,
+  megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py), with the flags its
+  guide (docs/source/api-guide/custom_fsdp.md) and ``validate_args`` ask for. fsdp (whole
+  gradients reduced once per step) has no Megatron counterpart: both Megatron-FSDP and
+  ``--use-torch-fsdp2`` (whose ``no_sync`` does nothing) reduce every micro-batch.
+- Recomputation: selective is ``--recompute-granularity selective`` (its default
+  ``--recompute-modules core_attn``, the attention core of Korthikanti et al.); full is
+  ``--recompute-granularity full --recompute-method uniform --recompute-num-layers 1``
+  (every layer), or ``block`` with N for the first N layers of each chunk.
+- Stack: ``--bf16``/``--fp16`` (``--fp8-format hybrid`` for fp8 GEMMs); materialised
+  attention is ``--attention-backend unfused``, a fused kernel ``fused`` (Transformer
+  Engine's); ``--overlap-grad-reduce`` where DP traffic hides behind the backward pass
+  (and ``--overlap-param-gather`` for zero3, whose gathers the step model prefetches;
+  zero1's gather after the optimizer step is costed exposed, so it is not overlapped);
+  ``--tp-comm-overlap`` (which needs sequence parallelism); an interleaved pipeline
+  overlaps its sends by default, ``--no-overlap-p2p-communication`` where the stack does
+  not; the fp32 gradient buffer is forced for bf16, asked with
+  ``--accumulate-allreduce-grads-in-fp32`` for fp16.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from sweeps.export.case import ExportCase, Source, Unexpressible, check_common, chunk_split, header
+
+__all__ = ["NAME", "SOURCE", "check_core", "pipeline_layout", "flags", "render"]
+
+NAME = "megatron"
+SOURCE = Source("Megatron-LM", "core_v0.15.3", "NVIDIA/Megatron-LM", "309ffca6a40553362d44fd17efc56b772fa1aa44",
+                ("megatron/training/arguments.py",))
+
+Flag = Tuple[str, Optional[object]]
+
+
+def _model(case: ExportCase) -> List[Flag]:
+    """The model's shape (the layout's splits depend on it)."""
+    model = case.model
+    out: List[Flag] = [("--num-layers", model.layers), ("--hidden-size", model.hidden),
+                       ("--num-attention-heads", model.heads), ("--ffn-hidden-size", model.ffn_hidden)]
+    if model.kv_heads and model.kv_heads != model.heads:
+        out += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
+    if model.gated_mlp:
+        out.append(("--swiglu", None))
+    out += [("--seq-length", model.seq_len), ("--max-position-embeddings", model.seq_len),
+            ("--hidden-dropout", model.dropout), ("--attention-dropout", model.dropout)]
+    return out
+
+
+def check_core(case: ExportCase, framework: str) -> None:
+    """What Megatron-Core, which Megatron-LM and NeMo both run, cannot run as costed: FSDP
+    with whole gradients reduced once per step, ZeRO-3 without its prefetch, TP overlap
+    without sequence parallelism."""
+    lay, stack = case.layout, case.stack
+    if case.sharding == "fsdp":
+        raise Unexpressible(framework, "zero=fsdp keeps whole gradients and reduce-scatters them once per step; "
+                                       "Megatron-Core's FSDPs (Megatron-FSDP, and PyTorch FSDP2, whose no_sync does "
+                                       "nothing) reduce every micro-batch, as zero3 does; search without fsdp")
+    if case.sharding == "zero3" and not stack.dp_overlap:
+        raise Unexpressible(framework, "stack.dp_overlap=false with zero3: Megatron-FSDP prefetches the weights the "
+                                       "step model hides only with overlap_param_gather, which needs "
+                                       "overlap_grad_reduce")
+    if stack.tp_overlap and lay.tp > 1 and not case.sequence_parallel:
+        raise Unexpressible(framework, f"the stack overlaps TP communication (tp_overlap) and the layout has TP "
+                                       f"{lay.tp} without sequence parallelism, which Megatron-Core's TP overlap "
+                                       "needs (--tp-comm-overlap asks for --sequence-parallel)")
+
+
+def _sharding(case: ExportCase) -> List[Flag]:
+    mode = case.sharding
+    out: List[Flag] = {"none": [], "zero1": [("--use-distributed-optimizer", None)],
+                       "zero3": [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy",
+                                                                 "optim_grads_params"),
+                                 ("--use-distributed-optimizer", None), ("--no-gradient-accumulation-fusion", None),
+                                 ("--ckpt-format", "fsdp_dtensor")]}[mode]
+    if case.layout.dp > 1 and case.stack.dp_overlap:
+        out.append(("--overlap-grad-reduce", None))
+        if mode == "zero3":
+            out.append(("--overlap-param-gather", None))
+    return out
+
+
+def _recompute(case: ExportCase) -> List[Flag]:
+    lay = case.layout
+    if lay.recompute == "none":
+        return []
+    if lay.recompute == "selective":
+        return [("--recompute-granularity", "selective")]
+    method = [("--recompute-method", "block"), ("--recompute-num-layers", lay.recompute_layers)] \
+        if lay.recompute_layers else [("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
+    return [("--recompute-granularity", "full"), *method]
+
+
+def pipeline_layout(case: ExportCase) -> Optional[str]:
+    """Megatron-Core's ``pipeline_model_parallel_layout`` of an uneven split: one stage per
+    model chunk in layer order, split by "|", "t*N" for N decoder layers, the embedding "E"
+    on the first and the loss "L" on the last (megatron/core/transformer/
+    pipeline_parallel_layer_layout.py); None for an even split, which the plain flags say."""
+    split = chunk_split(case)
+    if len(set(split)) == 1:
+        return None
+    stages = [f"t*{layers}" for layers in split]
+    return "|".join(["E" + stages[0], *stages[1:-1], stages[-1] + "L"])
+
+
+def _layout(case: ExportCase) -> List[Flag]:
+    lay = case.layout
+    out: List[Flag] = [("--tensor-model-parallel-size", lay.tp), ("--pipeline-model-parallel-size", lay.pp)]
+    layout = pipeline_layout(case)
+    if layout is not None:
+        out.append(("--pipeline-model-parallel-layout", f"'{layout}'"))
+    elif lay.schedule == "interleaved":
+        out.append(("--num-layers-per-virtual-pipeline-stage", chunk_split(case)[0]))
+    if case.sequence_parallel:
+        out.append(("--sequence-parallel", None))
+    out += [("--micro-batch-size", lay.micro_batch), ("--global-batch-size", case.global_batch)]
+    return out + _sharding(case) + _recompute(case)
+
+
+def _stack(case: ExportCase) -> List[Flag]:
+    stack, lay = case.stack, case.layout
+    out: List[Flag] = [("--fp16", None)] if stack.gemm_precision == "fp16" else [("--bf16", None)]
+    if stack.fp8:
+        out.append(("--fp8-format", "hybrid"))
+    if stack.main_grad_bytes == 4 and stack.gemm_precision == "fp16":
+        out.append(("--accumulate-allreduce-grads-in-fp32", None))
+    elif stack.main_grad_bytes == 2 and stack.gemm_precision != "fp16":
+        out.append(("--grad-reduce-in-bf16", None))
+    out.append(("--attention-backend", "fused" if stack.flash else "unfused"))
+    if stack.eager:
+        out += [("--no-masked-softmax-fusion", None), ("--no-bias-dropout-fusion", None),
+                ("--no-bias-swiglu-fusion" if case.model.gated_mlp else "--no-bias-gelu-fusion", None)]
+    if stack.tp_overlap and lay.tp > 1:
+        out.append(("--tp-comm-overlap", None))
+    if lay.schedule == "interleaved" and not stack.pp_overlap:
+        if lay.pp <= 2:
+            raise Unexpressible(NAME, f"an interleaved schedule over PP {lay.pp} without overlapped sends "
+                                      "(stack.pp_overlap=false) needs PP > 2")
+        out.append(("--no-overlap-p2p-communication", None))
+    return out
+
+
+def flags(case: ExportCase) -> List[Flag]:
+    """The flags of ``case``, in order (name, value; None for a switch), or ``Unexpressible``."""
+    check_common(case, NAME)
+    check_core(case, NAME)
+    return _model(case) + _layout(case) + _stack(case)
+
+
+def render(case: ExportCase) -> str:
+    """A bash array of the flags, under the header comment, with the launch line as a comment."""
+    body = [f"    {name}" + ("" if value is None else f" {value}") for name, value in flags(case)]
+    launch = (f"# torchrun --nnodes {case.nodes} --nproc-per-node {case.per_node} pretrain_gpt.py "
+              '"${MEGATRON_ARGS[@]}" with your data, tokenizer, optimizer and model-family flags '
+              "(normalization, position embedding, biases)")
+    return "\n".join([*header(case, SOURCE), "MEGATRON_ARGS=(", *body, ")", launch]) + "\n"

@@ -1,0 +1,146 @@
+"""A layout as torchtitan TOML, release v0.2.2 (the last whose runs are configured by TOML).
+
+The sections and keys are the dataclasses of ``torchtitan/config/job_config.py`` at that
+release; the constraints quoted are its trainer's (``torchtitan/train.py``), its parallel
+dims' (``torchtitan/distributed/parallel_dims.py``), its Llama 3 parallelisation's
+(``torchtitan/models/llama3/infra/parallelize.py``) and its pipeline split's
+(``torchtitan/distributed/pipeline_parallel.py``). The mapping:
+
+- ``[parallelism]``: ``tensor_parallel_degree``; ``pipeline_parallel_degree`` with the
+  schedule ``1F1B`` or ``Interleaved1F1B``, layers per stage giving PP x v stages, and no
+  layers taken off the first and last stages (``*_stage_less_layers = 0``): the split then
+  puts the extra layers on the first stages, as the step model does.
+- Batches: without PP, ``local_batch_size`` is the micro-batch and the trainer accumulates
+  global / (micro-batch x DP) of them; with PP the local batch is the replica's whole
+  share and ``pipeline_parallel_microbatch_size`` the micro-batch.
+- ZeRO: none is DDP (``data_parallel_replicate_degree``), which torchtitan applies to a
+  1-D mesh only and which all-reduces every micro-batch its trainer accumulates (no
+  ``no_sync``), so it stands for the layout only at one micro-batch; zero3 is FSDP2
+  (``data_parallel_shard_degree``, ``fsdp_reshard_after_forward = "always"``), which
+  gathers the weights for every forward and backward and reduce-scatters every
+  micro-batch's gradients, without PP (a pipeline stage defers both to the last micro-batch,
+  torch.distributed.pipelining ``backward_maybe_with_nosync``). zero1 and fsdp have no
+  counterpart.
+- ``[activation_checkpoint] mode``: none or full; torchtitan's selective modes (every Nth
+  layer, or by op, saving the attention's outputs) are not the attention-core recompute
+  the layout costs.
+- Stack: attention is SDPA or flex (fused), so materialised attention is refused;
+  ``[compile]`` fuses the element-wise kernels (an eager stack leaves it off); TP is
+  always sequence-parallel and its overlap is ``enable_async_tensor_parallel`` (which needs
+  compile); fp8 GEMMs are ``[model] converters = ["quantize.linear.float8"]`` (the name
+  torchtitan/components/quantization/float8.py registers); weights in bf16, gradients
+  reduced in fp32 (``mixed_precision_reduce``'s one choice); DP communication always
+  overlaps the backward pass.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict
+
+from sweeps.export.case import ExportCase, Source, Unexpressible, check_common, header
+
+__all__ = ["NAME", "SOURCE", "sections", "render"]
+
+NAME = "torchtitan"
+SOURCE = Source("torchtitan", "v0.2.2", "pytorch/torchtitan", "73a0e6979dd10b6b1904098eb3c8f62c18ab87ce",
+                ("torchtitan/config/job_config.py",))
+
+Sections = Dict[str, Dict[str, object]]
+
+
+def _refuse_stack(case: ExportCase) -> None:
+    stack, lay = case.stack, case.layout
+    problems = [(not stack.flash, "materialised attention (torchtitan's attention is SDPA or flex, fused)"),
+                (stack.gemm_precision == "fp16", "fp16 (mixed_precision_param takes bfloat16 or float32)"),
+                (stack.main_grad_bytes != 4, "16-bit gradient reduction (mixed_precision_reduce takes float32 only)"),
+                (not stack.dp_overlap and lay.dp > 1, "DP communication after the backward pass (stack.dp_overlap="
+                                                      "false; FSDP2 and DDP always overlap it)"),
+                (stack.tp_overlap and stack.eager and lay.tp > 1, "overlapped TP without compile (async TP needs it)")]
+    for problem, what in problems:
+        if problem:
+            raise Unexpressible(NAME, what)
+
+
+def _parallelism(case: ExportCase) -> Dict[str, object]:
+    lay, mode = case.layout, case.sharding
+    if lay.tp > 1 and not case.sequence_parallel:
+        raise Unexpressible(NAME, f"TP {lay.tp} without sequence parallelism (torchtitan's TP always shards the "
+                                  "norms by sequence)")
+    if case.model.seq_len % (2 * lay.tp):
+        raise Unexpressible(NAME, f"sequence length {case.model.seq_len} under TP {lay.tp}: torchtitan asks for a "
+                                  "multiple of 2 x TP")
+    why = {"zero1": "zero1 (torchtitan shards weights, gradients and optimizer states together, or nothing)",
+           "fsdp": "zero=fsdp (whole gradients reduced once per step): torchtitan's FSDP2 reduces every micro-batch "
+                   "(zero3), and under PP keeps the weights gathered between micro-batches"}.get(mode)
+    if mode == "none" and lay.dp > 1 and (lay.tp > 1 or lay.pp > 1):
+        why = "zero=none beside TP or PP: torchtitan's DDP takes a 1-D mesh only (use zero3)"
+    elif mode == "none" and lay.dp > 1 and case.microbatches > 1:
+        why = (f"zero=none over {case.microbatches} micro-batches: torchtitan's DDP all-reduces every micro-batch, "
+               "not once per step")
+    elif mode == "zero3" and lay.pp > 1:
+        why = "zero3 beside PP: a pipeline stage defers FSDP2's reductions and re-gathers to the last micro-batch"
+    if why:
+        raise Unexpressible(NAME, why)
+    out: Dict[str, object] = {"data_parallel_replicate_degree": lay.dp if mode == "none" else 1,
+                              "data_parallel_shard_degree": lay.dp if mode == "zero3" else 1,
+                              "fsdp_reshard_after_forward": "always", "tensor_parallel_degree": lay.tp,
+                              "enable_async_tensor_parallel": case.stack.tp_overlap and lay.tp > 1,
+                              "pipeline_parallel_degree": lay.pp, "context_parallel_degree": 1}
+    return {**out, **_pipeline(case)} if lay.pp > 1 else out
+
+
+def _pipeline(case: ExportCase) -> Dict[str, object]:
+    """The schedule and the split: PP x v stages of the layers, the extra ones first."""
+    lay, layers = case.layout, case.model.layers
+    out: Dict[str, object] = {"pipeline_parallel_schedule": "Interleaved1F1B" if lay.schedule == "interleaved"
+                              else "1F1B", "pipeline_parallel_microbatch_size": lay.micro_batch,
+                              "pipeline_parallel_first_stage_less_layers": 0,
+                              "pipeline_parallel_last_stage_less_layers": 0}
+    if lay.schedule == "interleaved":
+        stages = lay.pp * lay.virtual_stages
+        per_stage = math.ceil(layers / stages)  # stages = ceil(layers / per_stage) (pipeline_parallel.py)
+        if math.ceil(layers / per_stage) != stages:
+            raise Unexpressible(NAME, f"{layers} layers in {stages} stages: no pipeline_parallel_layers_per_stage "
+                                      "gives that many")
+        out["pipeline_parallel_layers_per_stage"] = per_stage
+    return out
+
+
+def sections(case: ExportCase) -> Sections:
+    """The TOML of ``case`` as sections of keys, or ``Unexpressible``."""
+    check_common(case, NAME)
+    _refuse_stack(case)
+    lay = case.layout
+    if lay.recompute == "selective" or lay.recompute_layers:
+        raise Unexpressible(NAME, "selective recomputation of the attention core" if lay.recompute == "selective"
+                            else f"full recomputation of {lay.recompute_layers} layers per chunk (torchtitan's full "
+                                 "mode recomputes every layer)")
+    parallelism = _parallelism(case)
+    local = lay.micro_batch if lay.pp == 1 else case.global_batch // lay.dp
+    return {"training": {"local_batch_size": local, "global_batch_size": case.global_batch,
+                         "seq_len": case.model.seq_len, "mixed_precision_param": "bfloat16",
+                         "mixed_precision_reduce": "float32"},
+            "parallelism": parallelism,
+            "activation_checkpoint": {"mode": lay.recompute},
+            "compile": {"enable": not case.stack.eager, "components": ["model", "loss"]},
+            "model": {"converters": ["quantize.linear.float8"] if case.stack.fp8 else []}}
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(item) for item in value) + "]"
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def render(case: ExportCase) -> str:
+    """The TOML, under the header comment, to merge into the model's train config."""
+    lines = [*header(case, SOURCE),
+             "# merge into your model's train config (e.g. torchtitan/models/llama3/train_configs/llama3_8b.toml),",
+             f"# whose [model] name and flavor give the shape: {case.model.layers} layers, hidden {case.model.hidden}, "
+             f"{case.model.heads} heads; run on {case.devices} devices (NGPU={case.per_node} per node)"]
+    for name, keys in sections(case).items():
+        lines += ["", f"[{name}]", *(f"{key} = {_toml(value)}" for key, value in keys.items())]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,164 @@
+"""``--export megatron``: every flag it writes is an argument of Megatron-LM's own parser,
+with a value that parser takes, and the flags say the layout back (TP, PP, DP, virtual
+stages and the split of the layers, sequence parallelism, micro- and global batch, ZeRO,
+recomputation); a layout Megatron-LM cannot run is refused in one line."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+from sweeps.export import Unexpressible, export
+from sweeps.export.case import chunk_split
+from tasks.model.layout import Layout
+
+#: Where the names below come from: ``group.add_argument`` calls of Megatron-LM's parser.
+SOURCE = {"repository": "NVIDIA/Megatron-LM", "release": "core_v0.15.3",
+          "commit": "309ffca6a40553362d44fd17efc56b772fa1aa44", "path": "megatron/training/arguments.py"}
+#: megatron/core/transformer/enums.py, class AttnBackend, at the same commit.
+ATTN_BACKEND = ("flash", "fused", "unfused", "local", "auto")
+#: Each argument the mapping writes, copied from ``SOURCE``: "switch" (action store_true or
+#: store_false: no value), the ``type`` it parses with, or its ``choices``.
+ARGUMENTS: Dict[str, object] = {
+    "--num-layers": "int",  # line 1549
+    "--hidden-size": "int",  # line 1555
+    "--num-attention-heads": "int",  # line 1560
+    "--ffn-hidden-size": "int",  # line 1557
+    "--group-query-attention": "switch",  # line 1568
+    "--num-query-groups": "int",  # line 1570
+    "--swiglu": "switch",  # line 1646
+    "--seq-length": "int",  # line 2850
+    "--max-position-embeddings": "int",  # line 1585
+    "--hidden-dropout": "float",  # line 1878
+    "--attention-dropout": "float",  # line 1876
+    "--tensor-model-parallel-size": "int",  # line 2561
+    "--pipeline-model-parallel-size": "int",  # line 2563
+    "--num-layers-per-virtual-pipeline-stage": "int",  # line 2584
+    "--pipeline-model-parallel-layout": "str",  # line 2573
+    "--sequence-parallel": "switch",  # line 2224
+    "--micro-batch-size": "int",  # line 1974
+    "--global-batch-size": "int",  # line 1981
+    "--use-distributed-optimizer": "switch",  # line 2658
+    "--use-megatron-fsdp": "switch",  # line 2674
+    "--data-parallel-sharding-strategy": ("no_shard", "optim", "optim_grads", "optim_grads_params"),  # line 2677
+    "--no-gradient-accumulation-fusion": "switch",  # line 2226
+    "--ckpt-format": ("torch", "torch_dist", "zarr", "torch_dcp", "fsdp_dtensor"),  # line 2457
+    "--overlap-grad-reduce": "switch",  # line 2605
+    "--overlap-param-gather": "switch",  # line 2629
+    "--recompute-granularity": ("full", "selective"),  # line 2010
+    "--recompute-method": ("uniform", "block"),  # line 2031
+    "--recompute-num-layers": "int",  # line 2040
+    "--bf16": "switch",  # line 2520
+    "--fp16": "switch",  # line 2518
+    "--fp8-format": ("e4m3", "hybrid"),  # line 1313
+    "--accumulate-allreduce-grads-in-fp32": "switch",  # line 2543
+    "--grad-reduce-in-bf16": "switch",  # line 2522
+    "--attention-backend": ATTN_BACKEND,  # line 1562: type AttnBackend[name], choices list(AttnBackend)
+    "--no-masked-softmax-fusion": "switch",  # line 2157
+    "--no-bias-dropout-fusion": "switch",  # line 2171
+    "--no-bias-gelu-fusion": "switch",  # line 2162
+    "--no-bias-swiglu-fusion": "switch",  # line 2165
+    "--tp-comm-overlap": "switch",  # line 2090
+    "--no-overlap-p2p-communication": "switch",  # line 2591
+}
+
+
+def parse(text: str) -> Tuple[Dict[str, Optional[str]], int]:
+    """The flags of an export (name -> value, None for a switch), as bash and argparse read
+    them, checked against ``ARGUMENTS``; and the world size of its launch line."""
+    body = text[text.index("MEGATRON_ARGS=(\n") + len("MEGATRON_ARGS=(\n"):text.index("\n)\n")]
+    words = shlex.split(body)
+    flags: Dict[str, Optional[str]] = {}
+    while words:
+        name = words.pop(0)
+        assert name in ARGUMENTS, f"{name} is no argument of {SOURCE['path']} at {SOURCE['release']}"
+        assert name not in flags, f"{name} given twice"
+        kind = ARGUMENTS[name]
+        value = None if kind == "switch" else words.pop(0)
+        if isinstance(kind, tuple):
+            assert value in kind, (name, value)
+        elif kind in ("int", "float"):
+            {"int": int, "float": float}[kind](value)
+        flags[name] = value
+    launch = re.search(r"--nnodes (\d+) --nproc-per-node (\d+)", text)
+    return flags, int(launch.group(1)) * int(launch.group(2))
+
+
+def layout_of(flags: Dict[str, Optional[str]], world: int) -> Tuple[Layout, List[int]]:
+    """The layout the flags describe (DP is what TP x PP leave of the world, as Megatron-LM
+    computes it) and the layers of each model chunk."""
+    tp, pp, layers = (int(flags[f]) for f in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+                                               "--num-layers"))
+    if "--pipeline-model-parallel-layout" in flags:
+        stages = flags["--pipeline-model-parallel-layout"].split("|")
+        assert stages[0].startswith("E") and stages[-1].endswith("L")
+        split = [int(re.fullmatch(r"E?t\*(\d+)L?", stage).group(1)) for stage in stages]
+    else:
+        per_chunk = int(flags.get("--num-layers-per-virtual-pipeline-stage") or layers // pp)
+        split = [per_chunk] * (layers // per_chunk)
+    assert sum(split) == layers
+    zero = ("zero3" if flags.get("--data-parallel-sharding-strategy") == "optim_grads_params" else
+            "zero1" if "--use-distributed-optimizer" in flags else "none")
+    recompute, recompute_layers = flags.get("--recompute-granularity") or "none", 0
+    if flags.get("--recompute-method") == "block":
+        recompute_layers = int(flags["--recompute-num-layers"])
+    elif recompute == "full":
+        assert (flags["--recompute-method"], flags["--recompute-num-layers"]) == ("uniform", "1")
+    v = len(split) // pp
+    return Layout(tp=tp, pp=pp, dp=world // (tp * pp), micro_batch=int(flags["--micro-batch-size"]),
+                  schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v, zero=zero,
+                  sequence_parallel="--sequence-parallel" in flags, recompute=recompute,
+                  recompute_layers=recompute_layers), split
+
+
+def expected(case) -> Layout:
+    """The layout as the export must say it: no ZeRO over one replica, no sequence
+    parallelism at TP 1 (both change nothing there)."""
+    return dataclasses.replace(case.layout, zero=case.sharding, sequence_parallel=case.sequence_parallel)
+
+
+def test_every_feasible_layout_round_trips_through_megatron_lms_own_arguments_or_is_refused_in_one_line(exports, cases):
+    exported = []
+    for label, case, text in exports("megatron"):
+        flags, world = parse(text)
+        assert world == case.devices
+        layout, split = layout_of(flags, world)
+        assert layout == expected(case), (label, case.layout, flags)
+        assert split == chunk_split(case)
+        assert int(flags["--global-batch-size"]) == case.global_batch
+        assert (flags["--attention-backend"] == "unfused") == (case.stack.attention == "materialised")
+        assert ("--tp-comm-overlap" in flags) == (case.stack.tp_overlap and case.layout.tp > 1)
+        exported.append(case.layout)
+    # Every branch was met: interleaved and uneven pipelines, each ZeRO mode, each recomputation.
+    assert {lay.zero for lay in exported} >= {"none", "zero1", "zero3"}
+    assert {lay.recompute for lay in exported} == {"none", "selective", "full"}
+    assert any(lay.schedule == "interleaved" for lay in exported)
+    assert any(lay.recompute_layers for lay in exported)
+    assert len(exported) > len(cases) // 2
+
+
+@pytest.mark.parametrize("label, why", [
+    ("fsdp", "zero=fsdp keeps whole gradients"),
+])
+def test_what_megatron_lm_cannot_run_is_refused_naming_it(built_cases, label, why):
+    case = dict(built_cases)[label]
+    with pytest.raises(Unexpressible, match=why):
+        export("megatron", case)
+
+
+def test_tp_overlap_without_sequence_parallelism_and_an_uneven_split_are_told_apart(cases):
+    """TP overlap needs sequence parallelism (refused without it); an uneven split is spelled
+    out as Megatron-Core's pipeline layout, the extra layers on the first chunks."""
+    no_sp = next(case for label, case in cases if label == "core-2024" and case.layout.tp > 1
+                 and not case.layout.sequence_parallel)
+    with pytest.raises(Unexpressible, match="without sequence parallelism"):
+        export("megatron", no_sp)
+    uneven = next(case for label, case in cases if label == "core-2024" and case.layout.tp == 1
+                  and case.model.layers % (case.layout.pp * case.layout.virtual_stages))
+    flags, _ = parse(export("megatron", uneven))
+    stages = flags["--pipeline-model-parallel-layout"].split("|")
+    assert stages[0] == f"Et*{-(-uneven.model.layers // len(stages))}"

@@ -1,0 +1,109 @@
+"""``--export torchtitan``: every key of its TOML is a field of torchtitan's own job config,
+with a value of its type (one of its choices), and the TOML says the layout back (TP, PP,
+DP and how it shards, virtual stages and the split of the layers, micro- and global batch,
+recomputation); a layout torchtitan cannot express is refused in one line."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from typing import Dict, List, Tuple
+
+import pytest
+
+from sweeps.export import Unexpressible, export
+from sweeps.export.case import chunk_split
+from tasks.model.layout import Layout
+
+#: Where the keys come from: the dataclasses of torchtitan's job config (the last release
+#: configured by TOML).
+SOURCE = {"repository": "pytorch/torchtitan", "release": "v0.2.2", "commit": "73a0e6979dd10b6b1904098eb3c8f62c18ab87ce",
+          "path": "torchtitan/config/job_config.py"}
+#: The keys of torch.distributed.pipelining.schedules.get_schedule_class's schedule_map, to
+#: which pipeline_parallel_schedule's docstring points (pytorch/pytorch@de4c2a3b): the two used.
+SCHEDULES = ("1F1B", "Interleaved1F1B")
+#: torchtitan/components/quantization/float8.py: register_model_converter(..., "quantize.linear.float8").
+CONVERTERS = ("quantize.linear.float8",)
+#: Section -> key -> type, or a tuple of the values a Literal takes (class and line of ``SOURCE``).
+KEYS: Dict[str, Dict[str, object]] = {
+    "training": {"local_batch_size": int, "global_batch_size": int, "seq_len": int,  # class Training
+                 "mixed_precision_param": ("bfloat16", "float32"), "mixed_precision_reduce": ("float32",)},
+    "parallelism": {"data_parallel_replicate_degree": int, "data_parallel_shard_degree": int,  # class Parallelism
+                    "fsdp_reshard_after_forward": ("default", "always", "never"), "tensor_parallel_degree": int,
+                    "enable_async_tensor_parallel": bool, "pipeline_parallel_degree": int,
+                    "pipeline_parallel_layers_per_stage": int, "pipeline_parallel_first_stage_less_layers": int,
+                    "pipeline_parallel_last_stage_less_layers": int, "pipeline_parallel_schedule": SCHEDULES,
+                    "pipeline_parallel_microbatch_size": int, "context_parallel_degree": int},
+    "activation_checkpoint": {"mode": ("selective", "full", "memory_budget", "none")},  # class ActivationCheckpoint
+    "compile": {"enable": bool, "components": list},  # class Compile
+    "model": {"converters": list},  # class Model
+}
+
+
+def parse(text: str) -> Dict[str, Dict[str, object]]:
+    """The TOML, each key checked against ``KEYS``."""
+    config = tomllib.loads(text)
+    for section, keys in config.items():
+        for key, value in keys.items():
+            kind = KEYS[section][key]
+            if isinstance(kind, tuple):
+                assert value in kind, (section, key, value)
+            else:
+                assert isinstance(value, kind) and (kind is bool or not isinstance(value, bool)), (section, key)
+    assert set(config["model"]["converters"]) <= set(CONVERTERS)
+    return config
+
+
+def layout_of(config: Dict[str, Dict[str, object]], layers: int) -> Tuple[Layout, List[int]]:
+    """The layout the TOML describes and the layers of each stage, split as torchtitan's
+    ``generate_llm_fqn_per_model_part`` splits them (torchtitan/distributed/pipeline_parallel.py:
+    layers // stages each, the extra ones on the first stages, none taken off the first and last)."""
+    par, training = config["parallelism"], config["training"]
+    tp, pp = par["tensor_parallel_degree"], par["pipeline_parallel_degree"]
+    replicate, shard = par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]
+    assert 1 in (replicate, shard)
+    dp = replicate * shard
+    if pp > 1:
+        assert (par["pipeline_parallel_first_stage_less_layers"], par["pipeline_parallel_last_stage_less_layers"]) \
+            == (0, 0)
+        stages = math.ceil(layers / par["pipeline_parallel_layers_per_stage"]) \
+            if par["pipeline_parallel_schedule"] == "Interleaved1F1B" else pp
+        micro_batch = par["pipeline_parallel_microbatch_size"]
+        assert training["local_batch_size"] * dp == training["global_batch_size"]  # one accumulation step
+    else:
+        stages, micro_batch = 1, training["local_batch_size"]
+    split = [layers // stages + (i < layers % stages) for i in range(stages)]
+    return Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch,
+                  schedule="interleaved" if stages > pp else "1f1b", virtual_stages=stages // pp,
+                  zero="zero3" if shard > 1 else "none", sequence_parallel=tp > 1,
+                  recompute=config["activation_checkpoint"]["mode"]), split
+
+
+def test_every_feasible_layout_round_trips_through_torchtitans_own_keys_or_is_refused_in_one_line(exports):
+    exported = []
+    for label, case, text in exports("torchtitan"):
+        config = parse(text)
+        layout, split = layout_of(config, case.model.layers)
+        assert layout == dataclasses.replace(case.layout, zero=case.sharding,
+                                             sequence_parallel=case.sequence_parallel), (label, case.layout)
+        assert split == chunk_split(case)
+        assert config["training"]["global_batch_size"] == case.global_batch
+        assert config["parallelism"]["enable_async_tensor_parallel"] == (case.stack.tp_overlap and case.layout.tp > 1)
+        assert bool(config["model"]["converters"]) == case.stack.fp8
+        exported.append(case)
+    assert {case.sharding for case in exported} == {"none", "zero3"}
+    assert {case.layout.recompute for case in exported} == {"none", "full"}
+    assert any(case.layout.pp > 1 for case in exported) and any(case.layout.tp > 1 for case in exported)
+
+
+@pytest.mark.parametrize("label, zero, why", [
+    ("core-2024", "zero1", "zero1"),
+    ("core-2024", "fsdp", "zero=fsdp"),
+    ("2022", "zero3", "materialised attention"),
+])
+def test_what_torchtitan_lacks_is_refused_naming_it(cases, label, zero, why):
+    case = next(case for setup, case in cases if setup == label and case.layout.dp > 1 and case.layout.pp == 1
+                and case.layout.tp == 1 and case.layout.recompute == "none")
+    with pytest.raises(Unexpressible, match=why):
+        export("torchtitan", dataclasses.replace(case, layout=dataclasses.replace(case.layout, zero=zero)))
