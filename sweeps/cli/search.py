@@ -24,6 +24,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from sweeps.cli.act import Act, act, act_options, check_act
 from sweeps.cli.options import RESTART_HELP, address_option, allow_large_option, lake_option, num_cpus_option
 from sweeps.cli.render import console, run_line
 from sweeps.cli.search_render import (explain, front_line, layout_table, optimum_line, record_line, trust_lines,
@@ -75,12 +76,14 @@ def _deprecated(option: str, instead: str):
 @click.option("--verify-dtype", default=None, hidden=True, callback=_deprecated("--verify-dtype", "--measure-dtype"))
 @click.option("--verify-world", type=int, default=None, hidden=True,
               callback=_deprecated("--verify-world", "--measure-world"))
+@act_options
 def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], address: Optional[str],
            num_cpus: Optional[int], embedded_ray: bool, cold: bool, repair_journal: bool, allow_large: bool,
            exhaustive: bool, scaling: bool, restart: bool,
            measure_top: Optional[int], measure_device: str, measure_dtype: str, measure_world: int,
            verify_top: Optional[int], verify_device: Optional[str], verify_dtype: Optional[str],
-           verify_world: Optional[int]) -> None:
+           verify_world: Optional[int], tokens: Optional[float], price: Optional[float],
+           export_to: Optional[str]) -> None:
     """Search the parallel layout with least exposed communication (Optuna: TPE, or NSGA-II
     for objective=pareto), e.g. `search default devices=512 space.tp=[2,4,8]`.
 
@@ -103,6 +106,8 @@ def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], 
     _refuse_unused_options(click.get_current_context(), exhaustive=exhaustive, scaling=scaling,
                            measure=measure_top is not None)
     setup = load_search(overrides, scaling=scaling, exhaustive=exhaustive, allow_large=allow_large)
+    action = Act(export_to, tokens, price)
+    check_act(action, setup, scaling=scaling)
     if not (scaling or exhaustive):
         from sweeps.config.search import check_budget
 
@@ -120,13 +125,14 @@ def search(*, overrides: Sequence[str], lake_root: str, storage: Optional[str], 
               f"objective {spec.objective}{sampler}", soft_wrap=True)
     out.print(record_line(setup), soft_wrap=True, highlight=False, markup=False)
     if exhaustive:
-        _exhaustive(out, setup, total)
+        act(out, setup, _exhaustive(out, setup, total), action)
         return
     top = _run_study(out, setup, lake, storage=storage, address=address, num_cpus=num_cpus,
                      embedded_ray=embedded_ray, warm_start=not cold, repair_journal=repair_journal)
     if measure_top is not None:
         _measure(out, setup, lake, top.head(measure_top), device=device, dtype=dtype, world=world,
                  address=address, num_cpus=num_cpus)
+    act(out, setup, top, action)
 
 
 def _refuse_unused_options(ctx: click.Context, *, exhaustive: bool, scaling: bool, measure: bool) -> None:
@@ -165,8 +171,9 @@ def _refuse_unused_options(ctx: click.Context, *, exhaustive: bool, scaling: boo
                             "was this study's journal, move it away: the study is rebuilt from the lake's rows)")
 
 
-def _exhaustive(out: Console, setup: SearchSetup, total: int) -> None:
-    """Every layout of the space costed; the best ``top`` printed, and why the first wins."""
+def _exhaustive(out: Console, setup: SearchSetup, total: int) -> pd.DataFrame:
+    """Every layout of the space costed; the best ``top`` printed, and why the first wins;
+    returns the feasible layouts best first (or the Pareto front)."""
     from sweeps.search.results import exhaustive_frame, pareto, why_best
     from tasks.model.search_rows import OBJECTIVES
 
@@ -177,11 +184,12 @@ def _exhaustive(out: Console, setup: SearchSetup, total: int) -> None:
         out.print(layout_table(f"Exhaustive Pareto front of {total:,} layouts ({len(frame):,} feasible): "
                                "exposed-communication share vs tokens/s per device", front))
         _explain_front(out, front, frame.assign(status="ok"))
-        return
+        return front
     out.print(layout_table(f"Exhaustive: best {setup.spec.top} of {total:,} layouts ({len(frame):,} feasible) by "
                            f"{column}", frame.head(setup.spec.top)))
     explain(out, why_best(frame, setup), frame)
     _trust(out, frame, setup)
+    return frame
 
 
 def _run_scaling(out: Console, setup: SearchSetup, lake: Lake, **options) -> None:
