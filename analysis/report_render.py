@@ -34,8 +34,11 @@ __all__ = ["FigureEntry", "Section", "Finding", "Topic", "anchor_of", "render_ht
 PAGE_LIMIT_BYTES = 2_000_000
 #: Figures of a section shown open; the rest fold under them.
 OPEN_FIGURES = 2
-#: Characters an SVG keeps as they are in a ``data:`` URI written between single quotes.
-_URI_SAFE = " /:;=,.-_()!*~+<>\""
+#: What an SVG's text must be written as in a ``data:`` URI between single quotes: the URI's
+#: own delimiters (``%``, ``#``), the attribute's (``'``, and ``&``, which HTML would read as a
+#: character reference), and the white space a URL parser drops; other ASCII stays as it is.
+_URI_ESCAPES = tuple((c, f"%{ord(c):02X}") for c in "%#'&\n\r\t")  # "%" first: it escapes the others
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
 @dataclass(frozen=True)
@@ -127,18 +130,23 @@ def _shown_width(path: Path) -> str:
 
 
 def _svg_uri(path: Path) -> str:
-    """The SVG file at ``path`` as a ``data:`` URI to write between single quotes."""
-    return "data:image/svg+xml," + quote(path.read_text(encoding="utf-8"), safe=_URI_SAFE)
+    """The SVG file at ``path`` as a ``data:`` URI to write between single quotes (non-ASCII
+    characters as their UTF-8 bytes, percent-encoded)."""
+    text = path.read_text(encoding="utf-8")
+    for char, escaped in _URI_ESCAPES:
+        text = text.replace(char, escaped)
+    return "data:image/svg+xml," + _NON_ASCII.sub(lambda m: quote(m.group(0), safe=""), text)
 
 
-def _html_figure(entry: FigureEntry, embed: bool) -> str:
-    """A figure: its SVG embedded (``embed``) or linked to its file beside the page."""
+def _html_figure(entry: FigureEntry, uri: Optional[str]) -> str:
+    """A figure: its SVG embedded (``uri``: ``_svg_uri`` of its file) or, without it, linked to
+    its file beside the page."""
     if entry.skipped:
         return (f'<p class="skipped" id="{html.escape(entry.name)}">Skipped: <b>{html.escape(entry.title)}</b> '
                 f"({html.escape(entry.skipped)}).</p>")
     png, svg = entry.files
-    source = _svg_uri(svg) if embed else f"figures/{quote(svg.name)}"
-    where = "" if embed else " (linked: its file is beside the page, not in it)"
+    source = uri or f"figures/{quote(svg.name)}"
+    where = "" if uri else " (linked: its file is beside the page, not in it)"
     return (f'<figure id="{html.escape(entry.name)}">'
             f"<img src='{source}'{_shown_width(svg)} alt=\"{html.escape(entry.title)}\">"
             f"<figcaption><b>{html.escape(entry.title)}.</b> {html.escape(entry.about)}{where} "
@@ -161,17 +169,17 @@ def _html_head(findings: Sequence[Finding], sections: Sequence[Section]) -> List
     return parts
 
 
-def _html_section(section: Section, embedded: Dict[str, bool]) -> List[str]:
+def _html_section(section: Section, embedded: Dict[str, Optional[str]]) -> List[str]:
     """A section: heading, prose, its first ``OPEN_FIGURES`` figures, the rest folded, its tables."""
     parts = [f'<h2 id="{section.anchor}">{html.escape(section.title)}</h2>']
     if section.intro:
         parts.append(f"<p>{html.escape(section.intro)}</p>")
     shown = [f for f in section.figures if not f.skipped]
     open_ = [f for f in section.figures if f.skipped or f in shown[:OPEN_FIGURES]]
-    parts.extend(_html_figure(f, embedded.get(f.name, False)) for f in open_)
+    parts.extend(_html_figure(f, embedded.get(f.name)) for f in open_)
     folded = [f for f in section.figures if f not in open_]
     if folded:
-        figures = "".join(_html_figure(f, embedded.get(f.name, False)) for f in folded)
+        figures = "".join(_html_figure(f, embedded.get(f.name)) for f in folded)
         parts.append(f'<details class="more"><summary>{len(folded)} more figures: '
                      f'{html.escape("; ".join(f.title for f in folded))}</summary>{figures}</details>')
     parts.extend(html_table(t, frame) for t, frame in section.tables)
@@ -179,7 +187,7 @@ def _html_section(section: Section, embedded: Dict[str, bool]) -> List[str]:
 
 
 def _page(title: str, intro: str, sections: Sequence[Section], findings: Sequence[Finding],
-          embedded: Dict[str, bool], note: str) -> str:
+          embedded: Dict[str, Optional[str]], note: str) -> str:
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
              f'<p class="intro">{html.escape(intro)}{html.escape(note)}</p>']
@@ -194,16 +202,18 @@ def _size(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-def _embedding(sections: Sequence[Section], room: int) -> Dict[str, bool]:
-    """Which figures to embed in ``room`` bytes beyond the page with every figure linked:
-    the open ones, then the folded ones, each in page order, while each next one fits."""
+def _embedding(sections: Sequence[Section], room: int) -> Dict[str, Optional[str]]:
+    """The ``data:`` URI of each figure to embed in ``room`` bytes beyond the page with every
+    figure linked (None for the others): the open ones, then the folded ones, each in page
+    order, while each next one fits."""
     entries = [(i >= OPEN_FIGURES, f) for s in sections for i, f in enumerate(f for f in s.figures if not f.skipped)]
-    embedded = {f.name: False for _, f in entries}
+    embedded: Dict[str, Optional[str]] = {f.name: None for _, f in entries}
     for _, entry in sorted(entries, key=lambda e: e[0]):  # stable: page order within each
-        cost = _size(_html_figure(entry, True)) - _size(_html_figure(entry, False))
+        uri = _svg_uri(entry.files[1])
+        cost = _size(_html_figure(entry, uri)) - _size(_html_figure(entry, None))
         if cost > room:
             break
-        embedded[entry.name], room = True, room - cost
+        embedded[entry.name], room = uri, room - cost
     return embedded
 
 
@@ -219,10 +229,10 @@ def render_html(title: str, intro: str, sections: Sequence[Section], findings: S
     ``data:`` URIs of their SVG files while the page stays under ``limit`` bytes, the
     others linked to their files beside it (the intro says how many)."""
     figures = [f for s in sections for f in s.figures if not f.skipped]
-    linked = {f.name: False for f in figures}
+    linked: Dict[str, Optional[str]] = {f.name: None for f in figures}
     room = limit - _size(_page(title, intro, sections, findings, linked, _linked_note(len(figures), limit)))
     embedded = _embedding(sections, room)
-    note = _linked_note(sum(not e for e in embedded.values()), limit)
+    note = _linked_note(sum(uri is None for uri in embedded.values()), limit)
     return _page(title, intro, sections, findings, embedded, note)
 
 
