@@ -1,6 +1,7 @@
-"""The sweeps of ``commscale run``, end to end: plan the job, run it, read its rows back.
+"""The sweeps of ``commscale run`` and ``probe``, end to end: plan the job, run it, read its rows back.
 
 - ``project``: a projection sweep (the cost model, spec or measured calibration);
+- ``run_probe``: ``commscale probe``'s synthetic sweep, leaving no marker behind;
 - ``measure_roi``: a ``mode: roi`` sweep (measure the region of interest, fit the
   collectives, set the measured overlap beside the spec model's).
 """
@@ -15,6 +16,7 @@ import pandas as pd
 from sweeps.calibrate import load_calibration
 from sweeps.config import RunConfig
 from sweeps.jobs.job import SweepJob
+from sweeps.jobs.probe import remove_markers
 from sweeps.jobs.projection import Highlight, projection_job
 from sweeps.jobs.roi import measured_overlap, record_fits, roi_configs, roi_job
 from sweeps.lake import Lake
@@ -24,7 +26,7 @@ from sweeps.run import RunReport, run_job
 from tasks.fit.alpha_beta import AlphaBetaFit, collective_fits
 from tasks.model.projection import Calibration
 
-__all__ = ["ProjectionSweep", "RoiSweep", "project", "measure_roi"]
+__all__ = ["ProjectionSweep", "RoiSweep", "project", "run_probe", "measure_roi"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,15 @@ def project(config: RunConfig, lake: Lake, **run_options: Any) -> ProjectionSwee
     report = run_job(job, lake, **run_options)
     report.job = None  # the points go; the report keeps its counts
     return ProjectionSweep(job.partition, plan.highlights, report, calibration, job.version)
+
+
+def run_probe(job: SweepJob, lake: Lake, **run_options: Any) -> RunReport:
+    """Run a probe ``job`` (``sweeps.jobs.probe``) into ``lake`` (``run_options`` go to
+    ``run_job``); its folder of markers goes when the run ends, however it ends."""
+    try:
+        return run_job(job, lake, **run_options)
+    finally:
+        remove_markers(job)
 
 
 def measure_roi(config: RunConfig, lake: Lake, **run_options: Any) -> RoiSweep:

@@ -147,14 +147,14 @@ def probe(*, name: str, points: int, sleep_ms: float, fail: Sequence[str], resou
     """Check a cluster end to end with synthetic points: dispatch, retries, faults, lake."""
     from sweeps.jobs.bounds import check_probe_size
     from sweeps.jobs.probe import probe_job
-    from sweeps.run import run_job
+    from sweeps.sweep import run_probe
 
     check_probe_size(points, allow_large=allow_large)
     job = probe_job(name=name, points=points, sleep_s=sleep_ms / 1000.0, fail=_parse_pairs(fail, "--fail", ":", int),
                     resources=_parse_pairs(resource, "--resource", "=", float), cpus_per_point=cpus_per_point,
                     point_timeout_s=timeout_s)
-    report = run_job(job, Lake(lake_root), address=address, num_cpus=num_cpus, chunk_size=chunk_size,
-                     restart=restart, console=console(stderr=True))
+    report = run_probe(job, Lake(lake_root), address=address, num_cpus=num_cpus, chunk_size=chunk_size,
+                       restart=restart, console=console(stderr=True))
     run_line(console(), report, f"[bold]probe {name}[/]")
     report_failures(report, lake_root)
 

@@ -6,7 +6,8 @@ that is gone, and wait a minute for it (a timeout written into Ray). ``Reaper`` 
 process the driver starts beside its embedded cluster: it keeps a list of the driver's
 descendant processes, and when the pipe from the driver reaches end of file without the
 word that all is well (the driver is gone), it kills the listed ones that still run. A
-driver that stops its cluster itself tells the reaper to stand down.
+driver that stops its cluster itself tells the reaper to stand down. Either way it then
+removes the cluster's temp folder (its session: sockets and logs), so a run leaves none.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Optional
 
 __all__ = ["Reaper"]
 
-#: The reaper's program: argv[1] is the driver's pid, stdin the pipe from the driver. It reads
-#: /proc (Linux); elsewhere it only waits, and kills nothing.
+#: The reaper's program: argv[1] is the driver's pid, argv[2] (may be empty) the cluster's
+#: temp folder, stdin the pipe from the driver. It reads /proc (Linux); elsewhere it only
+#: waits, and kills nothing. Either way it ends by removing the temp folder.
 _PROGRAM = r"""
-import os, select, signal, sys
+import os, select, shutil, signal, sys
 
 def processes():
     # pid -> (parent pid, start time) of every process, from /proc/PID/stat
@@ -36,11 +38,13 @@ def processes():
                 pass
     return found
 
-me, driver, known = os.getpid(), int(sys.argv[1]), {}
+me, driver, temp_dir, known = os.getpid(), int(sys.argv[1]), sys.argv[2], {}
 while True:
     ready, _, _ = select.select([0], [], [], 0.25)
     if ready:
         if os.read(0, 1):  # the driver stopped its cluster itself
+            if temp_dir:
+                shutil.rmtree(temp_dir, ignore_errors=True)
             sys.exit(0)
         break  # end of file: the driver is gone
     table, children = processes(), {}
@@ -59,24 +63,28 @@ for pid, started in known.items():
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+if temp_dir:
+    shutil.rmtree(temp_dir, ignore_errors=True)
 """
 
 
 class Reaper:
-    """Start with ``Reaper.start()`` before the embedded cluster starts (a driver killed
-    during Ray's start leaves nothing either); ``stand_down()`` once the cluster has stopped."""
+    """Start with ``Reaper.start(temp_dir)`` before the embedded cluster starts (a driver
+    killed during Ray's start leaves nothing either); ``stand_down()`` once the cluster has
+    stopped. Either way the reaper removes ``temp_dir``, the cluster's session folder,
+    when it ends."""
 
     def __init__(self, process: subprocess.Popen) -> None:
         self._process: Optional[subprocess.Popen] = process
 
     @classmethod
-    def start(cls) -> "Reaper":
-        process = subprocess.Popen([sys.executable, "-c", _PROGRAM, str(os.getpid())], stdin=subprocess.PIPE,
+    def start(cls, temp_dir: str = "") -> "Reaper":
+        process = subprocess.Popen([sys.executable, "-c", _PROGRAM, str(os.getpid()), temp_dir], stdin=subprocess.PIPE,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         return cls(process)
 
     def stand_down(self) -> None:
-        """The cluster stopped: the reaper exits and kills nothing."""
+        """The cluster stopped: the reaper removes its temp folder, kills nothing and exits."""
         process, self._process = self._process, None
         if process is None:
             return

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import tempfile
 import threading
 from dataclasses import dataclass
 from typing import Iterator, Optional
@@ -72,10 +73,13 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
             ) from None
         where = f"Ray cluster at {address}"
     else:
-        reaper = Reaper.start()  # the embedded cluster dies with this process, however it ends
+        # Its session (sockets, logs) in a folder of its own, which goes with it: by Ray's
+        # default it would stay in TMP/ray/session_* after every run.
+        temp_dir = tempfile.mkdtemp(prefix="csr-", dir=os.environ.get("RAY_TMPDIR") or tempfile.gettempdir())
+        reaper = Reaper.start(temp_dir)  # the embedded cluster dies with this process, however it ends
         try:
             ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
-                     num_cpus=num_cpus, **quiet)
+                     num_cpus=num_cpus, _temp_dir=temp_dir, **quiet)
         except BaseException:
             _stop_in_background(reaper)
             raise
@@ -97,7 +101,7 @@ def _stop_in_background(reaper: Optional[Reaper]) -> None:
     driver goes on to what needs no Ray (summaries, the report): it takes seconds of
     waiting on processes. The thread is not a daemon, so the interpreter waits for it
     before it exits; the next session waits for it before it starts. The ``reaper`` of an
-    embedded cluster stands down once it has stopped."""
+    embedded cluster removes the cluster's temp folder and stands down once it has stopped."""
     global _stopping
 
     def stop() -> None:

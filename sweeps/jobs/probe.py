@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
+import uuid
 from typing import Dict, Mapping, Optional
 
 import pyarrow as pa
@@ -15,7 +18,7 @@ from sweeps.jobs.work import Resources, Workload, fingerprint_of, key_of
 from sweeps.lake.kinds import PROBE
 from tasks.measure import probe
 
-__all__ = ["probe_job"]
+__all__ = ["probe_job", "remove_markers"]
 
 
 #: Ray's own resources, which a task asks for with its own arguments, not as custom ones.
@@ -44,7 +47,11 @@ def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int]
               cpus_per_point: float = 1.0, point_timeout_s: float = 60.0, marker_dir: Optional[str] = None) -> SweepJob:
     """``points`` synthetic points that sleep ``sleep_s``; the first ones fail on purpose,
     ``fail[mode]`` points per mode. Each task asks for ``cpus_per_point`` CPUs and
-    ``resources`` (custom Ray resources standing in for GPUs)."""
+    ``resources`` (custom Ray resources standing in for GPUs).
+
+    The "once" modes keep markers in ``marker_dir`` (default: a new name in the temp
+    folder), which the first marker creates; nothing is created here, and
+    ``remove_markers`` removes the folder once the job has run."""
     check_name("--name", name)
     _check(points, sleep_s, fail, resources)
     modes = [mode for mode, count in sorted(fail.items()) for _ in range(count)]
@@ -53,7 +60,8 @@ def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int]
     fp = fingerprint_of(config)
     rows = [{"key": key_of([PROBE, name, fp, i]), "index": i, "sleep_s": sleep_s, "fail": mode}
             for i, mode in enumerate(modes)]
-    context = probe.ProbeContext(marker_dir or tempfile.mkdtemp(prefix="commscale-probe-"))
+    markers = marker_dir or os.path.join(tempfile.gettempdir(), f"commscale-probe-{uuid.uuid4().hex[:12]}")
+    context = probe.ProbeContext(markers)
     workload = Workload(kind=PROBE, body=probe.probe_table, context=context, schema=probe.PROBE_SCHEMA,
                         schema_version=probe.SCHEMA_VERSION,
                         resources=Resources(cpus=cpus_per_point, custom=dict(resources)),
@@ -62,3 +70,9 @@ def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int]
     return SweepJob(name=name, hardware=label, points=pa.Table.from_pylist(rows, schema=probe.PROBE_POINT_SCHEMA),
                     workload=workload, config=config, sweep_fingerprint=fp,
                     hardware_fingerprint=fingerprint_of(dict(resources)))
+
+
+def remove_markers(job: SweepJob) -> None:
+    """Remove the folder of "once" markers of a probe ``job``, as this host sees it (the
+    workers of a cluster on other hosts keep theirs in their own temp folders)."""
+    shutil.rmtree(job.workload.context.marker_dir, ignore_errors=True)

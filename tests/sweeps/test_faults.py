@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -25,8 +28,8 @@ COMMSCALE = str(Path(sys.executable).with_name("commscale"))
 
 
 def _probe(lake: Path, *args: str, **popen) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    return subprocess.run([COMMSCALE, "probe", "--lake", str(lake), "--num-cpus", "2", *args], env=env,
+    popen.setdefault("env", {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+    return subprocess.run([COMMSCALE, "probe", "--lake", str(lake), "--num-cpus", "2", *args],
                           capture_output=True, text=True, timeout=600, **popen)
 
 
@@ -126,6 +129,29 @@ def test_a_changed_sweep_adds_a_version_and_restart_replaces_only_it(tmp_path):
     assert len(_rows(lake, "SELECT key FROM probe_all_versions")) == 9, "the first version's rows stay"
 
 
+@contextlib.contextmanager
+def _scratch_temp() -> Iterator[Path]:
+    """An empty folder of its own as TMPDIR, short enough for the socket paths Ray makes
+    under it (at most 107 bytes), removed with what is left in it."""
+    scratch = Path(tempfile.mkdtemp(prefix="cs-", dir="/tmp"))
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_a_probe_leaves_nothing_in_the_temp_folder(tmp_path):
+    """It left its folder of "once" markers (commscale-probe-*), and the embedded Ray its
+    session folder (logs, sockets: TMPDIR/ray/session_*), behind every run."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}
+    with _scratch_temp() as scratch:
+        done = _probe(tmp_path / "lake", "--points", "6", "--sleep-ms", "1", "--fail", "die_once:1", "--fail",
+                      "transient_once:1", env={**env, "TMPDIR": str(scratch)})
+        assert done.returncode == 0, done.stderr
+        assert "6 points, 6 new" in done.stdout
+        assert sorted(p.name for p in scratch.iterdir()) == []
+
+
 def test_two_runs_of_one_sweep_account_for_every_point(tmp_path):
     """Both runs find the lake empty (each plans before its Ray starts), so both compute
     every point; the one whose commits come second says its rows were committed meanwhile
@@ -174,11 +200,15 @@ def _descendants(root: int) -> dict:
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process tree from /proc (Linux)")
 def test_a_driver_killed_alone_takes_its_embedded_cluster_with_it(tmp_path):
     """SIGKILL to the driver only (not its process group): Ray's agents used to wait a
-    minute for a GCS that was gone; every process the driver started is gone within 15 s."""
+    minute for a GCS that was gone; every process the driver started is gone within 15 s,
+    and the embedded Ray's session folder with them."""
     lake = tmp_path / "lake"
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    stack = contextlib.ExitStack()
+    scratch = stack.enter_context(_scratch_temp())
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}
     driver = subprocess.Popen([COMMSCALE, "probe", "--lake", str(lake), "--num-cpus", "2", "--name", "alone",
-                               "--points", "60", "--sleep-ms", "250", "--chunk-size", "2"], env=env,
+                               "--points", "60", "--sleep-ms", "250", "--chunk-size", "2"],
+                              env={**env, "TMPDIR": str(scratch)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
@@ -202,10 +232,13 @@ def test_a_driver_killed_alone_takes_its_embedded_cluster_with_it(tmp_path):
                     continue
                 if fields[0] != "Z" and fields[19] == start:
                     now[pid] = Path(f"/proc/{pid}/cmdline").read_text(errors="replace").replace("\0", " ")[:80]
-            if not now or time.monotonic() > deadline:
+            left = sorted(p.name for p in scratch.iterdir())
+            if (not now and not left) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         assert not now, f"still running 15 s after the driver was killed: {now}"
+        assert not left, f"left in the temp folder 15 s after the driver was killed: {left}"
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(driver.pid, signal.SIGKILL)
+        stack.close()
