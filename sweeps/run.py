@@ -176,6 +176,7 @@ def _unstored(lake: Lake, job: SweepJob, restart: bool) -> Optional[pa.Table]:
     lake serves it); with points to run it must be writable (proved now, changing nothing
     it holds). A damaged data file of the kind is refused now, not after the work."""
     if not lake.exists():
+        lake.ensure_creatable()
         return job.points
     lake.ensure_readable()
     lake.checked_files(job.workload.kind)

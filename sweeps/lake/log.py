@@ -101,6 +101,26 @@ class LakeLog(LakeMarker):
             raise LakeError(f"lake path {self.root_spec!r} is not writable: {exc}") from None
         self.check_format(create=True)
 
+    def ensure_creatable(self) -> None:
+        """A root that does not exist yet could be created: its nearest existing ancestor is
+        a folder that takes a new folder (local roots; a remote one is proved on creation).
+        Nothing is left: a run checks this before its cluster starts and writes nothing."""
+        root = self.local_root
+        if root is None:
+            return
+        ancestor = root.absolute()
+        while not os.path.lexists(ancestor) and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise LakeError(f"lake path {self.root_spec!r} is not writable: {str(ancestor)!r} is not a directory")
+        probe = ancestor / f".commscale-create-test-{uuid.uuid4().hex}"
+        try:  # permissions alone do not say it: root may write anywhere, and /proc takes no folder
+            probe.mkdir()
+            probe.rmdir()
+        except OSError as exc:
+            raise LakeError(f"lake path {self.root_spec!r} is not writable: {str(ancestor)!r} takes no new folder "
+                            f"({exc.strerror})") from None
+
     def ensure_readable(self) -> None:
         """The root must exist, be a directory, and hold a lake this version reads."""
         self.ensure_exists()
