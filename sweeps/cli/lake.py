@@ -37,8 +37,10 @@ def status(*, sweep: Optional[str], lake_root: str) -> None:
         if frame.empty:
             continue
         table = Table(title=f"{title} in {Lake(lake_root)}", title_justify="left")
-        for column in frame.columns:
-            table.add_column(column, justify="right" if frame[column].dtype.kind in "iuf" else "left")
+        for i, column in enumerate(frame.columns):
+            # The first column names the sweep or study a user types again: never cut short.
+            whole = dict(no_wrap=True, min_width=max(len(str(v)) for v in frame[column])) if i == 0 else {}
+            table.add_column(column, justify="right" if frame[column].dtype.kind in "iuf" else "left", **whole)
         for row in frame.itertuples(index=False):
             table.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
         Console(width=max(console().width, 120)).print(table)
