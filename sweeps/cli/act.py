@@ -31,7 +31,7 @@ from rich.table import Table
 from sweeps.errors import ConfigError, UserError
 from sweeps.export import FRAMEWORKS
 
-__all__ = ["Act", "act_options", "check_act", "act"]
+__all__ = ["Act", "act_options", "check_act", "act", "tokens_text"]
 
 #: Suffixes ``--tokens`` takes: 15T is 15 x 10^12 tokens.
 TOKEN_SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
@@ -105,13 +105,18 @@ def _figures(setup, shown: pd.DataFrame, action: Act) -> pd.DataFrame:
     return shown.assign(train_days=days, train_cost=cost)
 
 
+def tokens_text(tokens: float) -> str:
+    """A token count as ``--tokens`` takes it: 1.5T, 300B, 999."""
+    suffix, unit = next(((s, u) for s, u in reversed(TOKEN_SUFFIXES.items()) if tokens >= u), ("", 1.0))
+    return f"{tokens / unit:.4g}{suffix}"
+
+
 def _time_table(setup, figures: pd.DataFrame, action: Act) -> Table:
     from sweeps.search.results import layout_of
 
     priced = action.price is not None
-    title = (f"Time to train {action.tokens:,.4g} tokens on {setup.spec.devices} x {setup.hardware.name}: tokens / "
-             f"(tokens/s/device x {setup.spec.devices})" + (f", at ${action.price:,.2f} per device-hour" if priced
-                                                             else ""))
+    title = f"Time to train {tokens_text(action.tokens)} tokens" + (f" at {action.price:,.2f} USD per device-hour"
+                                                                    if priced else "")
     table = Table(title=title, title_justify="left")
     for name in ("layout", "tokens/s/device", "days", *(("cost USD",) if priced else ())):
         table.add_column(name, justify="left" if name == "layout" else "right", no_wrap=True)
@@ -121,13 +126,20 @@ def _time_table(setup, figures: pd.DataFrame, action: Act) -> Table:
     return table
 
 
+def _formula(setup, action: Act) -> str:
+    devices = setup.spec.devices
+    line = (f"days = {tokens_text(action.tokens)} tokens / (tokens/s/device x {devices} devices) / 86,400 s, from "
+            "each row's tokens/s per device")
+    return line + (f"; cost = days x 24 h x {devices} devices x {action.price:,.2f} USD" if action.price else "")
+
+
 def _notes(setup, winner, action: Act) -> List[str]:
     """The export's header lines: the study, the winner's figures, its time and cost to train."""
     notes = [f"commscale search {setup.study_name}: the best layout by {setup.spec.objective}; step "
              f"{winner['step_time_s']:.4g} s, {winner['tokens_per_s_per_device']:,.0f} tokens/s per device, "
              f"{winner['memory_per_device_bytes'] / 1e9:.1f} GB per device"]
     if action.tokens is not None:
-        line = f"time to train {action.tokens:,.4g} tokens: {winner['train_days']:,.1f} days"
+        line = f"time to train {tokens_text(action.tokens)} tokens: {winner['train_days']:,.1f} days"
         if action.price is not None:
             line += f", {winner['train_cost']:,.0f} USD at {action.price:,.2f} USD per device-hour"
         notes.append(line)
@@ -150,6 +162,7 @@ def act(out: Console, setup, top: pd.DataFrame, action: Act) -> None:
     figures = _figures(setup, shown, action) if action.tokens is not None else shown
     if action.tokens is not None:
         out.print(_time_table(setup, figures, action))
+        out.print(_formula(setup, action), soft_wrap=True, highlight=False)
     if action.export_to is not None:
         text = export(action.export_to, case_of(setup, figures.iloc[0], _notes(setup, figures.iloc[0], action)))
         out.print(f"\nThe winner for {action.export_to}:", highlight=False)

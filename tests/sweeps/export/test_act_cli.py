@@ -31,7 +31,7 @@ def test_time_and_cost_to_train_follow_from_each_shown_rows_throughput_and_head_
     assert result.exit_code == 0, result.output
     setup = load_search(SPACE)
     shown = exhaustive_frame(setup).head(setup.spec.top)
-    rows = _rows(result.stdout, "Time to train 1.5e+12 tokens")
+    rows = _rows(result.stdout, "Time to train 1.5T tokens")
     assert len(rows) == len(shown)
     for cells, (_, row) in zip(rows, shown.iterrows(), strict=True):
         days = 1.5e12 / (row["tokens_per_s_per_device"] * 16) / 86_400
@@ -40,7 +40,7 @@ def test_time_and_cost_to_train_follow_from_each_shown_rows_throughput_and_head_
     export = result.stdout[result.stdout.index("# commscale search"):]
     winner = shown.iloc[0]
     days = 1.5e12 / (winner["tokens_per_s_per_device"] * 16) / 86_400
-    assert f"# time to train 1.5e+12 tokens: {days:,.1f} days, {days * 24 * 16 * 2.5:,.0f} USD" in export
+    assert f"# time to train 1.5T tokens: {days:,.1f} days, {days * 24 * 16 * 2.5:,.0f} USD" in export
     assert f"--micro-batch-size {winner['micro_batch']}" in export
     assert f"--tensor-model-parallel-size {winner['tp']}" in export
 
@@ -50,7 +50,7 @@ def test_a_study_exports_its_best_trial(tmp_path):
                                        "nemo", "--lake", str(tmp_path / "lake")])
     assert result.exit_code == 0, result.output
     best = _rows(result.stdout, "Top 10 layouts")[0][0]
-    assert _rows(result.stdout, "Time to train 3e+11 tokens")[0][0] == best
+    assert _rows(result.stdout, "Time to train 300B tokens")[0][0] == best
     assert re.search(rf"# layout {re.escape(best)}: ", result.stdout), result.stdout
     assert "recipe.trainer.strategy.tensor_model_parallel_size = " in result.stdout
 
