@@ -13,7 +13,8 @@ and pandas imported anew; what a person waits for) and the report's own time ins
 - after one new sweep: the report of five sweeps after the fifth was run (only its
   figures drawn);
 - an idle `commscale run` of a sweep the lake holds whole, over one sweep and over five:
-  no Ray starts, the summary is printed and the report it writes is kept as it was.
+  no Ray starts, the summary is printed and the report it writes is kept as it was;
+- the page of five sweeps: its size (bound: 2 MB) and how many figures it embeds and links.
 
 The lakes are built with the CLI (`commscale run sweep.name=s1 --num-cpus 1`, then
 `hardware=b200`, `sweep=casestudy`, `sweep=smoke`, `hardware=h100`) in a scratch folder.
@@ -117,7 +118,12 @@ def main() -> None:
     worst = max(t[0] for t in idle)
     print(f"target: idle re-run over five sweeps <= {TARGET_IDLE_S:.0f} s wall: "
           f"{'met' if worst <= TARGET_IDLE_S else 'NOT met'} (worst {worst:.2f} s)")
-    print(f"report: {work / 'five' / 'report' / 'report.html'}")
+    page = work / "five" / "report" / "report.html"
+    text = page.read_text(encoding="utf-8")
+    embedded, linked = text.count("<img src='data:"), text.count("<img src='figures/")
+    print(f"page of five sweeps: {page.stat().st_size / 1e6:.2f} MB (bound 2 MB), {text.count('<figure ')} figures: "
+          f"{embedded} embedded, {linked} linked")
+    print(f"report: {page}")
 
 
 if __name__ == "__main__":
