@@ -56,19 +56,34 @@ def _switches(stack: Stack) -> Tuple:
     return tuple(getattr(stack, name) for name in STACK_SWITCHES)
 
 
+def _class_profile(hardware: HardwareProfile) -> HardwareProfile:
+    """The shipped profile of ``hardware``'s device class: the preset of its name, else the
+    preset of its accelerator (a cluster file with ``base: a100-80gb`` and its own nodes and
+    network), else ``hardware`` itself. A published run is predicted on the cluster it ran
+    on, as ``commscale validate`` predicts it: a user's 4-GPU nodes or 100 Gb/s NICs would
+    price other clusters' runs on the wrong network, and call that the model's error."""
+    from sweeps.config import list_presets, load_preset
+    from tasks.validation.predict_runs import find_profile
+
+    names = list_presets("hardware")
+    if hardware.name in names:
+        return load_preset("hardware", hardware.name)
+    same_part = find_profile(hardware.accelerator, {name: load_preset("hardware", name) for name in names})
+    return same_part or hardware
+
+
 def _run_errors(hardware: HardwareProfile) -> List[Tuple[Tuple, float]]:
     """(stack switches, signed error) of each published run on ``hardware``'s device class
     that no figure was fitted to, predicted with the shipped profile of that name (else
     ``hardware`` itself); runs the profile cannot cost (an fp8 run on a part without an fp8
     peak) are left out."""
-    from sweeps.config import list_presets, load_preset
     from sweeps.jobs.validation import DATA_DIR
     from tasks.validation.predict_runs import find_profile, run_stack
     from tasks.validation.records import DATA_FILES, HELD_OUT, RowError
     from tasks.validation.runs import read_runs
     from tasks.validation.validate import validate_runs
 
-    profile = load_preset("hardware", hardware.name) if hardware.name in list_presets("hardware") else hardware
+    profile = _class_profile(hardware)
     profiles = {profile.name: profile}
     found = []
     for dataset in ("runs", HELD_OUT):
@@ -95,7 +110,7 @@ def published_error(hardware: HardwareProfile, stack: Stack) -> Optional[ModelEr
         errors, scope = (same, "this stack and device class") if len(same) >= MIN_RUNS else \
             ([error for _, error in runs], "this device class")
         _ERRORS[key] = ModelError(sum(abs(e) for e in errors) / len(errors), len(errors), scope,
-                                  hardware.name) if errors else None
+                                  _class_profile(hardware).name) if errors else None
     return _ERRORS[key]
 
 

@@ -32,6 +32,18 @@ def test_the_error_is_the_validations_own_over_the_device_class_or_its_stack():
     assert published_error(setup.hardware, setup.stack) is own  # computed once per process
 
 
+def test_a_cluster_file_is_trusted_as_its_device_class_not_by_pricing_other_clusters_runs_on_it(tmp_path):
+    """A100 nodes of 4 GPUs behind one 100 Gb/s NIC each: the published A100 runs are priced
+    on the clusters they ran on (their error was 94.5 % when priced on this one)."""
+    cluster = tmp_path / "my_cluster.yaml"
+    cluster.write_text("base: a100-80gb\ndevices_per_node: 4\ninter_node:\n  bandwidth_GBps: 12.5\n")
+    own = load_search(["small", f"hardware={cluster}"])
+    shipped = load_search(["small"])
+    error = published_error(own.hardware, own.stack)
+    assert error == published_error(shipped.hardware, shipped.stack)
+    assert error.hardware == "a100-80gb" and error.mean < 0.2
+
+
 def test_layouts_within_the_error_are_a_tie_and_beyond_it_the_ranking_stands():
     setup = load_search(SPACE)
     e = published_error(setup.hardware, setup.stack).mean
