@@ -43,6 +43,10 @@ class RaySession:
     embedded: bool = False
 
 
+#: The environment variable of the niceness Ray's raylet starts its workers at.
+WORKER_NICENESS = "RAY_worker_niceness"
+
+
 @contextlib.contextmanager
 def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -> Iterator[RaySession]:
     """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), or start an embedded one;
@@ -75,6 +79,11 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
     else:
         # Its session (sockets, logs) in a folder of its own, which goes with it: by Ray's
         # default it would stay in TMP/ray/session_* after every run.
+        # Ray starts its workers at nice 15: on a shared machine any ordinary process then
+        # takes their cores (a calibration's worker beside two busy processes got under 4 %
+        # of a core). The embedded cluster's workers run at the driver's priority, unless
+        # RAY_worker_niceness says otherwise.
+        os.environ.setdefault(WORKER_NICENESS, str(os.nice(0)))
         temp_dir = tempfile.mkdtemp(prefix="csr-", dir=os.environ.get("RAY_TMPDIR") or tempfile.gettempdir())
         reaper = Reaper.start(temp_dir)  # the embedded cluster dies with this process, however it ends
         try:
