@@ -26,7 +26,7 @@ TINY = ["calibration=cpu", "calibration.baseline.h=128", "calibration.baseline.h
         "calibration.vary.sl=[32,128]", "calibration.vary.b=[2]", "calibration.vary.h=[64,256]",
         "calibration.vary.tp=[2]", "calibration.held_out=[{h: 192, heads: 3, sl: 96, b: 1, tp: 1}]",
         "calibration.warmup=1", "calibration.steps=2", "calibration.plain_repeats=3", "calibration.judged_from_ms=0",
-        "calibration.max_spread=1000", "calibration.max_drift=1000", "calibration.max_excess=1000",
+        "calibration.max_drift=1000", "calibration.max_excess=1000",
         "calibration.threads=2"]  # each measurement asks for 2 CPUs: what --num-cpus 2 offers on any machine
 SWEEP = ["sweep=smoke", "sweep.h=[128,1024]", "sweep.sl=[64]", "sweep.b=[1]", "sweep.tp=[1,2]", "sweep.head_dim=64",
          "sweep.highlights=[]"]
@@ -71,9 +71,9 @@ def test_calibrate_measures_fits_judges_and_projects(tmp_path):
 
 
 def test_a_calibration_whose_measurements_stay_unstable_is_reported_and_not_fitted(tmp_path):
-    # No two timed steps are alike: a 1e-9 spread threshold makes every measurement unstable.
+    # No two rounds' fastest steps are alike: a 1e-9 drift threshold makes every measurement unstable.
     lake_dir = str(tmp_path / "lake")
-    done = _run("calibrate", *TINY, "calibration.max_spread=1e-9", "calibration.remeasure=0", "--lake", lake_dir,
+    done = _run("calibrate", *TINY, "calibration.max_drift=1e-9", "calibration.remeasure=0", "--lake", lake_dir,
                 "--num-cpus", "2", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert "8 configurations, 8 measured, 0 already in the lake, 8 unstable" in done.stdout
@@ -84,7 +84,7 @@ def test_a_calibration_whose_measurements_stay_unstable_is_reported_and_not_fitt
     lake = Lake(lake_dir)
     baseline = frame(lake, "SELECT status, reason, attempts, plain_step_s FROM baseline")
     assert set(baseline["status"]) == {"unstable"} and set(baseline["attempts"]) == {1}
-    assert baseline["reason"].str.startswith("unstable after 1 measurement: spread p90/p10").all()
+    assert baseline["reason"].str.startswith("unstable after 1 measurement: fastest step not reproduced").all()
     assert (baseline["plain_step_s"] > 0).all()  # measured, and kept with the reason
     assert frame(lake, "SELECT count(*) AS n FROM opmodel")["n"].iloc[0] == 0
 

@@ -53,8 +53,8 @@ def validate_calibration(spec: CalibrationSpec) -> None:
         raise ConfigError("calibration.device", spec.device, "use cpu or cuda[:N]")
     for name in ("warmup", "threads", "remeasure"):
         check_non_negative(f"calibration.{name}", getattr(spec, name))
-    for name in ("steps", "plain_repeats", "head_dim", "time_cap_s", "point_timeout_s", "rounds", "max_spread",
-                 "max_drift", "max_excess"):
+    for name in ("steps", "plain_repeats", "head_dim", "time_cap_s", "point_timeout_s", "rounds", "max_drift",
+                 "max_excess"):
         check_positive(f"calibration.{name}", getattr(spec, name))
     if spec.rounds > spec.plain_repeats:
         raise ConfigError("calibration.rounds", spec.rounds,

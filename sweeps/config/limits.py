@@ -77,7 +77,7 @@ SCALING: Dict[str, Range] = {"devices": DEVICES, "global_batch": _BATCH}
 CALIBRATION: Dict[str, Range] = {"threads": Range(0, 1e5), "head_dim": SIZE, "warmup": _NON_NEGATIVE_COUNT,
                                  "steps": _COUNT, "plain_repeats": _COUNT, "time_cap_s": _SECONDS,
                                  "point_timeout_s": _SECONDS, "dropout": Range(0, 1), "judged_from_ms": Range(0, 1e9),
-                                 "rounds": _COUNT, "max_spread": MULTIPLIER, "max_drift": MULTIPLIER,
+                                 "rounds": _COUNT, "max_drift": MULTIPLIER,
                                  "max_excess": MULTIPLIER,
                                  "remeasure": Range(0, 100)}
 LAYER_POINT: Dict[str, Range] = {"h": SIZE, "heads": SIZE, "sl": SEQUENCE, "b": _BATCH, "tp": DEVICES}

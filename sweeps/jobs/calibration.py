@@ -35,7 +35,7 @@ def calibration_job(spec: CalibrationSpec) -> SweepJob:
 
     settings = dict(dtype=spec.dtype, device=spec.device, causal=spec.causal, threads=spec.threads,
                     warmup=spec.warmup, steps=spec.steps, plain_repeats=spec.plain_repeats, dropout=spec.dropout,
-                    rounds=spec.rounds, max_spread=spec.max_spread, max_drift=spec.max_drift,
+                    rounds=spec.rounds, max_drift=spec.max_drift,
                     max_excess=spec.max_excess, remeasure=spec.remeasure, measurement=MEASUREMENT_VERSION,
                     torch=torch.__version__)
     configs = fit_configs(spec) + [dict(dataclasses.asdict(p), role="held_out", varied="none") for p in spec.held_out]
@@ -45,7 +45,7 @@ def calibration_job(spec: CalibrationSpec) -> SweepJob:
         rows.append(dict(shape, key=key_of([spec.name, config["role"], shape, settings]),
                          calibration=spec.name, role=config["role"], varied=config["varied"], dtype=spec.dtype,
                          device=spec.device, causal=spec.causal))
-    rule = StabilityRule(max_spread=spec.max_spread, max_drift=spec.max_drift, max_excess=spec.max_excess,
+    rule = StabilityRule(max_drift=spec.max_drift, max_excess=spec.max_excess,
                          remeasure=spec.remeasure)
     context = ProfileContext(warmup=spec.warmup, steps=spec.steps, plain_repeats=spec.plain_repeats,
                              time_cap_s=spec.time_cap_s, dropout=spec.dropout, threads=spec.threads, rounds=spec.rounds,

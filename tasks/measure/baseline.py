@@ -3,21 +3,23 @@
 ``profile_step`` runs ``tasks.measure.transformer_layer`` steps under ``torch.profiler`` and
 reads back the time of every ``op:`` region (per operator class and pass), the step's
 own time, and what ran outside any region (the unattributed time). On CUDA a region's
-time is the device time of its kernels; on the CPU, the region's wall time. Each figure
-is the fastest of ``steps`` separately profiled steps: on a shared machine contention
-only ever adds time, so the fastest step is the device's own. ``measure_points`` does this
-for a table of layer configurations and also times the plain step (no profiler) that
-end-to-end accuracy is judged against.
+time is the device time of its kernels; on the CPU, the region's time by the step's clock
+(``tasks.measure.timing.cpu_clock``: the thread's CPU time for a one-thread step, else the
+wall clock). Each figure is the fastest of ``steps`` separately profiled steps: on a shared
+machine contention only ever adds time, so the fastest is the device's own
+(``tasks.measure.stability`` cites the practice). ``measure_points`` does this for a table of
+layer configurations and also times the plain step (no profiler), by the same clock, that
+end-to-end accuracy is judged against: the fastest of its repeats.
 
 The configurations of a table are measured together in ``rounds`` interleaved rounds: each
 round visits every configuration in turn for its share of the profiled steps and then of
 the plain steps, so a slow spell of a shared machine falls on one round of many
-configurations rather than on the whole of one. Each configuration's plain steps are judged
-by ``tasks.measure.stability`` (outliers rejected, then their spread, the drift between
-rounds, and their excess over the sum of the classes' fastest times); the unstable ones
-are measured again together, a bounded number of times, and one still unstable is stored
-with status ``unstable`` and the reason. The profiled figures are the fastest over every
-measurement of the configuration; the plain step's, those of the steadiest measurement.
+configurations rather than on the whole of one. Each configuration's fastest plain step is
+judged by ``tasks.measure.stability`` (reproduced by a second round, and not above the sum
+of the classes' fastest times by more than a bound); the unstable ones are measured again
+together, a bounded number of times, their new rounds joining the old, and one still
+unstable is stored with status ``unstable`` and the reason. The profiled figures are the
+fastest over every measurement of the configuration, and so is the plain step.
 
 Results are one wide row per configuration (``BASELINE_SCHEMA``): a ``t_<class>_s``
 column per operator class of ``operators.OP_CLASSES``.
@@ -34,9 +36,9 @@ import pyarrow as pa
 
 from tasks.device import DTYPE_BYTES, is_cuda
 from tasks.measure.provenance import available_memory_bytes, device_provenance
-from tasks.measure.stability import STATUS_UNSTABLE, StabilityRule, Verdict, interleave_until_stable, steadiest
-from tasks.measure.timing import sample_times, synchronize
-from tasks.measure.transformer_layer import OP_PREFIX, LayerShape, build_layer
+from tasks.measure.stability import STATUS_UNSTABLE, StabilityRule, Verdict, interleave_until_stable
+from tasks.measure.timing import WALL, clock_ns, cpu_clock, sample_times, synchronize
+from tasks.measure.transformer_layer import OP_PREFIX, LayerShape, build_layer, region_clock
 from tasks.model import layer, memory
 from tasks.model.layout import code
 from tasks.model.operators import OP_CLASSES, class_column
@@ -46,7 +48,7 @@ __all__ = ["SCHEMA_VERSION", "MEASUREMENT_VERSION", "BASELINE_POINT_SCHEMA", "BA
 
 SCHEMA_VERSION = 1
 #: Bumped when how a step is built or timed changes; part of every measurement's key.
-MEASUREMENT_VERSION = "layer-2"
+MEASUREMENT_VERSION = "layer-3"
 
 #: ``role``: "baseline" (the profiled baseline iteration), "variation" (one
 #: hyperparameter moved from the baseline, named in ``varied``) or "held_out" (kept out
@@ -61,16 +63,17 @@ BASELINE_POINT_SCHEMA = pa.schema([
 BASELINE_SCHEMA = pa.schema(list(BASELINE_POINT_SCHEMA) + [
     ("status", pa.string()), ("reason", pa.string()),
     ("step_s", pa.float64()),            # the fastest profiled step
-    ("plain_step_s", pa.float64()),      # the same step without the profiler: p10 of its repeats
-    ("plain_median_s", pa.float64()), ("plain_p90_s", pa.float64()),
-    ("spread", pa.float64()),            # p90/p10 - 1 of the kept plain steps (tasks.measure.stability)
-    ("drift", pa.float64()),             # slowest round's fastest plain step / fastest round's - 1
+    ("plain_step_s", pa.float64()),      # the same step without the profiler: the fastest of its repeats
+    ("plain_median_s", pa.float64()), ("plain_p90_s", pa.float64()),  # of the kept plain steps: the load
+    ("spread", pa.float64()),            # p90/p10 - 1 of the kept plain steps (reported, not judged)
+    ("drift", pa.float64()),             # second fastest round's fastest plain step / fastest round's - 1
     ("excess", pa.float64()),            # plain step / (sum of the classes' fastest + unattributed) - 1
-    ("rejected", pa.int64()),            # plain steps rejected as outliers
+    ("rejected", pa.int64()),            # plain steps left out of the median and p90 as outliers
     ("attempts", pa.int64()),            # measurements made (1 + re-measurements)
     ("unattributed_s", pa.float64()),    # profiled step time outside every operator region
     ("unattributed_kernel_s", pa.float64()),  # of which operators (kernels) outside every region
-    ("profiled_steps", pa.int64()), ("threads", pa.int64()),
+    ("profiled_steps", pa.int64()),
+    ("threads", pa.int64()),             # torch's threads; one: timed by the thread's CPU clock
     ("wall_s", pa.float64()),            # wall time this configuration's measurement took
     ("device_model", pa.string()), ("torch_version", pa.string()), ("cuda_version", pa.string()),
     ("host", pa.string()),
@@ -149,24 +152,27 @@ def _unattributed_operators(prof, cuda: bool) -> Dict[str, float]:
 _Sample = Tuple[Dict[str, float], float, Dict[str, float]]
 
 
-def _profiled_samples(step, *, device: str, steps: int, until: Optional[float] = None) -> List[_Sample]:
+def _profiled_samples(step, *, device: str, steps: int, until: Optional[float] = None,
+                      clock: str = WALL) -> List[_Sample]:
     """Profile ``steps`` calls of ``step()``, one at a time; fewer (at least one) once
-    ``time.perf_counter()`` has passed ``until``."""
+    ``time.perf_counter()`` has passed ``until``. On the CPU the step and its regions are
+    timed by ``clock`` (``tasks.measure.timing``)."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = is_cuda(device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    now = clock_ns(clock)
     samples: List[_Sample] = []
     for _ in range(steps):
         if samples and until is not None and time.perf_counter() > until:
             break
-        with profile(activities=activities) as prof:
+        with profile(activities=activities) as prof, region_clock(now) as clocked:
             synchronize(device)
-            started = time.perf_counter()
+            started = now()
             step()
             synchronize(device)
-            wall = time.perf_counter() - started
-        regions = _region_times(prof, cuda)
+            wall = (now() - started) / 1e9
+        regions = _region_times(prof, cuda) if cuda else dict(clocked)
         unknown = set(regions) - set(OP_CLASSES)
         if unknown:
             raise RuntimeError(f"regions outside the operator classes: {sorted(unknown)}")
@@ -183,13 +189,13 @@ def _fastest(samples: List[_Sample]) -> StepProfile:
     return StepProfile(classes, wall, max(0.0, wall - sum(per_class.values())), dict(stray))
 
 
-def profile_step(step, *, device: str, steps: int) -> StepProfile:
+def profile_step(step, *, device: str, steps: int, clock: str = WALL) -> StepProfile:
     """Profile ``steps`` calls of ``step()`` one at a time; the fastest time per class.
 
-    The step's time is its wall time on the CPU and, on CUDA, the device time of all the
-    kernels it ran; the unattributed time is the step's time less the sum of its regions.
+    The step's time is its time by ``clock`` on the CPU and, on CUDA, the device time of all
+    the kernels it ran; the unattributed time is the step's time less the sum of its regions.
     """
-    return _fastest(_profiled_samples(step, device=device, steps=steps))
+    return _fastest(_profiled_samples(step, device=device, steps=steps, clock=clock))
 
 
 def _split(total: int, parts: int) -> List[int]:
@@ -214,13 +220,25 @@ class _Visits:
     ``r``. Its layer is built (then warmed up by ``warmup`` steps) or reused (one untimed step,
     as the configurations before it left the caches cold); then come its share of the
     profiled steps and of the plain steps, whose seconds it returns. A visit's timed steps
-    stop early (keeping at least one of each) past its share of the time cap,
-    ``time_cap_s / rounds``, so a slowed machine stretches a calibration by at most that."""
+    stop early (keeping at least one of each) past its ``budget``, so a slowed machine
+    stretches a calibration by at most that. On the CPU, steps are timed by ``clock``."""
 
-    def __init__(self, subjects: List[_Subject], context: ProfileContext, *, keep_layers: bool) -> None:
-        self.subjects, self.context, self.keep_layers = subjects, context, keep_layers
+    def __init__(self, subjects: List[_Subject], context: ProfileContext, *, keep_layers: bool,
+                 clock: str = WALL) -> None:
+        self.subjects, self.context, self.keep_layers, self.clock = subjects, context, keep_layers, clock
         self.profiled_shares = _split(context.steps, context.rounds)
         self.plain_shares = _split(context.plain_repeats, context.rounds)
+        # The time cap of the whole (interleave_until_stable's), and the visits of its first measurement.
+        self.deadline = time.perf_counter() + context.time_cap_s * len(subjects)
+        self.first_pass, self.visits = len(subjects) * context.rounds, 0
+
+    def budget(self) -> float:
+        """Seconds for the timed steps of the next visit: its share of the time cap,
+        ``time_cap_s / rounds``, but no more than what is left of the whole's time cap shared
+        over the first measurement's visits still to come. A slowed machine thus takes fewer
+        steps in each visit rather than fewer rounds, which would leave no measurement whole."""
+        left = max(1, self.first_pass - self.visits)
+        return min(self.context.time_cap_s / self.context.rounds, max(0.0, self.deadline - time.perf_counter()) / left)
 
     def floor(self, i: int) -> Optional[float]:
         """The least configuration ``i``'s step can take by what was profiled of it: the sum of
@@ -244,12 +262,12 @@ class _Visits:
             for _ in range(context.warmup if fresh else min(1, context.warmup)):
                 built.step()
             synchronize(point["device"])
-            # A visit's share of the time cap: half for its profiled steps, the rest for its plain steps.
-            budget, timed_from = context.time_cap_s / context.rounds, time.perf_counter()
+            # Half of the visit's budget for its profiled steps, the rest for its plain steps.
+            budget, timed_from = self.budget(), time.perf_counter()
             subject.profiled += _profiled_samples(built.step, device=point["device"], steps=self.profiled_shares[r],
-                                                  until=timed_from + budget / 2)
+                                                  until=timed_from + budget / 2, clock=self.clock)
             plain = sample_times(built.step, device=point["device"], repeats=self.plain_shares[r],
-                                 until=timed_from + budget)
+                                 until=timed_from + budget, clock=self.clock)
             subject.built = built if self.keep_layers else None
             return plain
         except torch.OutOfMemoryError as exc:
@@ -260,23 +278,25 @@ class _Visits:
             return None
         finally:
             subject.wall_s += time.perf_counter() - started
+            self.visits += 1
 
 
-def _measured_row(subject: _Subject, verdicts: List[Verdict], rule: StabilityRule) -> dict:
-    """A configuration's row: the fastest of all its profiled steps, and the plain steps of its
-    steadiest measurement, stable (``ok``) or not (``unstable``, with the reason; without
-    times when the time cap of the whole ran out before it was measured)."""
+def _measured_row(subject: _Subject, verdicts: List[Verdict]) -> dict:
+    """A configuration's row: the fastest of all its profiled steps, and the verdict on its plain
+    steps (the last, which judged them all),
+    stable (``ok``) or not (``unstable``, with the reason; without times when the time cap of
+    the whole ran out before it was measured)."""
     if subject.failed is not None:
         return {**subject.row, "status": subject.failed[0], "reason": subject.failed[1], "wall_s": subject.wall_s}
     if not verdicts:
         return {**subject.row, "status": STATUS_UNSTABLE, "attempts": 0, "wall_s": subject.wall_s,
                 "reason": "not measured: the time cap of the whole calibration ran out first"}
-    plain = verdicts[steadiest(verdicts, rule)]
+    plain = verdicts[-1]
     fastest = _fastest(subject.profiled)
     times = f"{len(verdicts)} measurement{'s' if len(verdicts) > 1 else ''}"
     status, reason = ("ok", None) if plain.stable else (STATUS_UNSTABLE, f"unstable after {times}: {plain.reason}")
     return {**subject.row, "status": status, "reason": reason, "step_s": fastest.step_s,
-            "plain_step_s": plain.p10_s, "plain_median_s": plain.median_s, "plain_p90_s": plain.p90_s,
+            "plain_step_s": plain.fastest_s, "plain_median_s": plain.median_s, "plain_p90_s": plain.p90_s,
             "spread": plain.spread, "drift": plain.drift, "excess": plain.excess, "rejected": plain.rejected,
             "attempts": len(verdicts),
             "unattributed_s": fastest.unattributed_s, "unattributed_kernel_s": fastest.unattributed_kernel_s,
@@ -303,7 +323,7 @@ def measure_points(points: pa.Table, context: ProfileContext) -> pa.Table:
     rows in the same order. A configuration that cannot fit in the device's memory, or whose
     device is missing, is a row with status and reason; other errors propagate. Layers are
     kept between rounds while all of them fit in half the device's free memory, else
-    built again at each visit."""
+    built again at each visit. CPU steps are timed by ``cpu_clock`` of torch's threads."""
     import torch
 
     if context.threads:
@@ -326,10 +346,10 @@ def measure_points(points: pa.Table, context: ProfileContext) -> pa.Table:
     if subjects:
         device = subjects[0].row["device"]
         keep = sum(_layer_bytes(s.row) for s in subjects) <= available_memory_bytes(device) / 2
-        visits = _Visits(subjects, context, keep_layers=keep)
+        visits = _Visits(subjects, context, keep_layers=keep, clock=cpu_clock(torch.get_num_threads()))
         verdicts = interleave_until_stable(len(subjects), visits, context.rule, rounds=context.rounds,
                                            time_cap_s=context.time_cap_s, pause_s=context.pause_s, floor=visits.floor)
-        measured = {id(s.row): _measured_row(s, v, context.rule) for s, v in zip(subjects, verdicts)}
+        measured = {id(s.row): _measured_row(s, v) for s, v in zip(subjects, verdicts)}
         rows = [measured.get(id(row), row) for row in rows]
         for subject in subjects:
             subject.built = None

@@ -1,31 +1,44 @@
-"""Is a measurement to be trusted? Outlier rejection, spread, drift and excess of interleaved rounds.
+"""Is a measurement to be trusted? The fastest step, reproduced between rounds and matching its parts.
 
-The configurations of a calibration (``tasks.measure.baseline``) are measured in rounds,
-each round visiting every configuration in turn, so a slow spell of a shared machine falls
-on one round of many configurations and shows up as a difference between rounds, instead
-of slowing every sample of one configuration unseen. ``judge`` applies a
-``StabilityRule`` to one configuration's samples, round by round:
+**The statistic.** Contention on a shared machine only ever adds time to a step (another
+process holding the core, the caches it evicted, a page fault it caused): a step's time
+is the device's own plus non-negative delays. The fastest of several repeats is then the
+estimate least biased by load, an upper bound of the device's own time that a quiet
+repeat reaches (J. Chen and J. Revels, "Robust benchmarking in noisy environments",
+arXiv:1608.04295, 2016, whose minimum estimator Julia's BenchmarkTools uses; Python's
+``timeit`` documentation says the same of the minimum of ``Timer.repeat``). A mean, a
+median or a p10 moves with the load; the minimum moves only where no repeat ran free of
+it. That holds where every repeat does the same work (a layer step of fixed shapes), not
+where the work itself varies (a JIT compiling, a garbage collector running).
 
-1. **Outliers.** A sample farther from the median than ``outlier_mads`` robust standard
-   deviations (1.4826 x the median absolute deviation, MAD) is rejected: one descheduled
-   step does not make a measurement unstable.
-2. **Spread.** p90/p10 - 1 of the kept samples above ``max_spread``: the steps disagree
-   with each other (another process held a core during part of them).
-3. **Drift.** The slowest round's fastest sample over the fastest round's, - 1, above
-   ``max_drift``: the machine changed between rounds (its load came or went). A round's
-   fastest sample is its speed (contention only adds time, and one slow step does not
-   move it), taken over every sample: a whole round slowed is no outlier to reject.
-4. **Excess.** The plain step's p10 over the floor its caller gives, - 1, above
+**Rounds.** The configurations of a calibration (``tasks.measure.baseline``) are measured
+in rounds, each round visiting every configuration in turn, so that each configuration's
+steps come from several spells of the machine, minutes apart. ``judge`` applies a
+``StabilityRule`` to one configuration's samples, round by round, and sets its tests on
+the statistic, not on the spread of the steps around it (which measures the load):
+
+1. **Reproduced.** Each round's fastest step is an estimate of its own. The second
+   fastest of them over the fastest, - 1 (the ``drift``), above ``max_drift``: no second
+   spell of the machine found the fastest step again, so it may be a lucky one, or a load
+   came to stay after the first round (every later round slower). A round that a load
+   covered whole does not count against it while two others agree.
+2. **Excess.** The fastest step over the floor its caller gives, - 1, above
    ``max_excess``. For a profiled layer the floor is the sum of its operator classes'
-   fastest times (plus what ran outside them): a machine that slows every step a little
-   (a busy host: no spread, no drift) still leaves some fast instances of each short
-   operator, so whole steps come out well above the sum of their fastest parts.
+   fastest times (plus what ran outside them), estimates taken from other steps: a
+   machine that slows every step alike (every round agreeing) still leaves short
+   operators some free time slices, and whole steps come out above the sum of their
+   fastest parts.
 
-A measurement failing any test is unstable. ``remeasure`` says whether to measure it
-again: at most ``rule.remeasure`` times more, and none once the configuration has used
-its time cap. One still unstable after that is reported as unstable, with the reason.
-``interleave_until_stable`` runs that loop over many configurations at once. All times are in seconds;
-nothing here needs torch, and the clock is the caller's to choose.
+A measurement failing either test is unstable. The kept steps' p10, median and p90 (after
+rejecting outliers, samples farther from the median than ``outlier_mads`` robust standard
+deviations, 1.4826 x the median absolute deviation), and their spread p90/p10 - 1, are
+reported as a description of the load, not judged. ``remeasure`` says whether to measure
+again: at most ``rule.remeasure`` times more, and none once the configuration has used its
+time cap. A re-measurement's rounds join the earlier ones (every step ever timed is an
+upper bound of the device's time, so none is thrown away), and all are judged together;
+one still unstable is reported as unstable, with the reason. ``interleave_until_stable``
+runs that loop over many configurations at once. All times are in seconds; nothing here
+needs torch, and the clock is the caller's to choose.
 """
 
 from __future__ import annotations
@@ -36,8 +49,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["STATUS_UNSTABLE", "StabilityRule", "Verdict", "inliers", "judge", "remeasure", "steadiest",
-           "interleave_until_stable"]
+__all__ = ["STATUS_UNSTABLE", "StabilityRule", "Verdict", "inliers", "judge", "remeasure", "interleave_until_stable"]
 
 #: The status of a measurement still unstable after its re-measurements.
 STATUS_UNSTABLE = "unstable"
@@ -48,21 +60,20 @@ _MAD_TO_SIGMA = 1.4826
 
 @dataclass(frozen=True)
 class StabilityRule:
-    """Thresholds of ``judge`` (relative, 0.5 = 50%) and how many re-measurements ``remeasure`` allows.
+    """Thresholds of ``judge`` (relative, 0.1 = 10%), how many re-measurements ``remeasure``
+    allows, and the outlier bound of the reported (not judged) statistics.
 
-    The defaults sit above what a quiet 2-core virtual machine shows (spreads up to 40%,
-    drifts up to 25% as its host's speed wanders, excesses up to 10%) and below what
-    interference does (spreads and drifts of 50% to several times the step; excesses of
-    15-45% on a busy host, which is what biases a judged error)."""
+    The defaults sit above what a quiet 2-core virtual machine shows for the fastest step of
+    a one-thread CPU calibration timed by its thread's CPU clock, and below what a load that
+    stays does (README, "Operator-level models", has the figures)."""
 
-    max_spread: float = 0.50
-    max_drift: float = 0.30
+    max_drift: float = 0.10
     max_excess: float = 0.12
     remeasure: int = 2
     outlier_mads: float = 3.5
 
     def __post_init__(self) -> None:
-        if not (self.max_spread > 0 and self.max_drift > 0 and self.max_excess > 0 and self.outlier_mads > 0):
+        if not (self.max_drift > 0 and self.max_excess > 0 and self.outlier_mads > 0):
             raise ValueError(f"thresholds must be positive: {self}")
         if self.remeasure < 0:
             raise ValueError(f"remeasure must be >= 0: {self.remeasure}")
@@ -70,28 +81,24 @@ class StabilityRule:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The kept samples' statistics (seconds), their spread, drift and excess, and why they
-    are unstable (``reason``; None when stable)."""
+    """The statistic (``fastest_s``, seconds), its two tests (``drift``, ``excess``), why it is
+    unstable (``reason``; None when stable), and the kept samples' quantiles and spread (the
+    load, reported only)."""
 
+    fastest_s: float   # the fastest sample of every round: the statistic
+    drift: float       # second fastest round's fastest sample / fastest round's - 1
+    excess: float      # fastest / floor - 1; nan without a floor
+    reason: Optional[str]
     median_s: float
     p10_s: float
     p90_s: float
     spread: float      # p90/p10 - 1 of the kept samples
-    drift: float       # slowest round's fastest sample / fastest round's - 1
     kept: int
-    rejected: int      # outliers left out
-    reason: Optional[str]
-    excess: float = float("nan")  # p10 / floor - 1; nan without a floor
+    rejected: int      # outliers left out of the quantiles
 
     @property
     def stable(self) -> bool:
         return self.reason is None
-
-    def badness(self, rule: StabilityRule) -> float:
-        """How far past the rule it is: the largest of spread, drift and excess over their
-        thresholds (<= 1: stable)."""
-        excess = self.excess / rule.max_excess if np.isfinite(self.excess) else 0.0
-        return max(self.spread / rule.max_spread, self.drift / rule.max_drift, excess)
 
 
 def inliers(samples: Sequence[float], outlier_mads: float) -> np.ndarray:
@@ -105,49 +112,43 @@ def inliers(samples: Sequence[float], outlier_mads: float) -> np.ndarray:
     return np.abs(x - median) <= outlier_mads * _MAD_TO_SIGMA * mad
 
 
-def judge(rounds: Sequence[Sequence[float]], rule: StabilityRule, floor_s: Optional[float] = None) -> Verdict:
-    """Judge samples timed in interleaved ``rounds`` (each a list of seconds, in time order),
-    and their p10 against ``floor_s``, the least the measured thing can take, where known.
+def _reproduction(rounds: Sequence[Sequence[float]]) -> float:
+    """The second fastest round's fastest sample over the fastest round's, - 1; 0 with one round."""
+    speeds = sorted(min(r) for r in rounds if len(r))
+    if len(speeds) < 2:
+        return 0.0
+    return float(speeds[1] / speeds[0] - 1.0) if speeds[0] > 0 else float("inf")
 
-    Outliers are rejected over all rounds together, and the spread and statistics are of
-    the kept samples. The drift is between the fastest samples of the rounds as measured: a
-    spell that slowed a whole round is a drift even where rejection would have hidden it
-    (or, slowing most rounds, kept only the slow samples).
+
+def judge(rounds: Sequence[Sequence[float]], rule: StabilityRule, floor_s: Optional[float] = None) -> Verdict:
+    """Judge samples timed in interleaved ``rounds`` (each a list of seconds, in time order):
+    their fastest, whether another round reproduces it, and how far it lies above
+    ``floor_s``, the least the measured thing can take, where known (module docstring).
     """
-    sizes = [len(r) for r in rounds]
-    if sum(sizes) == 0:
+    if sum(len(r) for r in rounds) == 0:
         raise ValueError("no samples to judge")
     x = np.concatenate([np.asarray(r, dtype=np.float64) for r in rounds if len(r)])
-    keep = inliers(x, rule.outlier_mads)
-    kept = x[keep]
-    p10, p50, p90 = np.percentile(kept, [10, 50, 90])
-    spread = float(p90 / p10 - 1.0) if p10 > 0 else float("inf")
-    speeds = [min(r) for r in rounds if len(r)]
-    drift = float(max(speeds) / min(speeds) - 1.0) if min(speeds) > 0 else float("inf")
+    fastest = float(x.min())
+    drift = _reproduction(rounds)
+    excess = float(fastest / floor_s - 1.0) if floor_s else float("nan")
     reasons: List[str] = []
-    if spread > rule.max_spread:
-        reasons.append(f"spread p90/p10 {100 * spread:.0f}% > {100 * rule.max_spread:g}%")
     if drift > rule.max_drift:
-        reasons.append(f"drift between rounds {100 * drift:.0f}% > {100 * rule.max_drift:g}%")
-    excess = float(p10 / floor_s - 1.0) if floor_s else float("nan")
+        reasons.append(f"fastest step not reproduced: the next round's fastest {100 * drift:.0f}% slower "
+                       f"> {100 * rule.max_drift:g}%")
     if excess > rule.max_excess:
-        reasons.append(f"p10 {100 * excess:.0f}% above the sum of its fastest parts > {100 * rule.max_excess:g}%")
-    return Verdict(float(p50), float(p10), float(p90), spread, drift, int(keep.sum()), int((~keep).sum()),
-                   "; ".join(reasons) or None, excess)
+        reasons.append(f"fastest step {100 * excess:.0f}% above the sum of its fastest parts "
+                       f"> {100 * rule.max_excess:g}%")
+    keep = inliers(x, rule.outlier_mads)
+    p10, p50, p90 = np.percentile(x[keep], [10, 50, 90])
+    spread = float(p90 / p10 - 1.0) if p10 > 0 else float("inf")
+    return Verdict(fastest, drift, excess, "; ".join(reasons) or None, float(p50), float(p10), float(p90), spread,
+                   int(keep.sum()), int((~keep).sum()))
 
 
 def remeasure(verdict: Verdict, attempts: int, rule: StabilityRule, *, elapsed_s: float, time_cap_s: float) -> bool:
     """Measure again? Only an unstable measurement, after at most ``1 + rule.remeasure``
     ``attempts`` in all, and only while the configuration has spent less than ``time_cap_s``."""
     return not verdict.stable and attempts <= rule.remeasure and elapsed_s < time_cap_s
-
-
-def steadiest(verdicts: Sequence[Verdict], rule: StabilityRule) -> int:
-    """The index of the measurement to keep: the first stable one, else the least unstable."""
-    for i, verdict in enumerate(verdicts):
-        if verdict.stable:
-            return i
-    return int(np.argmin([v.badness(rule) for v in verdicts]))
 
 
 def interleave_until_stable(subjects: int, visit: Callable[[int, int], Optional[List[float]]], rule: StabilityRule,
@@ -160,18 +161,20 @@ def interleave_until_stable(subjects: int, visit: Callable[[int, int], Optional[
 
     A measurement is ``rounds`` rounds; each round calls ``visit(i, r)`` once for every subject
     ``i`` being measured, in turn, so a slow spell of the machine falls on the same round of
-    many subjects (a drift each one shows) rather than on every sample of one. ``visit``
+    many subjects (one round each one's others outvote) rather than on every sample of one. ``visit``
     returns that visit's samples (seconds), or None when the subject failed (the caller keeps
     why): it is measured no more. The subjects that ``remeasure`` then allows (each one's own
-    visits counted against ``time_cap_s``) are measured again together, after ``pause_s``.
-    ``floor(i)``, if given, is subject ``i``'s floor for the excess test when it is judged.
+    visits counted against ``time_cap_s``) are measured again together, after ``pause_s``; each
+    verdict judges every round of the subject so far. ``floor(i)``, if given, is subject
+    ``i``'s floor for the excess test when it is judged.
 
     The whole takes ``time_cap_s`` per subject at most (started visits finish): past that
     budget no visit starts, a measurement short of its rounds is unstable for that reason,
-    and a subject never visited has no verdict. Returns each subject's verdicts, in order;
-    ``steadiest`` picks the one to keep.
+    and a subject never visited has no verdict. Returns each subject's verdicts, in order: the
+    last, which judged every round, is the one to keep.
     """
     verdicts: List[List[Verdict]] = [[] for _ in range(subjects)]
+    history: List[List[List[float]]] = [[] for _ in range(subjects)]  # every round judged so far
     spent = [0.0] * subjects
     began, budget_s = clock(), time_cap_s * subjects
     measuring = list(range(subjects))
@@ -189,8 +192,9 @@ def interleave_until_stable(subjects: int, visit: Callable[[int, int], Optional[
                 samples[i].append(got)
         for i, taken in samples.items():
             if taken:
+                history[i] += taken
                 floor_s = floor(i) if floor else None
-                verdicts[i].append(_short(judge(taken, rule, floor_s), len(taken), rounds, budget_s))
+                verdicts[i].append(_short(judge(history[i], rule, floor_s), len(taken), rounds, budget_s))
         measuring = [i for i in samples if verdicts[i] and clock() - began <= budget_s
                      and remeasure(verdicts[i][-1], len(verdicts[i]), rule, elapsed_s=spent[i], time_cap_s=time_cap_s)]
         if measuring:

@@ -21,17 +21,23 @@ Operator classes are named in ``tasks.model.operators``:
 What runs outside any region is the autograd engine's own work (summing the gradients
 of a tensor used twice, as the residual stream is): the profile reports it as
 unattributed time.
+
+Inside ``region_clock(clock_ns)`` every region the opening thread runs is also timed by
+that clock and summed per region name: the CPU time of a thread, which the profiler does
+not read, for a CPU step that runs on one thread (``tasks.measure.timing.cpu_clock``).
 """
 
 from __future__ import annotations
 
 import math
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, List
+from typing import Callable, Dict, Iterator, List
 
 from tasks.device import torch_dtype
 
-__all__ = ["LayerShape", "OP_PREFIX", "build_layer", "TransformerLayer"]
+__all__ = ["LayerShape", "OP_PREFIX", "build_layer", "region_clock", "TransformerLayer"]
 
 #: Prefix of every operator region's name in a profile.
 OP_PREFIX = "op:"
@@ -69,10 +75,40 @@ class LayerShape:
         return {"h": self.h, "heads": self.heads, "sl": self.sl, "b": self.b, "tp": self.tp}
 
 
-def _region(name: str):
+#: Per thread: the open ``region_clock``'s clock (ns) and seconds per region, or nothing.
+_CLOCKED = threading.local()
+
+
+@contextmanager
+def region_clock(clock_ns: Callable[[], int]) -> Iterator[Dict[str, float]]:
+    """Time every region this thread runs meanwhile by ``clock_ns`` (nanoseconds); yields
+    seconds per region name (``<class>.<pass>``), summed over its calls, filled as they run.
+    A region another thread runs (CUDA's backward) is not timed."""
+    times: Dict[str, float] = {}
+    outer = getattr(_CLOCKED, "open", None)
+    _CLOCKED.open = (clock_ns, times)
+    try:
+        yield times
+    finally:
+        _CLOCKED.open = outer
+
+
+@contextmanager
+def _region(name: str) -> Iterator[None]:
+    """A profiler region ``op:<name>``, also timed by this thread's open ``region_clock``."""
     from torch.profiler import record_function
 
-    return record_function(OP_PREFIX + name)
+    clocked = getattr(_CLOCKED, "open", None)
+    with record_function(OP_PREFIX + name):
+        if clocked is None:
+            yield
+            return
+        clock_ns, times = clocked
+        began = clock_ns()
+        try:
+            yield
+        finally:
+            times[name] = times.get(name, 0.0) + (clock_ns() - began) / 1e9
 
 
 def _labelled_classes():
