@@ -45,6 +45,9 @@ class RaySession:
 
 #: The environment variable of the niceness Ray's raylet starts its workers at.
 WORKER_NICENESS = "RAY_worker_niceness"
+#: The environment variable of how long (s) a node waits for its GCS to bind and answer,
+#: and what the embedded cluster sets it to unless it is set.
+GCS_WAIT, GCS_WAIT_S = "RAY_gcs_server_port_wait_time_s", 60
 
 
 @contextlib.contextmanager
@@ -84,6 +87,9 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
         # of a core). The embedded cluster's workers run at the driver's priority, unless
         # RAY_worker_niceness says otherwise.
         os.environ.setdefault(WORKER_NICENESS, str(os.nice(0)))
+        # Ray gives a new GCS 20-30 s to bind its port and answer; on a loaded 2-core host
+        # that ran out ("Failed to start GCS", with nothing in its logs). It gets a minute.
+        os.environ.setdefault(GCS_WAIT, str(GCS_WAIT_S))
         temp_dir = tempfile.mkdtemp(prefix="csr-", dir=os.environ.get("RAY_TMPDIR") or tempfile.gettempdir())
         reaper = Reaper.start(temp_dir)  # the embedded cluster dies with this process, however it ends
         try:
