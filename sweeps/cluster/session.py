@@ -45,9 +45,6 @@ class RaySession:
 
 #: The environment variable of the niceness Ray's raylet starts its workers at.
 WORKER_NICENESS = "RAY_worker_niceness"
-#: The environment variable of how long (s) a node waits for its GCS to bind and answer,
-#: and what the embedded cluster sets it to unless it is set.
-GCS_WAIT, GCS_WAIT_S = "RAY_gcs_server_port_wait_time_s", 60
 
 
 @contextlib.contextmanager
@@ -57,6 +54,7 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
     embedded cluster down (or disconnects) on exit, in the background (``wait_stopped``)."""
     wait_stopped()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    _reread_auth()
     address = address or os.environ.get("RAY_ADDRESS") or None
     if not address:
         _keep_to_loopback()
@@ -87,9 +85,6 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
         # of a core). The embedded cluster's workers run at the driver's priority, unless
         # RAY_worker_niceness says otherwise.
         os.environ.setdefault(WORKER_NICENESS, str(os.nice(0)))
-        # Ray gives a new GCS 20-30 s to bind its port and answer; on a loaded 2-core host
-        # that ran out ("Failed to start GCS", with nothing in its logs). It gets a minute.
-        os.environ.setdefault(GCS_WAIT, str(GCS_WAIT_S))
         temp_dir = tempfile.mkdtemp(prefix="csr-", dir=os.environ.get("RAY_TMPDIR") or tempfile.gettempdir())
         reaper = Reaper.start(temp_dir)  # the embedded cluster dies with this process, however it ends
         try:
@@ -150,6 +145,19 @@ def slots(resources: Resources) -> int:
     needs = {"CPU": resources.cpus, "GPU": resources.gpus, **resources.custom}
     fits = [total.get(name, 0) / amount for name, amount in needs.items() if amount]
     return max(1, int(min(fits))) if fits else max(1, int(total.get("CPU", 1)))
+
+
+def _reread_auth() -> None:
+    """Make Ray read its authentication mode and token anew, from the environment and
+    ``~/.ray/auth_token`` as they are now. Ray caches both per process at first use: a
+    process that talked to one cluster (another token) and then started an embedded one
+    sent the old token to the new GCS, which refused it ("Failed to start GCS")."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+    except ImportError:  # a Ray without token authentication caches nothing of it
+        return
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def _keep_to_loopback() -> None:
