@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence
 
-from tasks.validation.records import HELD_OUT, ValidationRecord
+from tasks.validation.records import HELD_OUT, ValidationRecord, abs_error_summary
 
 __all__ = ["ErrorFigures", "Headline", "headline", "headline_of", "headline_lines"]
 
@@ -43,8 +43,8 @@ class Headline:
 
 
 def _figures(errors: Sequence[float]) -> Optional[ErrorFigures]:
-    magnitudes = [abs(e) for e in errors]
-    return ErrorFigures(len(magnitudes), sum(magnitudes) / len(magnitudes), max(magnitudes)) if magnitudes else None
+    """``records.abs_error_summary`` of signed ``errors`` with their count; None for none."""
+    return ErrorFigures(len(errors), *abs_error_summary(errors)) if errors else None
 
 
 def headline(datasets: Iterable[str], errors: Iterable[float], fitted: Iterable[str]) -> Headline:

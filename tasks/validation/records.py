@@ -12,8 +12,8 @@ from tasks.model.projection import COST_MODEL_VERSION
 from tasks.model.step import STEP_MODEL_VERSION
 
 __all__ = ["MODEL_VERSION", "DATASETS", "HELD_OUT", "DATA_FILES", "GEMM_SWEEPS_FILE", "dataset_files",
-           "error_summary", "ValidationRecord", "VALIDATION_SCHEMA", "VALIDATION_SCHEMA_VERSION", "records_table",
-           "signed_error", "RowError", "fitted_figures"]
+           "error_summary", "abs_error_summary", "ValidationRecord", "VALIDATION_SCHEMA", "VALIDATION_SCHEMA_VERSION",
+           "records_table", "signed_error", "RowError", "fitted_figures"]
 
 #: What a record validates: a whole training run, one layer's forward/backward time, one
 #: collective's bus bandwidth at one size, one GEMM's throughput, and a held-out training run
@@ -50,8 +50,13 @@ MODEL_VERSION = f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"
 
 def error_summary(records: Sequence["ValidationRecord"]) -> Tuple[float, float]:
     """Mean and max |error| (fractions) of ``records`` (at least one)."""
-    errors = [abs(r.error) for r in records]
-    return sum(errors) / len(errors), max(errors)
+    return abs_error_summary([r.error for r in records])
+
+
+def abs_error_summary(errors: Sequence[float]) -> Tuple[float, float]:
+    """Mean and max |error| (fractions) of signed ``errors`` (at least one)."""
+    magnitudes = [abs(e) for e in errors]
+    return sum(magnitudes) / len(magnitudes), max(magnitudes)
 
 
 def signed_error(predicted: float, published: float) -> float:
