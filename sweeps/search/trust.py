@@ -63,27 +63,24 @@ def _class_profile(hardware: HardwareProfile) -> HardwareProfile:
     on, as ``commscale validate`` predicts it: a user's 4-GPU nodes or 100 Gb/s NICs would
     price other clusters' runs on the wrong network, and call that the model's error."""
     from sweeps.config import list_presets, load_preset
+    from sweeps.jobs.validation import load_profiles
     from tasks.validation.predict_runs import find_profile
 
-    names = list_presets("hardware")
-    if hardware.name in names:
+    if hardware.name in list_presets("hardware"):
         return load_preset("hardware", hardware.name)
-    same_part = find_profile(hardware.accelerator, {name: load_preset("hardware", name) for name in names})
-    return same_part or hardware
+    return find_profile(hardware.accelerator, load_profiles()) or hardware
 
 
-def _run_errors(hardware: HardwareProfile) -> List[Tuple[Tuple, float]]:
-    """(stack switches, signed error) of each published run on ``hardware``'s device class
-    that no figure was fitted to, predicted with the shipped profile of that name (else
-    ``hardware`` itself); runs the profile cannot cost (an fp8 run on a part without an fp8
-    peak) are left out."""
+def _run_errors(profile: HardwareProfile) -> List[Tuple[Tuple, float]]:
+    """(stack switches, signed error) of each published run on ``profile``'s device class
+    (``_class_profile``) that no figure was fitted to, predicted with ``profile``; runs the
+    profile cannot cost (an fp8 run on a part without an fp8 peak) are left out."""
     from sweeps.jobs.validation import DATA_DIR
     from tasks.validation.predict_runs import find_profile, run_stack
     from tasks.validation.records import DATA_FILES, HELD_OUT, RowError
     from tasks.validation.runs import read_runs
     from tasks.validation.validate import validate_runs
 
-    profile = _class_profile(hardware)
     profiles = {profile.name: profile}
     found = []
     for dataset in ("runs", HELD_OUT):
@@ -105,12 +102,13 @@ def published_error(hardware: HardwareProfile, stack: Stack) -> Optional[ModelEr
     it; None without a run on the device class. Cached per process."""
     key = (hardware.name, fingerprint(hardware), _switches(stack))
     if key not in _ERRORS:
-        runs = _run_errors(hardware)
-        same = [error for switches, error in runs if switches == _switches(stack)]
+        profile = _class_profile(hardware)
+        runs, mine = _run_errors(profile), _switches(stack)
+        same = [error for switches, error in runs if switches == mine]
         errors, scope = (same, "this stack and device class") if len(same) >= MIN_RUNS else \
             ([error for _, error in runs], "this device class")
         _ERRORS[key] = ModelError(sum(abs(e) for e in errors) / len(errors), len(errors), scope,
-                                  _class_profile(hardware).name) if errors else None
+                                  profile.name) if errors else None
     return _ERRORS[key]
 
 
