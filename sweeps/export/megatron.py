@@ -40,7 +40,7 @@ from typing import List, Optional, Tuple
 
 from sweeps.export.case import ExportCase, Source, Unexpressible, check_common, chunk_split, header
 
-__all__ = ["NAME", "SOURCE", "check_core", "pipeline_layout", "flags", "render"]
+__all__ = ["NAME", "SOURCE", "check_core", "pipeline_layout", "recompute_setting", "flags", "render"]
 
 NAME = "megatron"
 SOURCE = Source("Megatron-LM", "core_v0.15.3", "NVIDIA/Megatron-LM", "309ffca6a40553362d44fd17efc56b772fa1aa44",
@@ -96,15 +96,21 @@ def _sharding(case: ExportCase) -> List[Flag]:
     return out
 
 
-def _recompute(case: ExportCase) -> List[Flag]:
+def recompute_setting(case: ExportCase) -> Tuple[Optional[str], Optional[str], Optional[int]]:
+    """Megatron-Core's ``recompute_granularity``, ``recompute_method`` and
+    ``recompute_num_layers`` of the layout (None where unset): selective is the attention
+    core; full is every layer (uniform, 1), or the first N layers of each chunk (block, N)."""
     lay = case.layout
     if lay.recompute == "none":
-        return []
+        return None, None, None
     if lay.recompute == "selective":
-        return [("--recompute-granularity", "selective")]
-    method = [("--recompute-method", "block"), ("--recompute-num-layers", lay.recompute_layers)] \
-        if lay.recompute_layers else [("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
-    return [("--recompute-granularity", "full"), *method]
+        return "selective", None, None
+    return ("full", "block", lay.recompute_layers) if lay.recompute_layers else ("full", "uniform", 1)
+
+
+def _recompute(case: ExportCase) -> List[Flag]:
+    names = ("--recompute-granularity", "--recompute-method", "--recompute-num-layers")
+    return [(name, value) for name, value in zip(names, recompute_setting(case), strict=True) if value is not None]
 
 
 def pipeline_layout(case: ExportCase) -> Optional[str]:

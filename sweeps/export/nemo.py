@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import List
 
 from sweeps.export.case import ExportCase, Source, check_common, header
-from sweeps.export.megatron import check_core, pipeline_layout
+from sweeps.export.megatron import check_core, pipeline_layout, recompute_setting
 
 __all__ = ["NAME", "SOURCE", "CORE", "edits", "render"]
 
@@ -92,10 +92,7 @@ def _sharding(case: ExportCase) -> List[str]:
 
 
 def _recompute(case: ExportCase) -> List[str]:
-    lay = case.layout
-    granularity, method, layers = {"none": (None, None, None), "selective": ("selective", None, None),
-                                   "full": ("full", "block", lay.recompute_layers) if lay.recompute_layers
-                                   else ("full", "uniform", 1)}[lay.recompute]
+    granularity, method, layers = recompute_setting(case)
     return [f"recipe.model.config.recompute_granularity = {granularity!r}",
             f"recipe.model.config.recompute_method = {method!r}",
             f"recipe.model.config.recompute_num_layers = {layers!r}"]
