@@ -73,27 +73,34 @@ def draw_pareto(rows: pd.DataFrame):
     columns = 1 if len(studies) == 1 else 2
     width = 7.5 if columns == 1 else 5.6
     fig, axes = new_panels(len(studies), width, 5.2 if columns == 1 else 4.4, columns)
-    for ax, (study, trials) in zip(axes, studies, strict=True):
-        points = ax.plot(trials["tokens_per_s_per_device"], 100 * trials["exposed_comm_share"], ls="none",
-                         marker="o", ms=4, alpha=0.45, gid=MARK, label=_count(len(trials), "feasible trial"))
-        front = pareto_front(trials).assign(share_pct=lambda f: 100 * f["exposed_comm_share"])
-        ax.plot(front["tokens_per_s_per_device"], front["share_pct"], color=points[0].get_color(), marker="s", ms=5,
-                lw=1.6, drawstyle="steps-post", gid=SERIES, label=f"Pareto front: {_count(len(front), 'trial')}")
-        ax.set_xlabel("throughput (tokens / s / device)", fontsize=9)
-        ax.set_ylabel("exposed communication (% of step time)", fontsize=9)
-        infeasible = int(((rows["status"] != "ok") & (rows["study"] == study)).sum())
-        ax.set_title(_panel_title(fig, str(study), trials, infeasible, 0.8 * width), fontsize=8.5)
-        ax.legend(fontsize=7, loc="best")
-        ax.grid(True, which="major", alpha=0.3)
+    fronts = [_study_panel(fig, ax, study, trials, rows, width)
+              for ax, (study, trials) in zip(axes, studies, strict=True)]
     footer(fig, "Layout search · a panel per study, its model, cluster and stack in its title; more throughput and "
                 "less exposed communication are both better · " + caption(rows))
     if set(LAYOUT_FIELDS) <= set(ok.columns):
         fig.draw_without_rendering()  # one layout for every panel's labels
-        for ax, (_, trials) in zip(axes, studies, strict=True):
-            front = pareto_front(trials).assign(share_pct=lambda f: 100 * f["exposed_comm_share"])
+        for ax, front in zip(axes, fronts, strict=True):
             label_points(ax, front, "tokens_per_s_per_device", "share_pct", layout_label, avoid=[SERIES],
                          renderer=fig.canvas.get_renderer())
     return fig
+
+
+def _study_panel(fig, ax, study, trials: pd.DataFrame, rows: pd.DataFrame, width: float) -> pd.DataFrame:
+    """Draw one study's panel of ``draw_pareto`` on ``ax`` (``width`` inches wide): its feasible
+    ``trials`` as points, its Pareto front as a line, its title (the infeasible trials counted
+    from ``rows``); returns the front, with its exposed share in percent (``share_pct``)."""
+    points = ax.plot(trials["tokens_per_s_per_device"], 100 * trials["exposed_comm_share"], ls="none",
+                     marker="o", ms=4, alpha=0.45, gid=MARK, label=_count(len(trials), "feasible trial"))
+    front = pareto_front(trials).assign(share_pct=lambda f: 100 * f["exposed_comm_share"])
+    ax.plot(front["tokens_per_s_per_device"], front["share_pct"], color=points[0].get_color(), marker="s", ms=5,
+            lw=1.6, drawstyle="steps-post", gid=SERIES, label=f"Pareto front: {_count(len(front), 'trial')}")
+    ax.set_xlabel("throughput (tokens / s / device)", fontsize=9)
+    ax.set_ylabel("exposed communication (% of step time)", fontsize=9)
+    infeasible = int(((rows["status"] != "ok") & (rows["study"] == study)).sum())
+    ax.set_title(_panel_title(fig, str(study), trials, infeasible, 0.8 * width), fontsize=8.5)
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(True, which="major", alpha=0.3)
+    return front
 
 
 def _series(rows: pd.DataFrame):
