@@ -29,14 +29,15 @@ def status(*, sweep: Optional[str], lake_root: str) -> None:
     study (trials, best value), or of one."""
     from analysis.status import search_records, search_status, sweep_status
 
-    frames = {"Sweeps": sweep_status(Lake(lake_root), sweep), "Search studies": search_status(Lake(lake_root), sweep),
-              "What decided each search study": search_records(Lake(lake_root), sweep)}
+    store = Lake(lake_root)  # one instance: its log is read once, not once per frame
+    frames = {"Sweeps": sweep_status(store, sweep), "Search studies": search_status(store, sweep),
+              "What decided each search study": search_records(store, sweep)}
     if all(frame.empty for frame in frames.values()):
         raise UserError(f"no sweep {sweep!r} in lake {lake_root}" if sweep else f"lake {lake_root} holds no sweep yet")
     for title, frame in frames.items():
         if frame.empty:
             continue
-        table = Table(title=f"{title} in {Lake(lake_root)}", title_justify="left")
+        table = Table(title=f"{title} in {store}", title_justify="left")
         for i, column in enumerate(frame.columns):
             # The first column names the sweep or study a user types again: never cut short.
             whole = dict(no_wrap=True, min_width=max(len(str(v)) for v in frame[column])) if i == 0 else {}
