@@ -73,6 +73,16 @@ class ExportCase:
         return self.layout.sequence_parallel and self.layout.tp > 1
 
     @property
+    def tp_overlap(self) -> bool:
+        """The stack overlaps TP communication, and there is some (TP > 1)."""
+        return self.stack.tp_overlap and self.layout.tp > 1
+
+    @property
+    def dp_overlap(self) -> bool:
+        """The stack overlaps DP communication with the backward pass, and there is some (DP > 1)."""
+        return self.stack.dp_overlap and self.layout.dp > 1
+
+    @property
     def nodes(self) -> int:
         return math.ceil(self.devices / self.hardware.devices_per_node)
 

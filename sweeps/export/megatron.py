@@ -76,7 +76,7 @@ def check_core(case: ExportCase, framework: str) -> None:
         raise Unexpressible(framework, "stack.dp_overlap=false with zero3: Megatron-FSDP prefetches the weights the "
                                        "step model hides only with overlap_param_gather, which needs "
                                        "overlap_grad_reduce")
-    if stack.tp_overlap and lay.tp > 1 and not case.sequence_parallel:
+    if case.tp_overlap and not case.sequence_parallel:
         raise Unexpressible(framework, f"the stack overlaps TP communication (tp_overlap) and the layout has TP "
                                        f"{lay.tp} without sequence parallelism, which Megatron-Core's TP overlap "
                                        "needs (--tp-comm-overlap asks for --sequence-parallel)")
@@ -89,7 +89,7 @@ def _sharding(case: ExportCase) -> List[Flag]:
                                                                  "optim_grads_params"),
                                  ("--use-distributed-optimizer", None), ("--no-gradient-accumulation-fusion", None),
                                  ("--ckpt-format", "fsdp_dtensor")]}[mode]
-    if case.layout.dp > 1 and case.stack.dp_overlap:
+    if case.dp_overlap:
         out.append(("--overlap-grad-reduce", None))
         if mode == "zero3":
             out.append(("--overlap-param-gather", None))
@@ -152,7 +152,7 @@ def _stack(case: ExportCase) -> List[Flag]:
     if stack.eager:
         out += [("--no-masked-softmax-fusion", None), ("--no-bias-dropout-fusion", None),
                 ("--no-bias-swiglu-fusion" if case.model.gated_mlp else "--no-bias-gelu-fusion", None)]
-    if stack.tp_overlap and lay.tp > 1:
+    if case.tp_overlap:
         out.append(("--tp-comm-overlap", None))
     if lay.schedule == "interleaved" and not stack.pp_overlap:
         if lay.pp <= 2:

@@ -106,10 +106,10 @@ def _stack(case: ExportCase) -> List[str]:
     if stack.eager:
         lines += [f"recipe.model.config.{name} = False"
                   for name in ("masked_softmax_fusion", "bias_activation_fusion", "bias_dropout_fusion")]
-    tp_overlap = stack.tp_overlap and lay.tp > 1
-    dp_overlap = stack.dp_overlap and lay.dp > 1
-    overlaps = {"tp_comm_overlap": tp_overlap, "overlap_p2p_comm": lay.schedule == "interleaved" and stack.pp_overlap,
-                "overlap_grad_reduce": dp_overlap, "overlap_param_gather": dp_overlap and case.sharding == "zero3"}
+    overlaps = {"tp_comm_overlap": case.tp_overlap,
+                "overlap_p2p_comm": lay.schedule == "interleaved" and stack.pp_overlap,
+                "overlap_grad_reduce": case.dp_overlap,
+                "overlap_param_gather": case.dp_overlap and case.sharding == "zero3"}
     arguments = ", ".join(f"{name}={value!r}" for name, value in overlaps.items())
     return lines + [f"recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, {arguments}))"]
 

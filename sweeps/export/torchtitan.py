@@ -56,7 +56,7 @@ def _refuse_stack(case: ExportCase) -> None:
                 (stack.main_grad_bytes != 4, "16-bit gradient reduction (mixed_precision_reduce takes float32 only)"),
                 (not stack.dp_overlap and lay.dp > 1, "DP communication after the backward pass (stack.dp_overlap="
                                                       "false; FSDP2 and DDP always overlap it)"),
-                (stack.tp_overlap and stack.eager and lay.tp > 1, "overlapped TP without compile (async TP needs it)")]
+                (case.tp_overlap and stack.eager, "overlapped TP without compile (async TP needs it)")]
     for problem, what in problems:
         if problem:
             raise Unexpressible(NAME, what)
@@ -85,7 +85,7 @@ def _parallelism(case: ExportCase) -> Dict[str, object]:
     out: Dict[str, object] = {"data_parallel_replicate_degree": lay.dp if mode == "none" else 1,
                               "data_parallel_shard_degree": lay.dp if mode == "zero3" else 1,
                               "fsdp_reshard_after_forward": "always", "tensor_parallel_degree": lay.tp,
-                              "enable_async_tensor_parallel": case.stack.tp_overlap and lay.tp > 1,
+                              "enable_async_tensor_parallel": case.tp_overlap,
                               "pipeline_parallel_degree": lay.pp, "context_parallel_degree": 1}
     return {**out, **_pipeline(case)} if lay.pp > 1 else out
 
