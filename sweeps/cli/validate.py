@@ -108,11 +108,12 @@ def render_records(out: Console, records: Sequence[ValidationRecord], skipped: S
     ones under a heading of their own, a summary of every source, the headline
     (``tasks.validation.headline``), the skipped rows (one line each) and the cost-model version."""
     groups = _by_source(records)
-    for (dataset, source), group in groups.items():
-        if dataset == HELD_OUT and (dataset, source) == next(k for k in groups if k[0] == HELD_OUT):
+    first_held_out = next((key for key in groups if key[0] == HELD_OUT), None)
+    for key, group in groups.items():
+        if key == first_held_out:
             out.print(f"Held-out runs ({DATA_FILES[HELD_OUT]}): other frameworks, precisions and generations, "
                       "never fitted to", highlight=False)
-        out.print(_source_table(dataset, source, group))
+        out.print(_source_table(*key, group))
     if groups:
         out.print(_summary_table(groups))
         for line in headline_lines(headline_of(records)):
