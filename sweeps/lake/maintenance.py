@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import List
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sweeps.lake.integrity import file_fault
@@ -104,12 +105,21 @@ class Lake(LakeRepair):
         self.refresh()
         rewritten = 0
         for relative, entry in list(self._state.files.items()):
-            if self._link_fault(relative) or file_fault(self.fs, self._path(relative), entry):
-                continue  # `lake verify` sets it aside
-            with self.fs.open_input_file(self._path(relative)) as handle:
-                names = set(pq.read_schema(handle).names)
-            if VERSION_COLUMN in names and not names & set(entry["partition"]):
+            if self._link_fault(relative) or self._plain(relative, entry):
                 continue
+            if file_fault(self.fs, self._path(relative), entry):
+                continue  # `lake verify` sets it aside
             self._replace_file(relative, entry, self._stored_table(relative), "upgrade: the plain layout")
             rewritten += 1
         return rewritten
+
+    def _plain(self, relative: str, entry: dict) -> bool:
+        """Whether a data file's footer names its sweep version and no partition column (a
+        footer read, not the file: only the files to rewrite are hashed); False when the
+        footer cannot be read."""
+        try:
+            with self.fs.open_input_file(self._path(relative)) as handle:
+                names = set(pq.read_schema(handle).names)
+        except (OSError, pa.ArrowException):
+            return False
+        return VERSION_COLUMN in names and not names & set(entry["partition"])
