@@ -66,7 +66,6 @@ class Hostile:
         pwned = list(self.bench.work.rglob("pwned.csv"))
         out.first, out.first_rc = "query, status, report, run: " + ", ".join(codes), None
         verify = self.bench.cli(lake, "lake", "verify")
-        out.remedy = f"pwned.csv written: {'yes' if pwned else 'no'}; lake verify → {verify.returncode}"
         for p in pwned:
             p.unlink()
         self.cases._remedy(out, lake, ("lake", "verify", "--repair"))
