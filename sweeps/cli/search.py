@@ -27,8 +27,8 @@ from rich.table import Table
 from sweeps.cli.act import Act, act, act_options, check_act
 from sweeps.cli.options import RESTART_HELP, address_option, allow_large_option, lake_option, num_cpus_option
 from sweeps.cli.render import console, run_line
-from sweeps.cli.search_render import (explain, front_line, layout_table, optimum_line, record_line, trust_lines,
-                                      why_front_line)
+from sweeps.cli.search_render import (explain, explain_front, front_line, layout_table, optimum_line, record_line,
+                                      trust_lines)
 from sweeps.config import SearchSetup
 from sweeps.errors import ConfigError, UserError
 from sweeps.lake import Lake
@@ -180,10 +180,11 @@ def _exhaustive(out: Console, setup: SearchSetup, total: int) -> pd.DataFrame:
     frame = exhaustive_frame(setup)
     column = OBJECTIVES[setup.spec.objective][0][0]
     if len(OBJECTIVES[setup.spec.objective]) > 1:
-        front = pareto(frame.assign(status="ok"))
+        rows = frame.assign(status="ok")
+        front = pareto(rows)
         out.print(layout_table(f"Exhaustive Pareto front of {total:,} layouts ({len(frame):,} feasible): "
                                "exposed-communication share vs tokens/s per device", front))
-        _explain_front(out, front, frame.assign(status="ok"))
+        explain_front(out, front, rows)
         return front
     out.print(layout_table(f"Exhaustive: best {setup.spec.top} of {total:,} layouts ({len(frame):,} feasible) by "
                            f"{column}", frame.head(setup.spec.top)))
@@ -229,17 +230,6 @@ def _trust(out: Console, top: pd.DataFrame, setup: SearchSetup) -> None:
 
     for line in trust_lines(trust(top, setup), memory_margin(top, setup)):
         out.print(line, soft_wrap=True, highlight=False)
-
-
-def _explain_front(out: Console, front: pd.DataFrame, rows: pd.DataFrame) -> None:
-    """The legend of the layout labels, and one line on why the Pareto ``front`` of ``rows`` holds what it holds."""
-    from sweeps.search.front import why_front
-    from tasks.model.layout import LAYOUT_LEGEND
-
-    out.print(f"Legend: {LAYOUT_LEGEND}", soft_wrap=True, highlight=False)
-    why = why_front(front, rows)
-    if why is not None:
-        out.print(why_front_line(why), soft_wrap=True, highlight=False)
 
 
 class _Progress:
@@ -289,7 +279,7 @@ def _run_study(out: Console, setup: SearchSetup, lake: Lake, **options) -> pd.Da
         front = front_gap(setup, rows)
         if front is not None:
             out.print(front_line(front), soft_wrap=True, highlight=False)
-        _explain_front(out, top, rows)
+        explain_front(out, top, rows)
     else:
         top = top_layouts(rows, spec.objective)
         out.print(layout_table(f"Top {spec.top} layouts by {OBJECTIVES[spec.objective][0][0]}", top.head(spec.top),

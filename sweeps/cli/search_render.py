@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the search's modules load Optuna: imported where a search r
     from sweeps.search.trust import Trust
 
 __all__ = ["record_line", "layout_table", "optimum_line", "front_line", "why_line", "why_front_line", "explain",
-           "trust_lines"]
+           "explain_front", "trust_lines"]
 
 
 def record_line(setup: SearchSetup) -> str:
@@ -132,18 +132,35 @@ def why_front_line(why: WhyFront) -> str:
             "of them")
 
 
+def _legend(out: Console) -> None:
+    """The legend of the layout labels."""
+    from tasks.model.layout import LAYOUT_LEGEND
+
+    out.print(f"Legend: {LAYOUT_LEGEND}", soft_wrap=True, highlight=False)
+
+
 def explain(out: Console, why: Optional[WhyBest], top: pd.DataFrame) -> None:
     """The legend of the layout labels, and one line on why the best layout of ``top``
     (distinct feasible layouts, best first) wins, or that it is the only one."""
     from sweeps.search.results import layout_of
-    from tasks.model.layout import LAYOUT_LEGEND
 
-    out.print(f"Legend: {LAYOUT_LEGEND}", soft_wrap=True, highlight=False)
+    _legend(out)
     if why is not None:
         out.print(why_line(why), soft_wrap=True, highlight=False)
     elif len(top) == 1:
         out.print(f"Why {layout_of(top.iloc[0]).describe()} wins: it is the only feasible layout tried",
                   soft_wrap=True, highlight=False)
+
+
+def explain_front(out: Console, front: pd.DataFrame, rows: pd.DataFrame) -> None:
+    """The legend of the layout labels, and one line on why the Pareto ``front`` of ``rows``
+    holds what it holds."""
+    from sweeps.search.front import why_front
+
+    _legend(out)
+    why = why_front(front, rows)
+    if why is not None:
+        out.print(why_front_line(why), soft_wrap=True, highlight=False)
 
 
 def trust_lines(verdict: Optional[Trust], memory: Optional[Tuple[float, float]]) -> List[str]:
