@@ -111,7 +111,7 @@ def tokens_text(tokens: float) -> str:
     return f"{tokens / unit:.4g}{suffix}"
 
 
-def _time_table(setup, figures: pd.DataFrame, action: Act) -> Table:
+def _time_table(figures: pd.DataFrame, action: Act) -> Table:
     from sweeps.search.results import layout_of
 
     priced = action.price is not None
@@ -159,9 +159,10 @@ def act(out: Console, setup, top: pd.DataFrame, action: Act) -> None:
     if shown.empty:
         out.print("No feasible layout to act on")
         return
-    figures = _figures(setup, shown, action) if action.tokens is not None else shown
+    figures = shown
     if action.tokens is not None:
-        out.print(_time_table(setup, figures, action))
+        figures = _figures(setup, shown, action)
+        out.print(_time_table(figures, action))
         out.print(_formula(setup, action), soft_wrap=True, highlight=False)
     if action.export_to is not None:
         text = export(action.export_to, case_of(setup, figures.iloc[0], _notes(setup, figures.iloc[0], action)))
