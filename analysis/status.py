@@ -3,7 +3,7 @@ study it holds, from its trial rows (``commscale status``)."""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import pandas as pd
 
@@ -14,7 +14,7 @@ from tasks.measure.stability import STATUS_UNSTABLE
 from tasks.model.search_rows import OBJECTIVES
 from tasks.outcomes import STATUS_INFEASIBLE, STATUS_OK, STATUS_OOM
 
-__all__ = ["sweep_status", "search_status", "search_records", "record_frame", "fingerprints", "SWEEP_STATUS_COLUMNS",
+__all__ = ["sweep_status", "search_status", "search_records", "search_tables", "record_frame", "fingerprints", "SWEEP_STATUS_COLUMNS",
            "SEARCH_STATUS_COLUMNS", "SEARCH_RECORD_COLUMNS"]
 
 #: The columns of ``search_status``: each study's progress and best value, with the model,
@@ -128,23 +128,27 @@ def search_status(lake: Lake, study: Optional[str] = None) -> pd.DataFrame:
     and stack, its trials (rows), feasible trials, and its best value by its objective (the
     metric column of ``OBJECTIVES[objective_name]``, the first of a Pareto study's);
     ``best`` is None while no trial is feasible."""
+    return search_tables(lake, study)[0]
+
+
+def search_records(lake: Lake, study: Optional[str] = None) -> pd.DataFrame:
+    """What decided each layout-search study (or ``study`` only) beyond ``search_status``
+    (``record_frame``)."""
+    return search_tables(lake, study)[1]
+
+
+def search_tables(lake: Lake, study: Optional[str] = None) -> Tuple[pd.DataFrame, pd.DataFrame]:
+    """``search_status`` and ``search_records`` of one read of the lake's ``search`` rows."""
     frame = _search_frame(lake, study)
     if frame is None:
-        return pd.DataFrame(columns=SEARCH_STATUS_COLUMNS)
+        return pd.DataFrame(columns=SEARCH_STATUS_COLUMNS), pd.DataFrame(columns=SEARCH_RECORD_COLUMNS)
     rows = []
     for _, row in frame.iterrows():
         column, direction = OBJECTIVES.get(row["objective_name"], ((None, None),))[0]
         best = None if column is None else row[f"{'min' if direction == 'minimize' else 'max'}_{column}"]
         rows.append({**{name: row[name] for name in SEARCH_STATUS_COLUMNS[:7]}, "objective": column,
                      "best": None if pd.isna(best) else best})
-    return pd.DataFrame(rows, columns=SEARCH_STATUS_COLUMNS)
-
-
-def search_records(lake: Lake, study: Optional[str] = None) -> pd.DataFrame:
-    """What decided each layout-search study (or ``study`` only) beyond ``search_status``
-    (``record_frame``)."""
-    frame = _search_frame(lake, study)
-    return pd.DataFrame(columns=SEARCH_RECORD_COLUMNS) if frame is None else record_frame(frame)
+    return pd.DataFrame(rows, columns=SEARCH_STATUS_COLUMNS), record_frame(frame)
 
 
 def record_frame(studies: pd.DataFrame) -> pd.DataFrame:

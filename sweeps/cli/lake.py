@@ -27,11 +27,12 @@ FORMATS = QUERY_FORMATS
 def status(*, sweep: Optional[str], lake_root: str) -> None:
     """Progress of each sweep in the lake (done, failed, pending) and each layout-search
     study (trials, best value), or of one."""
-    from analysis.status import search_records, search_status, sweep_status
+    from analysis.status import search_tables, sweep_status
 
     store = Lake(lake_root)  # one instance: its log is read once, not once per frame
-    frames = {"Sweeps": sweep_status(store, sweep), "Search studies": search_status(store, sweep),
-              "What decided each search study": search_records(store, sweep)}
+    studies, records = search_tables(store, sweep)  # one read of the search rows for both tables
+    frames = {"Sweeps": sweep_status(store, sweep), "Search studies": studies,
+              "What decided each search study": records}
     if all(frame.empty for frame in frames.values()):
         raise UserError(f"no sweep {sweep!r} in lake {lake_root}" if sweep else f"lake {lake_root} holds no sweep yet")
     for title, frame in frames.items():
