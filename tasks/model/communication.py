@@ -20,14 +20,21 @@ from tasks.model import layer
 from tasks.model.collectives import tier_time
 from tasks.model.specs import HardwareProfile
 
-__all__ = ["TP_COLLECTIVES_PER_LAYER", "RECOMPUTED_TP_COLLECTIVES", "tp_collective_time", "tp_layer_time",
-           "dp_gradient_time"]
+__all__ = ["TP_COLLECTIVES_PER_LAYER", "RECOMPUTED_TP_COLLECTIVES", "tp_collectives_per_layer", "tp_collective_time",
+           "tp_layer_time", "dp_gradient_time"]
 
 #: TP collectives of one layer per micro-batch: two in the forward pass (after the attention
 #: output projection and after FC2), two of errors in the backward pass (method.md §3).
 TP_COLLECTIVES_PER_LAYER = layer.tp_allreduces_per_layer
 #: What full recomputation adds: the forward's two again.
 RECOMPUTED_TP_COLLECTIVES = 2
+
+
+def tp_collectives_per_layer(recomputed_share=0.0):
+    """TP collectives of one layer per micro-batch, the one count every consumer reads:
+    ``TP_COLLECTIVES_PER_LAYER``, plus ``RECOMPUTED_TP_COLLECTIVES`` for the share of layers
+    full recomputation repeats (1 under full recomputation of every layer, 0 without)."""
+    return TP_COLLECTIVES_PER_LAYER + RECOMPUTED_TP_COLLECTIVES * np.asarray(recomputed_share, dtype=np.float64)
 
 
 def tp_collective_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, sequence_parallel=False):
@@ -45,7 +52,7 @@ def tp_collective_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, sequ
 def tp_layer_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, *, sequence_parallel=False,
                   recompute_full=False):
     """Every TP collective of one layer and micro-batch: 4 (6 under full recomputation)."""
-    count = TP_COLLECTIVES_PER_LAYER + np.where(recompute_full, RECOMPUTED_TP_COLLECTIVES, 0)
+    count = tp_collectives_per_layer(np.where(recompute_full, 1.0, 0.0))
     return count * tp_collective_time(h, sl, b, tp, p, crosses_nodes, hw, sequence_parallel)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tasks.model.dp_protocol import shards
 from tasks.model.layer import STUDY_BLOCK, Block
 from tasks.model.layout import code
 
@@ -56,25 +57,25 @@ WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
 
 
 def weights_sharded(zero) -> np.ndarray:
-    """Where ``zero`` (codes) shards the weights themselves over DP: ZeRO-3 and FSDP."""
-    zero = np.asarray(zero)
-    return (zero == code("zero", "zero3")) | (zero == code("zero", "fsdp"))
+    """Where ``zero`` (codes) shards the weights themselves over DP (``dp_protocol.SHARDING``:
+    ZeRO-3 and FSDP)."""
+    return shards(zero, "weights")
 
 
 def model_state_bytes(params, dp, zero):
     """Weights, gradients and optimizer states of ``params`` parameters on one device.
 
-    ZeRO (Rajbhandari et al. 2020) divides by the DP degree what it shards: zero1 the
-    optimizer states (4 + 12/DP bytes per parameter); zero3 everything (16/DP); fsdp
-    (FULL_SHARD with gradients accumulated unsharded under ``no_sync``) the weights and
-    optimizer states, not the gradients (2/DP + 2 + 12/DP). ``zero`` holds codes.
+    ZeRO (Rajbhandari et al. 2020) divides by the DP degree what it shards
+    (``dp_protocol.SHARDING``): zero1 the optimizer states (4 + 12/DP bytes per parameter);
+    zero3 everything (16/DP); fsdp (FULL_SHARD with gradients accumulated unsharded under
+    ``no_sync``) the weights and optimizer states, not the gradients (2/DP + 2 + 12/DP).
+    ``zero`` holds codes.
     """
     params = np.asarray(params, dtype=np.float64)
     dp = np.asarray(dp, dtype=np.float64)
-    zero = np.asarray(zero)
-    weights = np.where(weights_sharded(zero), WEIGHT_BYTES / dp, WEIGHT_BYTES)
-    gradients = np.where(zero == code("zero", "zero3"), GRADIENT_BYTES / dp, GRADIENT_BYTES)
-    optimizer = np.where(zero == code("zero", "none"), OPTIMIZER_BYTES, OPTIMIZER_BYTES / dp)
+    weights = np.where(shards(zero, "weights"), WEIGHT_BYTES / dp, WEIGHT_BYTES)
+    gradients = np.where(shards(zero, "gradients"), GRADIENT_BYTES / dp, GRADIENT_BYTES)
+    optimizer = np.where(shards(zero, "optimizer"), OPTIMIZER_BYTES / dp, OPTIMIZER_BYTES)
     return params * (weights + gradients + optimizer)
 
 
@@ -96,7 +97,7 @@ def model_state_shard_params(params, dp, zero):
     """Parameters whose optimizer states this device holds and updates: all of ``params``
     for plain DP, 1/DP of them under any ZeRO stage or FSDP."""
     params = np.asarray(params, dtype=np.float64)
-    return np.where(np.asarray(zero) == code("zero", "none"), params, params / np.asarray(dp, dtype=np.float64))
+    return np.where(shards(zero, "optimizer"), params / np.asarray(dp, dtype=np.float64), params)
 
 
 def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, block: Block = STUDY_BLOCK, *,

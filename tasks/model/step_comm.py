@@ -9,19 +9,14 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from tasks.model import layer, metrics
+from tasks.model import dp_protocol, layer, metrics
 from tasks.model.collectives import bus_factor, ring_steps, spanning_figures, tier_figures, tier_time
-from tasks.model.communication import RECOMPUTED_TP_COLLECTIVES, TP_COLLECTIVES_PER_LAYER, tp_collective_time
+from tasks.model.communication import tp_collective_time, tp_collectives_per_layer
 from tasks.model.layer_cost import LayerCost
-from tasks.model.layout import code
 from tasks.model.step_context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
 
 __all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_widths", "dp_comm", "dp_traffic",
            "latency_floor", "embedding_matrices"]
-
-
-def _tp_collectives_per_layer(lay: StepLayouts) -> np.ndarray:
-    return TP_COLLECTIVES_PER_LAYER + RECOMPUTED_TP_COLLECTIVES * lay.recomputed_share
 
 
 def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
@@ -61,7 +56,7 @@ def tp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     ``total``: all of it; ``exposed``: what the step waits for (``tp_exposed_per_pass``)."""
     one = tp_collective(lay, ctx, shapes)
     embedding = one if ctx.vocab > 0 else 0.0
-    total = lay.layers_per_stage * _tp_collectives_per_layer(lay) * one + embedding
+    total = lay.layers_per_stage * tp_collectives_per_layer(lay.recomputed_share) * one + embedding
     fwd, bwd = tp_exposed_per_pass(one, lay.tp, cost, ctx)
     exposed = lay.layers_per_stage * (fwd * (1.0 + lay.recomputed_share) + bwd) + embedding
     return {"total": total, "exposed": exposed}
@@ -113,13 +108,9 @@ def dp_widths(ctx: StepContext) -> Dict[str, float]:
     return {"all_reduce": grads, "reduce_scatter": grads, "all_gather": float(ctx.dtype_bytes)}
 
 
-def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """DP / ZeRO traffic (Rajbhandari et al. 2020): one collective per layer and one for the
-    stage's embedding matrices; plain DP and ZeRO-1 reduce gradients once per step, hidden
-    behind the last micro-batch's backward as far as it lasts when ``stack.dp_overlap``,
-    after it otherwise; ZeRO-1 all-gathers the updated weights after the optimizer step;
-    ZeRO-3 and FSDP gather weights every micro-batch (prefetched behind its forward and
-    backward)."""
+def _dp_times(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
+    """Each DP op on all of a stage's weight tensors (one collective per layer and one for
+    the stage's embedding matrices), on the tiers the DP group spans; 0 at DP 1."""
     hw = ctx.hardware
     crosses, local = lay.dp_crosses(hw), lay.dp_local_ranks(hw)
     per_layer, embed = _stage_elements(lay, ctx)
@@ -134,19 +125,30 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
                                      local_ranks=local)
         return lay.layers_per_stage * layer_t + embed_t
 
-    def exposed(t, hide=compute["backward_hide"]):
-        return metrics.exposed_communication(0.0, t, hide, ctx.dp_slowdown)
+    return {op: np.where(lay.dp > 1, over_stage(op), 0.0) for op in ("all_reduce", "all_gather", "reduce_scatter")}
 
-    reduce = exposed if ctx.stack.dp_overlap else (lambda t: t)
-    allreduce, gather, scatter = over_stage("all_reduce"), over_stage("all_gather"), over_stage("reduce_scatter")
-    allreduce, gather, scatter = (np.where(lay.dp > 1, t, 0.0) for t in (allreduce, gather, scatter))
-    is_zero3, is_fsdp = lay.zero_is("zero3"), lay.zero_is("fsdp")
-    per_mb = np.where(lay.sharded, exposed(gather, compute["forward_hide"])
-                      + exposed(gather + np.where(is_zero3, scatter, 0.0)), 0.0)
-    per_step = np.select([lay.zero_is("none"), lay.zero_is("zero1"), is_fsdp],
-                         [reduce(allreduce), reduce(scatter) + gather, reduce(scatter)], 0.0)
-    total = _per_step(lay, allreduce, scatter, gather)
-    return {"per_microbatch": per_mb, "per_step": per_step, "total": total, "traffic": dp_traffic(lay, ctx)}
+
+def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """DP / ZeRO communication of a step, as each layout's sharding mode runs it
+    (``dp_protocol.SHARDING``): the collectives that share a hiding window hide together
+    behind the stage's forward or backward of one micro-batch (``compute``'s
+    ``forward_hide``, ``backward_hide``) as far as it lasts; a once-per-step gradient
+    reduction hides only when ``stack.dp_overlap``. ``per_microbatch`` and ``per_step``:
+    what the step waits for; ``total``: all of it; ``traffic``: ``dp_traffic``."""
+    times = _dp_times(lay, ctx)
+    hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
+
+    def waited(mode, per_microbatch: bool) -> np.ndarray:
+        out = np.zeros(np.shape(lay.dp))
+        for (window, needs_overlap), ops in dp_protocol.windows(mode, per_microbatch).items():
+            t = sum(times[op] for op in ops)
+            hides = window != "none" and (ctx.stack.dp_overlap or not needs_overlap)
+            out = out + (metrics.exposed_communication(0.0, t, hide[window], ctx.dp_slowdown) if hides else t)
+        return out
+
+    return {"per_microbatch": dp_protocol.by_mode(lay.zero, lambda mode: waited(mode, True)),
+            "per_step": dp_protocol.by_mode(lay.zero, lambda mode: waited(mode, False)),
+            "total": _per_step(lay, times), "traffic": dp_traffic(lay, ctx)}
 
 
 def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
@@ -154,20 +156,17 @@ def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
     per_layer, embed = _stage_elements(lay, ctx)
     widths = dp_widths(ctx)
     stage = lay.layers_per_stage * per_layer + embed
-    allreduce = bus_factor("all_reduce", lay.dp) * widths["all_reduce"] * stage
-    gather = bus_factor("all_gather", lay.dp) * widths["all_gather"] * stage
-    scatter = bus_factor("reduce_scatter", lay.dp) * widths["reduce_scatter"] * stage
-    return _per_step(lay, allreduce, scatter, gather)
+    return _per_step(lay, {op: bus_factor(op, lay.dp) * width * stage for op, width in widths.items()})
 
 
-def _per_step(lay: StepLayouts, allreduce, scatter, gather) -> np.ndarray:
-    """A step's sum of a stage's DP collectives (times or bytes, one of each kind): plain DP
-    all-reduces once; ZeRO-1 reduce-scatters and all-gathers once; ZeRO-3 gathers the weights
-    for the forward and the backward and reduce-scatters every micro-batch; FSDP gathers
-    twice every micro-batch and reduce-scatters once (``no_sync``)."""
-    mb = lay.microbatches
-    return np.select([lay.zero_is("none"), lay.zero_is("zero1"), lay.zero_is("zero3")],
-                     [allreduce, scatter + gather, mb * (2.0 * gather + scatter)], 2.0 * mb * gather + scatter)
+def _per_step(lay: StepLayouts, each: Dict[str, np.ndarray]) -> np.ndarray:
+    """A step's sum over the collectives of each layout's sharding mode, given ``each`` op's
+    figure (time or bytes) over a stage: a per-micro-batch collective counts once per
+    micro-batch."""
+    def mode_sum(mode):
+        return sum((lay.microbatches if c.per_microbatch else 1.0) * each[c.op] for c in mode.collectives)
+
+    return dp_protocol.by_mode(lay.zero, mode_sum)
 
 
 def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels_per_mb: np.ndarray) -> np.ndarray:
@@ -180,10 +179,16 @@ def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels
     alpha_dp = spanning_figures("all_gather", lay.dp, lay.dp_crosses(hw), hw, local_ranks=lay.dp_local_ranks(hw))[0]
     alpha_pp = np.where(lay.pp_crosses(hw), hw.inter_node.latency_us, hw.intra_node.latency_us) * 1e-6
     dp_collectives = lay.layers_per_stage + (1.0 if ctx.vocab > 0 else 0.0)
-    gather_alpha = dp_collectives * ring_steps("all_gather", lay.dp) * alpha_dp
-    tp_collectives = lay.layers_per_stage * _tp_collectives_per_layer(lay) + (1.0 if ctx.vocab > 0 else 0.0)
+    dp_alpha = {op: dp_collectives * ring_steps(op, lay.dp) * alpha_dp for op in ("all_reduce", "all_gather",
+                                                                                    "reduce_scatter")}
+    tp_collectives = lay.layers_per_stage * tp_collectives_per_layer(lay.recomputed_share) \
+        + (1.0 if ctx.vocab > 0 else 0.0)
+
+    def alpha_of(mode, per_microbatch: bool):
+        return sum(dp_alpha[c.op] for c in mode.collectives if c.per_microbatch == per_microbatch)
+
     alpha_mb = (tp_collectives * ring_steps("all_reduce", lay.tp) * alpha_tp
                 + np.where(lay.pp > 1, 2.0 * lay.stages * alpha_pp, 0.0)
-                + np.where(lay.sharded, gather_alpha * np.where(lay.zero_is("zero3"), 3.0, 2.0), 0.0))
-    alpha_step = gather_alpha * np.select([lay.zero <= code("zero", "zero1"), lay.zero_is("fsdp")], [2.0, 1.0], 0.0)
+                + dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, True)))
+    alpha_step = dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, False))
     return ticks * (kernels_per_mb * hw.kernel_launch_us * 1e-6 + alpha_mb) + alpha_step

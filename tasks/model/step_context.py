@@ -76,9 +76,6 @@ class StepLayouts:
     def selective(self) -> np.ndarray:
         return self.recompute == code("recompute", "selective")
 
-    def zero_is(self, name: str) -> np.ndarray:
-        return self.zero == code("zero", name)
-
     @property
     def sharded(self) -> np.ndarray:
         """ZeRO-3 or FSDP: weights re-gathered every micro-batch."""

@@ -12,7 +12,8 @@ import numpy as np
 
 from tasks.model import layer, metrics
 from tasks.model.collectives import tier_time
-from tasks.model.communication import RECOMPUTED_TP_COLLECTIVES, TP_COLLECTIVES_PER_LAYER
+from tasks.model.communication import tp_collectives_per_layer
+from tasks.model.dp_protocol import SHARDING
 from tasks.model.layout import Layout
 from tasks.model.step import StepContext
 from tasks.model.step_comm import dp_widths, tp_collective, tp_exposed_per_pass
@@ -39,26 +40,28 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     """The collectives of one layer for one micro-batch, as ``step.step_columns`` charges them:
     TP (4 all-reduces, 6 under full recomputation, the mean over the layers when it recomputes
     only some; with sequence parallelism a reduce-scatter and an all-gather each) and the
-    layer's DP traffic at one micro-batch: plain DP an all-reduce, ZeRO-1 a reduce-scatter
-    and an all-gather, ZeRO-3 and FSDP two all-gathers (forward, backward) and a
-    reduce-scatter, each at its ``step_comm.dp_widths``. Groups of one rank are left out."""
+    layer's DP collectives at one micro-batch, as its sharding mode runs them
+    (``dp_protocol.SHARDING``: plain DP an all-reduce, ZeRO-1 a reduce-scatter and an
+    all-gather, ZeRO-3 and FSDP two all-gathers and a reduce-scatter), each at its
+    ``step_comm.dp_widths``. Groups of one rank are left out."""
     model, p, per_node = ctx.model, float(ctx.dtype_bytes), ctx.hardware.devices_per_node
     out: List[LayerCollective] = []
     if layout.tp > 1:
         recomputed = float(_one_layout(layout, ctx).recomputed_share[0])
-        count = TP_COLLECTIVES_PER_LAYER + RECOMPUTED_TP_COLLECTIVES * recomputed
+        count = float(tp_collectives_per_layer(recomputed))
         message = float(layer.tp_allreduce_bytes(model.hidden, model.seq_len, layout.micro_batch, p))
         ops = ("reduce_scatter", "all_gather") if layout.sequence_parallel else ("all_reduce",)
         out += [LayerCollective("tp", op, count, layout.tp, message, layout.tp > per_node) for op in ops]
     if layout.dp > 1:
-        dp_ops = {"none": (("all_reduce", 1),), "zero1": (("reduce_scatter", 1), ("all_gather", 1))}.get(
-            layout.zero, (("all_gather", 2), ("reduce_scatter", 1)))
+        dp_ops: Dict[str, int] = {}
+        for c in SHARDING[layout.zero].collectives:
+            dp_ops[c.op] = dp_ops.get(c.op, 0) + 1
         widths = dp_widths(ctx)
         out += [LayerCollective("dp", op, count, layout.dp,
                                 float(layer.dp_gradient_bytes(model.hidden, layout.tp, widths[op], model.heads,
                                                               ctx.block)),
                                 layout.tp * layout.dp > per_node)
-                for op, count in dp_ops]
+                for op, count in dp_ops.items()]
     return out
 
 

@@ -1,0 +1,77 @@
+"""The data-parallel protocol (tasks.model.dp_protocol) is stated once: every consumer (the
+step's DP time and traffic, its latency floor, model-state memory and a winner's per-layer
+collectives) follows a changed entry, and no other module names what a ZeRO mode runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tasks.model import dp_protocol, memory
+from tasks.model.dp_protocol import SHARDING, DpCollective, ShardingMode
+from tasks.model.layout import ZERO_MODES, Layout, code
+from tasks.model.step import StepContext, step_columns
+from tasks.model.step_parts import layer_collectives
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _row(layout: Layout, ctx: StepContext) -> dict:
+    return {name: values[0] for name, values in step_columns(layout.columns(), ctx).items()}
+
+
+def test_one_mode_per_zero_mode_each_running_known_ops_in_known_windows():
+    assert tuple(SHARDING) == ZERO_MODES
+    for mode in SHARDING.values():
+        assert mode.shards <= {"weights", "gradients", "optimizer"}
+        for c in mode.collectives:
+            assert c.op in ("all_reduce", "reduce_scatter", "all_gather")
+            assert c.hidden_by in dp_protocol.HIDING_WINDOWS
+
+
+def test_a_changed_entry_reaches_time_traffic_latency_memory_and_the_per_layer_collectives(gpt3, h100, monkeypatch):
+    """ZeRO-1 given one more weight gather per micro-batch, hidden by nothing, and its weights
+    sharded: every consumer moves, and by what the entry says."""
+    ctx = StepContext(gpt3, h100, devices=64, global_batch=32, memory_fraction=1e6)
+    layout = Layout(tp=8, pp=1, dp=8, micro_batch=1, zero="zero1")
+    before = _row(layout, ctx)
+    zero1 = SHARDING["zero1"]
+    changed = ShardingMode("zero1", zero1.shards | {"weights"},
+                           zero1.collectives + (DpCollective("all_gather", True, "none"),))
+    monkeypatch.setitem(SHARDING, "zero1", changed)
+    after = _row(layout, ctx)
+    microbatches = 32 / 8
+    stage_params = 96 * 12 * 12288**2 / 8 + 2 * 50257 * 12288 / 8     # GPT-3's layers and embeddings over TP 8
+    gather = 7 / 8 * 2 * stage_params                                   # a ring all-gather of 2-byte weights, DP 8
+    ops = [c.op for c in layer_collectives(layout, ctx) if c.group == "dp"]
+    assert ops == ["reduce_scatter", "all_gather"]
+    assert [c.count for c in layer_collectives(layout, ctx) if c.group == "dp"] == [1, 2]
+    assert after["dp_traffic_bytes"] - before["dp_traffic_bytes"] == pytest.approx(microbatches * gather, rel=1e-3)
+    assert after["dp_comm_s"] > before["dp_comm_s"] and after["step_time_s"] > before["step_time_s"]
+    assert after["latency_s"] > before["latency_s"]
+    assert after["memory_per_device_bytes"] < before["memory_per_device_bytes"]
+    assert bool(memory.weights_sharded(code("zero", "zero1")))
+
+
+def test_no_other_module_names_what_a_zero_mode_runs():
+    """Which collectives each mode runs, and what it shards, are read from SHARDING: no module
+    of the model compares a ZeRO code or name itself."""
+    pattern = re.compile(r'\bcode\("zero"|zero_is\(|zero\s*(==|<=|>=|<|>)\s*\d|"(zero1|zero3|fsdp)"\s*[:,)]')
+    allowed = {"tasks/model/dp_protocol.py", "tasks/model/layout.py"}
+    found = [f"{path.relative_to(ROOT)}:{i}" for path in sorted((ROOT / "tasks" / "model").rglob("*.py"))
+             if str(path.relative_to(ROOT)) not in allowed
+             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if pattern.search(line)]
+    assert found == []
+
+
+@pytest.mark.parametrize("zero", ZERO_MODES)
+def test_the_per_layer_collectives_are_the_modes_collectives(gpt3, h100, zero):
+    ctx = StepContext(gpt3, h100, devices=64, global_batch=8, memory_fraction=1e6)
+    listed = {c.op: c.count for c in layer_collectives(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero=zero), ctx)
+              if c.group == "dp"}
+    expected: dict = {}
+    for c in SHARDING[zero].collectives:
+        expected[c.op] = expected.get(c.op, 0) + 1
+    assert listed == expected
