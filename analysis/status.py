@@ -14,8 +14,8 @@ from tasks.measure.stability import STATUS_UNSTABLE
 from tasks.model.search_rows import OBJECTIVES
 from tasks.outcomes import STATUS_INFEASIBLE, STATUS_OK, STATUS_OOM
 
-__all__ = ["sweep_status", "search_status", "search_records", "search_tables", "record_frame", "fingerprints", "SWEEP_STATUS_COLUMNS",
-           "SEARCH_STATUS_COLUMNS", "SEARCH_RECORD_COLUMNS"]
+__all__ = ["sweep_status", "search_status", "search_records", "search_tables", "record_frame", "fingerprints",
+           "SWEEP_STATUS_COLUMNS", "SEARCH_STATUS_COLUMNS", "SEARCH_RECORD_COLUMNS"]
 
 #: The columns of ``search_status``: each study's progress and best value, with the model,
 #: device count and stack it costs.

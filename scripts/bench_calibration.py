@@ -45,7 +45,8 @@ BUSY = "while True: sum(i * i for i in range(10**6))"
 
 def _run_loop(lake_dir: str) -> str:
     """A shell loop of cold `commscale run`s, each into a new lake under ``lake_dir``."""
-    return f'while true; do rm -rf "{lake_dir}"; "{COMMSCALE}" run --no-report --lake "{lake_dir}" >/dev/null 2>&1; done'
+    return (f'while true; do rm -rf "{lake_dir}"; '
+            f'"{COMMSCALE}" run --no-report --lake "{lake_dir}" >/dev/null 2>&1; done')
 
 
 def _loadavg() -> str:

@@ -59,7 +59,8 @@ def main() -> None:
 
         lake = Lake(f"{tmp}/million")
         for i in range(10):
-            lake.commit("projection", partition, projection_rows(100_000, 100_000 * i, hw), schema_version=SCHEMA_VERSION)
+            lake.commit("projection", partition, projection_rows(100_000, 100_000 * i, hw),
+                        schema_version=SCHEMA_VERSION)
         sql = ("SELECT tp, flop_vs_bw, count(*) AS n, avg(serialized_fraction) AS serialized, "
                "quantile_cont(overlap_percent, 0.9) AS overlap_p90 FROM projection GROUP BY tp, flop_vs_bw")
         times = []

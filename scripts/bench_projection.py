@@ -67,7 +67,8 @@ def main() -> None:
 
     arrow_rows = 1 << 18
     table = pa.table({
-        **{k: pa.array(cols[k][:arrow_rows].astype(np.int64)) for k in ("h", "heads", "sl", "b", "tp", "dp", "dtype_bytes")},
+        **{k: pa.array(cols[k][:arrow_rows].astype(np.int64))
+           for k in ("h", "heads", "sl", "b", "tp", "dp", "dtype_bytes")},
         "flop_vs_bw": cols["flop_vs_bw"][:arrow_rows], "dp_slowdown": cols["dp_slowdown"][:arrow_rows],
         "key": pa.array([""] * arrow_rows), "label": pa.array([""] * arrow_rows),
         "links": pa.array(["ideal"] * arrow_rows),

@@ -66,8 +66,9 @@ def collective_fit(runs: int) -> None:
     from tasks.measure.kernels import ROI_POINT_SCHEMA, ROI_SCHEMA
 
     sizes = [2**k for k in range(14, 27)]
-    points = pa.Table.from_pylist([dict(key=str(s), op="all_reduce", name="ladder", m=0, n=0, k=0, batch=1, dtype="fp32",
-                                        device="cpu", device_model_spec="auto", world=2, message_bytes=s, placement="pack")
+    points = pa.Table.from_pylist([dict(key=str(s), op="all_reduce", name="ladder", m=0, n=0, k=0, batch=1,
+                                        dtype="fp32", device="cpu", device_model_spec="auto", world=2,
+                                        message_bytes=s, placement="pack")
                                    for s in sizes], schema=ROI_POINT_SCHEMA)
     with ray_session(None, 2):
         for run in range(1, runs + 1):

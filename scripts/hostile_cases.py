@@ -302,7 +302,8 @@ class Hostile:
         (work / "not_a_journal.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
         (work / "a_file").write_text("not a folder\n")
         cases = [
-            ("a runs-file cell of 140,000 characters", ("validate", "--runs", str(work / "long_cell.csv"), "--no-lake")),
+            ("a runs-file cell of 140,000 characters",
+             ("validate", "--runs", str(work / "long_cell.csv"), "--no-lake")),
             ("YAML nested 20,000 deep", ("run", f"model={work / 'nested.yaml'}", "--no-report")),
             ("a 5,000-character preset name", ("run", "model=" + "A" * 5000, "--no-report")),
             ("--storage on a PNG file", (*SEARCH, "--storage", str(work / "not_a_journal.png"))),
@@ -314,6 +315,7 @@ class Hostile:
         for label, args in cases:
             lake = self.cases._copy("inputs")
             done = self.bench.cli(lake, *args, timeout=120)
-            out = self.Outcome("T", label, args[0], done.returncode, note=f"{_traceback(done)}: {self.bench.said(done)}")
+            out = self.Outcome("T", label, args[0], done.returncode,
+                               note=f"{_traceback(done)}: {self.bench.said(done)}")
             outs.append(out)
         return outs

@@ -118,5 +118,6 @@ def test_result_kinds_are_named_by_their_constants_not_by_strings():
             args = [kw.value for kw in node.keywords if kw.arg == "kind" and name in (*KIND_CALLS, "Workload")]
             if name in KIND_CALLS and len(node.args) > KIND_CALLS[name]:
                 args.append(node.args[KIND_CALLS[name]])
-            literal += [f"{path}:{node.lineno}" for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            literal += [f"{path}:{node.lineno}" for a in args
+                        if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     assert literal == []

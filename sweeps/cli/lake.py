@@ -89,7 +89,8 @@ def verify(*, lake_root: str, keys_out: Optional[Path], repair: bool) -> None:
         keys_out.write_text("".join(f"{kind}\t{key}\n" for kind, keys in sorted(report.keys_to_redo.items())
                                     for key in sorted(keys)))
     if not report.clean and not repair:
-        click.echo(f"run `commscale lake verify --repair --lake {lake_root}` to mend the rest; no committed row is lost")
+        click.echo(f"run `commscale lake verify --repair --lake {lake_root}` to mend the rest; "
+                   "no committed row is lost")
     if report.bad or report.links or (not report.clean and not repair):
         sys.exit(1)
 

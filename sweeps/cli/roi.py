@@ -40,10 +40,12 @@ def render_roi(console: Console, rows: pd.DataFrame, fits: List[AlphaBetaFit], o
     spec = [c for c in overlap.columns if c.startswith("overlap_percent_spec_")]
     table = Table(title="Overlap from the ROI: weight-gradient all-reduce as % of the backward GEMMs",
                   title_justify="left")
-    for column in ("H", "SL·B", "TP", "backward GEMMs ms", "all-reduce ms", "measured %", *(c.replace("overlap_percent_", "") + " %" for c in spec)):
+    for column in ("H", "SL·B", "TP", "backward GEMMs ms", "all-reduce ms", "measured %",
+                   *(c.replace("overlap_percent_", "") + " %" for c in spec)):
         table.add_column(column, justify="right")
     for r in overlap.itertuples(index=False):
         d = r._asdict()
-        table.add_row(str(d["h"]), f"{d['slb']:,}", str(d["tp"]), f"{d['backward_gemms_ms']:.3f}", f"{d['all_reduce_ms']:.3f}",
-                      f"{d['overlap_percent_measured']:.1f}", *(f"{d[c]:.1f}" for c in spec))
+        table.add_row(str(d["h"]), f"{d['slb']:,}", str(d["tp"]), f"{d['backward_gemms_ms']:.3f}",
+                      f"{d['all_reduce_ms']:.3f}", f"{d['overlap_percent_measured']:.1f}",
+                      *(f"{d[c]:.1f}" for c in spec))
     console.print(table)

@@ -176,8 +176,8 @@ def trust_lines(verdict: Optional[Trust], memory: Optional[Tuple[float, float]])
                  f"({error.hardware})")
         if verdict.tied > 1:
             more = "at least " if verdict.next_gap is not None and verdict.next_gap <= error.mean else ""
-            lines.append(f"Trust: {more}the top {verdict.tied} lie within {verdict.spread:.1%} in step time, inside {basis}: "
-                         "treat them as a tie")
+            lines.append(f"Trust: {more}the top {verdict.tied} lie within {verdict.spread:.1%} in step time, "
+                         f"inside {basis}: treat them as a tie")
         else:
             lines.append(f"Trust: the runner-up's step time is {verdict.next_gap:.1%} from the winner's, beyond "
                          f"{basis}: the ranking stands")

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["LOOPBACK", "RESERVED_RESOURCES", "MIN_OBJECT_STORE_BYTES", "check_settings", "check_int", "check_resources", "find_ray_bin", "free_port",
-           "write_private", "write_json_atomic", "read_json_record", "same_dir", "tail"]
+__all__ = ["LOOPBACK", "RESERVED_RESOURCES", "MIN_OBJECT_STORE_BYTES", "check_settings", "check_int", "check_resources",
+           "find_ray_bin", "free_port", "write_private", "write_json_atomic", "read_json_record", "same_dir", "tail"]
 
 #: The address every node is started on, and the host part of the address handed out.
 LOOPBACK = "127.0.0.1"

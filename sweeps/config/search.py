@@ -193,9 +193,11 @@ def load_search(overrides: Sequence[str] = (), *, scaling: bool = False, exhaust
     validate_model(model)
     validate_hardware(hardware)
     decisive = tuple(item for item in overrides if "=" in item and item.partition("=")[0] not in VOLATILE_FIELDS)
-    return SearchSetup(spec, model, hardware, load_stack(spec.stack, hardware, fields["stack"], allow_large=allow_large),
+    return SearchSetup(spec, model, hardware,
+                       load_stack(spec.stack, hardware, fields["stack"], allow_large=allow_large),
                        preset=preset, overrides=decisive,
-                       user_named=path.resolve().parent != CONF_DIR / "search" or any(item.startswith("name=") for item in dotted))
+                       user_named=(path.resolve().parent != CONF_DIR / "search"
+                                   or any(item.startswith("name=") for item in dotted)))
 
 
 def compose_stack(name: str, switches: Sequence[str] = (), *, allow_large: bool = False) -> Stack:

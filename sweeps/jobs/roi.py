@@ -102,7 +102,8 @@ def measured_overlap(rows: pd.DataFrame, configs: Sequence[Dict[str, int]], *, p
     the overlap percent they give, and the spec model's overlap percent for the same."""
     ok = rows[rows["status"] == "ok"]
     gemm_time = {(r.m, r.n, r.k, r.batch): r.median_s for r in ok[ok["op"] == "gemm"].itertuples()}
-    reduce_time = {r.message_bytes: r.median_s for r in ok[(ok["op"] == "all_reduce") & (ok["world"] == world)].itertuples()}
+    reduce_time = {r.message_bytes: r.median_s
+                   for r in ok[(ok["op"] == "all_reduce") & (ok["world"] == world)].itertuples()}
     out = []
     for c in configs:
         shapes = [(int(g.m), int(g.n), int(g.k), int(g.batch))
@@ -114,7 +115,8 @@ def measured_overlap(rows: pd.DataFrame, configs: Sequence[Dict[str, int]], *, p
                      flop_vs_bw=1.0, dp_slowdown=1.0)
         spec = project_columns({k: np.array([float(v)]) for k, v in point.items()} | {"placed": np.zeros(1, bool)},
                                hardware)
-        out.append({**c, "slb": c["sl"] * c["b"], "backward_gemms_ms": 1e3 * backward, "all_reduce_ms": 1e3 * all_reduce,
+        out.append({**c, "slb": c["sl"] * c["b"], "backward_gemms_ms": 1e3 * backward,
+                    "all_reduce_ms": 1e3 * all_reduce,
                     "overlap_percent_measured": float(metrics.overlap_percent(all_reduce, backward)),
                     f"overlap_percent_spec_{hardware.name}": float(spec["overlap_percent"][0])})
     return pd.DataFrame(out)

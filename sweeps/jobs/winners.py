@@ -92,7 +92,8 @@ def winner_job(setup: SearchSetup, points: pa.Table, *, device: str, dtype: str,
     roi = RoiSpec(device=device, dtype=dtype, passes=list(MEASURED_PASSES), collective_ops=ops or ["all_reduce"],
                   world=world, ladder_bytes=list(LADDER_BYTES), max_repeats=20, time_cap_s=2.0)
     settings = {"measure.device": device, "measure.dtype": dtype, "measure.world": world,
-                "measure.timing": [roi.warmup, roi.min_repeats, roi.max_repeats, roi.time_cap_s, roi.collective_repeats]}
+                "measure.timing": [roi.warmup, roi.min_repeats, roi.max_repeats, roi.time_cap_s,
+                                   roi.collective_repeats]}
     return SweepJob(name=f"measure-{setup.study_name}", hardware=device.replace(":", "_"), points=points,
                     workload=roi_workload(roi, setup.hardware), config=settings,
                     sweep_fingerprint=fingerprint_of(settings),

@@ -112,7 +112,8 @@ class LakeRepair(LakeStore):
             scan = self.scan_log(0)
             for problem in scan.problems:
                 if problem.kind in ("torn", "damaged"):
-                    self._set_aside(self._path(_entry_name(problem.version)), f"_log/_damaged/{problem.version:020d}.json")
+                    self._set_aside(self._path(_entry_name(problem.version)),
+                                    f"_log/_damaged/{problem.version:020d}.json")
                 if problem.kind == "torn":
                     report.repaired.append(f"rolled back {problem.describe()}")
                 elif problem.kind == "head":

@@ -22,8 +22,8 @@ from tasks.model.layout import CODED_FIELDS, LAYOUT_FIELDS, Layout, decode, fami
 from tasks.model.search_rows import OBJECTIVES, TIE_BREAKERS, best_row, ranking
 from tasks.model.space import exhaustive
 
-__all__ = ["layout_of", "study_rows", "pareto", "top_layouts", "exhaustive_frame", "OptimumGap", "optimum_gap", "relative_gap",
-           "STEP_TERMS", "step_terms", "WhyBest", "why_best", "fsdp_wins"]
+__all__ = ["layout_of", "study_rows", "pareto", "top_layouts", "exhaustive_frame", "OptimumGap", "optimum_gap",
+           "relative_gap", "STEP_TERMS", "step_terms", "WhyBest", "why_best", "fsdp_wins"]
 
 
 def layout_of(row) -> Layout:
@@ -205,8 +205,8 @@ _CHOICES: Tuple[Tuple[str, ...], ...] = (("tp",), ("pp",), ("micro_batch",), ("s
 
 def _memory_bound(setup: SearchSetup, best, limit: int) -> Optional[Tuple[str, str, float, float]]:
     """The best of the layouts one choice away from ``best`` (a row) that would beat it were
-    memory no bound (a better objective, or as good and a shorter step), if one does not fit: (the choice changed, its label, objective, GB per
-    device); else None."""
+    memory no bound (a better objective, or as good and a shorter step), if one does not fit:
+    (the choice changed, its label, objective, GB per device); else None."""
     if setup.spec.space.size > limit:
         return None
     objective = setup.spec.objective

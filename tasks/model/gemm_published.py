@@ -21,8 +21,8 @@ import numpy as np
 from tasks.model import roofline
 from tasks.model.specs import HardwareProfile
 
-__all__ = ["GEMM_KINDS", "PROFILE_OF_GPU", "BEST_FOUND_SIDES", "MAMF_TOLERANCE", "CURVE_TOLERANCE", "CURVE_FROM", "GemmRow",
-           "read_gemm_rows", "best_found", "predict_row"]
+__all__ = ["GEMM_KINDS", "PROFILE_OF_GPU", "BEST_FOUND_SIDES", "MAMF_TOLERANCE", "CURVE_TOLERANCE", "CURVE_FROM",
+           "GemmRow", "read_gemm_rows", "best_found", "predict_row"]
 
 #: The csv's ``gpu`` -> the ``conf/hardware`` profile it is predicted on. Not here (skipped):
 #: A100-PCIe and GH200, which have no profile. The H800 SXM is an H100 SXM with fewer

@@ -141,7 +141,8 @@ def gemm_shapes(h, heads, sl, b, tp, block: Block = STUDY_BLOCK) -> Tuple[Gemm, 
     dX = dY W^T is (m x n)(n x k), the weight-gradient GEMM dW = X^T dY is (k x m)(m x n).
     Each has the forward's FLOP count (method.md §3: backward costs twice the forward).
     """
-    return tuple(g for name, shape in _forward(h, heads, sl, b, tp, block).items() for g in training_gemms(name, *shape))
+    return tuple(g for name, shape in _forward(h, heads, sl, b, tp, block).items()
+                 for g in training_gemms(name, *shape))
 
 
 def training_gemms(name: str, m, n, k, batch=1.0) -> Tuple[Gemm, ...]:
@@ -216,7 +217,8 @@ ELEMENTWISE_KERNELS: Tuple[str, ...] = tuple(_ELEMENTWISE)
 #:   (one kernel: 2 accesses, 1 per kernel).
 _EAGER: Dict[str, Tuple[Callable, int, int, int]] = {
     "column_bias": (lambda h, a, sl, b, tp, blk: sl * b * (_qkv_width(h, a, blk)
-                                                          + (blk.mlp_matrices - 1) * blk.width(h)) / (2.0 * tp), 2, 1, 2),
+                                                          + (blk.mlp_matrices - 1) * blk.width(h)) / (2.0 * tp),
+                    2, 1, 2),
     "row_bias": (lambda h, a, sl, b, tp, blk: sl * b * h / tp, 2, 1, 2),
     "head_copy": (lambda h, a, sl, b, tp, blk: sl * b * (_qkv_width(h, a, blk) + h) / (4.0 * tp), 2, 2, 4),
     "score_scale": (lambda h, a, sl, b, tp, blk: b * a * sl * sl / tp, 2, 2, 1),

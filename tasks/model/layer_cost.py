@@ -141,7 +141,8 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     gemms = layer.gemm_shapes(h, heads, sl, b, tp, block)
     forward_gemms = [g for g in gemms if g.pass_ == "fwd"]
     linear_fwd_gemms = [g for g in forward_gemms if g.name not in ATTENTION_CORE_GEMMS]
-    gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core = _gemm_times(gemms, np.broadcast(h, sl, b, tp).shape, hw, stack=stack, p=p)
+    gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core = _gemm_times(gemms, np.broadcast(h, sl, b, tp).shape, hw,
+                                                                   stack=stack, p=p)
     elem_fwd = np.zeros(np.shape(gemm_fwd))
     elem_bwd = np.zeros(np.shape(gemm_fwd))
     kernels = 0

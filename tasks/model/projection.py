@@ -37,7 +37,8 @@ __all__ = [
 
 #: Bumped whenever a formula or assumption of the cost model changes its numbers; part
 #: of every result key, so a changed model never reuses an old result.
-COST_MODEL_VERSION = "spec-8"  # 8: a fused stack drops out inside the residual add's kernel (layer.FUSED_DROPOUT_HOST); 7: no GEMM runs above its dtype's measured maximum-achievable fraction (HardwareProfile.gemm_tile_ceiling); 6: an eager stack's unfused element-wise kernels (Stack.elementwise), the loss; 5: each micro-batch adds its weight gradients into the gradient buffer; 4: a GEMM wave's K-loop overhead is a time (fp8 pays it as bf16 does); 3: size-dependent collectives, shape-aware GEMMs; 2: overlap counts dp_slowdown
+#: What each version changed, and which numbers moved: docs/changelog.md.
+COST_MODEL_VERSION = "spec-8"
 
 #: Version of the projection table's schema (the lake's ``schema_version`` column).
 #: 2 added ``status`` and ``reason``; 3 the uncertainty band of a measured calibration.
@@ -240,7 +241,8 @@ def project_table(points: pa.Table, hw: HardwareProfile, calibration: Optional[C
     same table.
     """
     points = points.select(POINT_SCHEMA.names).cast(POINT_SCHEMA)
-    columns = {name: points.column(name).to_numpy() for name in POINT_SCHEMA.names if name not in ("key", "label", "links")}
+    columns = {name: points.column(name).to_numpy() for name in POINT_SCHEMA.names
+               if name not in ("key", "label", "links")}
     links = points.column("links").to_numpy(zero_copy_only=False)
     columns["placed"] = links == "placed"
     result = project_columns(columns, hw, calibration)

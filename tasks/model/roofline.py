@@ -18,7 +18,8 @@ import numpy as np
 from tasks.model.specs import HardwareProfile
 
 __all__ = ["memory_bound_time", "gemm_kernel_time", "gemm_tflops", "peak_flops", "gemm_ceiling",
-           "gemm_tile_ceiling", "GEMM_DTYPES", "GEMM_TILES", "TILE_STAGING", "DEFAULT_K_OVERHEAD", "tile_overhead_s", "k_overhead", "MissingFigure"]
+           "gemm_tile_ceiling", "GEMM_DTYPES", "GEMM_TILES", "TILE_STAGING", "DEFAULT_K_OVERHEAD", "tile_overhead_s",
+           "k_overhead", "MissingFigure"]
 
 
 def memory_bound_time(bytes_moved, hw: HardwareProfile):

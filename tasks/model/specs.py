@@ -17,7 +17,8 @@ from omegaconf import MISSING
 
 from tasks.identity import content_hash
 
-__all__ = ["TransformerModel", "heads_problem", "DEFAULT_DROPOUT", "DEFAULT_SEQ_LEN", "LinkTier", "HardwareProfile", "fingerprint"]
+__all__ = ["TransformerModel", "heads_problem", "DEFAULT_DROPOUT", "DEFAULT_SEQ_LEN", "LinkTier", "HardwareProfile",
+           "fingerprint"]
 
 
 #: Hidden and attention dropout probability where a model or run does not say: Megatron-LM's

@@ -58,7 +58,8 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "step_columns", 
 
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
-STEP_MODEL_VERSION = "step-14"  # 14: HBM capacity in binary gigabytes (memory.usable_memory_bytes: 77.3 GB of an 80 GB H100 usable, was 72.0); 13: pipeline sends overlap compute only in the interleaved schedule (Megatron's overlap_p2p_comm); 12: DP reduces gradients at the gradient buffer's width (fp32 for bf16), gathers weights at theirs; 11: fp8 weight copies sharded under ZeRO-3 and FSDP (memory); 10: full recomputation of only some layers of each chunk (Layout.recompute_layers); 9: the fused bias-dropout-add; 8: a model without dropout (Llama) runs no dropout kernels and keeps no masks; 7: GEMMs capped at the measured maximum-achievable fraction; 6: an fp8 stack keeps its linear GEMMs' inputs in one byte (memory); 5: Stack.elementwise, the cross entropy over the logits, the core kernels selective recompute repeats; 4: gradient accumulation per micro-batch; 3: the GEMM law's overhead as a time; 2: stacks, shapes of GQA/gated MLPs, size-dependent collectives, GEMM tiles
+#: What each version changed, and which numbers moved: docs/changelog.md.
+STEP_MODEL_VERSION = "step-14"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]

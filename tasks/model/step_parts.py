@@ -90,7 +90,8 @@ def layer_pass_times(layout: Layout, ctx: StepContext) -> Dict[str, float]:
     """One layer's forward and backward time for one micro-batch, in seconds, as the step
     model charges them: compute plus the TP time the step waits for; the backward includes
     what recomputation repeats (full: the whole forward with its collectives, for the share of
-    layers it covers; selective: the attention core's forward). Korthikanti et al. (arXiv 2205.05198) Table 4 times these."""
+    layers it covers; selective: the attention core's forward). Korthikanti et al. (arXiv
+    2205.05198) Table 4 times these."""
     lay = _one_layout(layout, ctx)
     cost = stage_layer_cost(lay, ctx)
     fwd_tp, bwd_tp = tp_exposed_per_pass(tp_collective(lay, ctx), lay.tp, cost, ctx)

@@ -130,7 +130,8 @@ def _same_part(words: List[str], hw: HardwareProfile) -> bool:
     """``words`` name ``hw``'s accelerator family (its first word: A100, H100, MI300X), say no
     other memory size (a word such as 40GB) and no PCIe card (``_pcie``)."""
     sizes = [int(w[:-2]) for w in words if re.fullmatch(r"\d+GB", w)]
-    return words[0] == _words(hw.accelerator)[0] and all(size == round(hw.hbm_gb) for size in sizes) and not _pcie(words)
+    return (words[0] == _words(hw.accelerator)[0] and all(size == round(hw.hbm_gb) for size in sizes)
+            and not _pcie(words))
 
 
 def find_profile(name: str, profiles: Dict[str, HardwareProfile]) -> Optional[HardwareProfile]:

@@ -98,9 +98,9 @@ METRICS: Dict[str, str] = {
     "samples_per_s": "seq/s",       # sequences per second, the whole job's
 }
 #: Other spellings of a metric, read as the metric they name.
-METRIC_ALIASES: Dict[str, str] = {"step_time": "iter_time", "iteration_time": "iter_time", "tflops": "tflops_per_gpu",
-                                  "model_tflops_per_gpu": "tflops_per_gpu", "throughput_per_gpu": "tokens_per_s_per_gpu",
-                                  "sequences_per_s": "samples_per_s"}
+METRIC_ALIASES: Dict[str, str] = {"step_time": "iter_time", "iteration_time": "iter_time",
+                                  "tflops": "tflops_per_gpu", "model_tflops_per_gpu": "tflops_per_gpu",
+                                  "throughput_per_gpu": "tokens_per_s_per_gpu", "sequences_per_s": "samples_per_s"}
 #: A ``unit`` cell -> the factor that turns a value in it into the metric's unit (blank: the
 #: metric's own unit). An MFU written as a fraction (unit "fraction", or a value at most 1
 #: with a blank unit) is read as a percentage.

@@ -47,7 +47,8 @@ def test_a_changed_config_adds_a_version_and_restart_removes_only_that_version_h
     new = _job("mi210x4", "new")
     said = io.StringIO()
     assert not _check_manifest(lake, new, restart=False, console=Console(file=said, width=300))
-    assert f"adding version {new.version}" in said.getvalue() and "The 5 rows of earlier versions stay" in said.getvalue()
+    assert (f"adding version {new.version}" in said.getvalue()
+            and "The 5 rows of earlier versions stay" in said.getvalue())
     assert _rows(lake, "table2", "mi210x4") == 5
     lake.record_sweep({"sweep": "table2", "hardware": "mi210x4", "kind": PROBE, "planned": 2,
                        "sweep_version": new.version, "sweep_fingerprint": "new", "hardware_fingerprint": "mi210x4"})

@@ -29,7 +29,8 @@ from sweeps.cluster.local import LocalCluster
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "cluster.py"
 #: Client-side variables that would point a subprocess at another cluster or token.
-_CLIENT_VARS = ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+_CLIENT_VARS = ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH",
+                "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
 #: The pid of a detached actor's worker, started by one test and stopped by the next.
 _LINGERER: dict[str, int] = {}
 

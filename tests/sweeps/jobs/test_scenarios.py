@@ -28,7 +28,8 @@ def test_a_sweep_without_scenarios_keeps_its_single_placement_and_fingerprint():
     job, plan = projection_job(load_run_config(["sweep=smoke"]))
     assert "sweep.scenarios" not in job.config
     assert set(plan.points.column("links").to_pylist()) == {"ideal"}
-    with_one = projection_job(load_run_config(["sweep=smoke", "sweep.scenarios=[{links: placed, dp_slowdown: 1.5}]"]))[0]
+    with_one = projection_job(
+        load_run_config(["sweep=smoke", "sweep.scenarios=[{links: placed, dp_slowdown: 1.5}]"]))[0]
     assert with_one.config["sweep.scenarios"] == [{"links": "placed", "dp_slowdown": 1.5}]
     assert with_one.sweep_fingerprint != job.sweep_fingerprint
     assert set(with_one.points.column("dp_slowdown").to_pylist()) == {1.5}

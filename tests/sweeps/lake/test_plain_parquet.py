@@ -105,5 +105,6 @@ def test_upgrade_rewrites_files_of_the_older_layout_keeping_every_row(tmp_path):
     assert result.exit_code == 0 and "2 data files rewritten" in result.output, result.output
     frame = pd.read_parquet(tmp_path / "kind=search")
     assert sorted(frame["key"]) == ["a100-80gb-0", "h100-0"] and set(frame["sweep_version"]) == {VERSIONS[0]}
-    assert sorted(query(Lake(str(tmp_path)), "SELECT key FROM search").column("key").to_pylist()) == sorted(frame["key"])
+    assert (sorted(query(Lake(str(tmp_path)), "SELECT key FROM search").column("key").to_pylist())
+            == sorted(frame["key"]))
     assert CliRunner().invoke(main, ["lake", "verify", "--lake", str(tmp_path)]).exit_code == 0

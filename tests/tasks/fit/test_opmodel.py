@@ -64,8 +64,8 @@ def test_projection_inside_the_measured_range_lies_within_its_band():
     classes = {"fc1.fwd": _fc1_forward_law, "fc2.fwd": lambda c: _fc1_forward_law(c, alpha=30e-6)}
     noisy = {c: law(configs) * rng.lognormal(0.0, 0.03, len(configs["h"])) for c, law in classes.items()}
     models = fit_operators(configs, noisy)
-    inside = dict(h=np.array([384.0, 768.0, 640.0]), heads=np.array([6.0, 12.0, 10.0]), sl=np.array([192.0, 384.0, 512.0]),
-                  b=np.array([2.0, 3.0, 1.0]), tp=np.array([2.0, 1.0, 4.0]))
+    inside = dict(h=np.array([384.0, 768.0, 640.0]), heads=np.array([6.0, 12.0, 10.0]),
+                  sl=np.array([192.0, 384.0, 512.0]), b=np.array([2.0, 3.0, 1.0]), tp=np.array([2.0, 1.0, 4.0]))
     truth = sum(law(inside) for law in classes.values())
     total, half_width = predict(models, classes, inside)
     assert np.all(np.abs(total - truth) <= half_width), (total, truth, half_width)

@@ -47,7 +47,8 @@ def test_a_fastest_step_that_no_other_round_reproduces_is_unstable():
     # Only the first round found 40 ms: a spell of quiet not seen again, or a load that came to stay.
     verdict = judge(_rounds([40, 40, 41, 40], [46, 46, 47, 46], [52, 52, 52, 53]), RULE)
     assert verdict.drift == pytest.approx(0.15)
-    assert not verdict.stable and verdict.reason == "fastest step not reproduced: the next round's fastest 15% slower > 10%"
+    assert not verdict.stable and verdict.reason == ("fastest step not reproduced: "
+                                                     "the next round's fastest 15% slower > 10%")
 
 
 def test_a_load_over_most_rounds_is_unstable_though_the_slow_samples_are_the_majority():

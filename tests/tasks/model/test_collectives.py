@@ -46,7 +46,8 @@ def test_the_published_a100_ladder_is_met_within_15_percent(profiles):
     rows = pd.read_csv(LADDERS)
     rows = rows[rows["system"].str.startswith("8xA100")]
     assert len(rows) >= 6
-    predicted = c.predicted_busbw("all_reduce", rows["gpus"].to_numpy(), rows["bytes"].to_numpy(), profiles["a100-80gb"])
+    predicted = c.predicted_busbw("all_reduce", rows["gpus"].to_numpy(), rows["bytes"].to_numpy(),
+                                  profiles["a100-80gb"])
     error = predicted / 1e9 / rows["busbw_GBps"].to_numpy() - 1.0
     assert np.all(np.abs(error) <= 0.15), error
 

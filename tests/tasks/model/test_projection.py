@@ -14,7 +14,8 @@ def test_project_table_keeps_points_and_matches_the_column_model(study_hw):
     table = project_table(points, study_hw)
     assert table.schema == PROJECTION_SCHEMA
     assert table.column("key").to_pylist() == points.column("key").to_pylist()
-    cols = {n: points.column(n).to_numpy() for n in ("h", "heads", "sl", "b", "tp", "dp", "dtype_bytes", "flop_vs_bw", "dp_slowdown")}
+    cols = {n: points.column(n).to_numpy()
+            for n in ("h", "heads", "sl", "b", "tp", "dp", "dtype_bytes", "flop_vs_bw", "dp_slowdown")}
     cols["placed"] = np.zeros(points.num_rows, bool)
     direct = project_columns(cols, study_hw)
     np.testing.assert_allclose(table.column("serialized_fraction").to_numpy(), direct["serialized_fraction"])

@@ -142,7 +142,10 @@ def test_an_eager_stack_pays_each_unfused_kernel_and_nothing_else(h100):
     h, a, sl, b, p = 1536.0, 16.0, 1024.0, 8.0, 2.0
     fused, eager = (layer_cost(h, a, sl, b, 1.0, h100, stack=Stack(elementwise=e)) for e in ("fused", "eager"))
     tokens, scores = sl * b * h, b * a * sl * sl
-    seconds = lambda elements: p * elements / (h100.hbm_tbps * 1e12 * h100.memory_efficiency)
+
+    def seconds(elements):
+        return p * elements / (h100.hbm_tbps * 1e12 * h100.memory_efficiency)
+
     # biases: QKV 3H, FC1 4H, output and FC2 H each; 4 head copies of H; scale 2 and mask 4 accesses of the scores;
     # each branch's dropout its own kernel (3 accesses) where the fused stack's residual add writes its mask (1)
     forward = 2 * (3 + 4 + 1 + 1) * tokens + 2 * 4 * tokens + 2 * scores + 4 * scores + 2 * (3 - 1) * tokens
@@ -152,7 +155,8 @@ def test_an_eager_stack_pays_each_unfused_kernel_and_nothing_else(h100):
     assert float(eager.gemm_fwd) == float(fused.gemm_fwd) and eager.kernels_fwd == fused.kernels_fwd + 13
     # the attention core: scores and context GEMMs, softmax, dropout; eager adds scale and mask
     assert (fused.kernels_core, eager.kernels_core) == (4, 7)
-    assert float(eager.core_fwd - fused.core_fwd) == pytest.approx(seconds(6 * scores), rel=0.02)  # selective repeats them
+    # selective repeats them
+    assert float(eager.core_fwd - fused.core_fwd) == pytest.approx(seconds(6 * scores), rel=0.02)
     flash = [layer_cost(h, a, sl, b, 1.0, h100, block=Block(flash=True), stack=Stack(attention="flash", elementwise=e))
              for e in ("fused", "eager")]
     assert flash[0].kernels_core == flash[1].kernels_core == 1   # one fused kernel holds the whole core
@@ -254,8 +258,9 @@ def test_a_fused_stack_drops_out_inside_the_residual_add():
                 if k.name in ("dropout", "residual_add")}
     tokens = 2.0 * 2048 * 4096
     fused, eager, plain = pair(), pair(eager=True), pair(block=Block(dropout=False))
-    assert (fused["dropout"].fwd_count, fused["dropout"].fwd_bytes, fused["residual_add"].fwd_bytes) == (0, 0.0, 4 * tokens)
-    assert (eager["dropout"].fwd_count, eager["dropout"].fwd_bytes, eager["residual_add"].fwd_bytes) == (2, 3 * tokens,
-                                                                                                      3 * tokens)
+    assert ((fused["dropout"].fwd_count, fused["dropout"].fwd_bytes, fused["residual_add"].fwd_bytes)
+            == (0, 0.0, 4 * tokens))
+    assert ((eager["dropout"].fwd_count, eager["dropout"].fwd_bytes, eager["residual_add"].fwd_bytes)
+            == (2, 3 * tokens, 3 * tokens))
     assert all(fused[n].bwd_bytes == eager[n].bwd_bytes == 3 * tokens and fused[n].bwd_count == 2 for n in fused)
     assert set(plain) == {"residual_add"} and plain["residual_add"].fwd_bytes == 3 * tokens

@@ -206,7 +206,8 @@ def test_a_group_wider_than_a_node_uses_the_scale_out_tier(gpt3, h100):
 
 def test_step_metrics_are_consistent(gpt3, h100):
     ctx = StepContext(gpt3, h100, devices=512, global_batch=1536)
-    row = _one(Layout(tp=8, pp=8, dp=8, micro_batch=1, zero="zero1", sequence_parallel=True, recompute="selective"), ctx)
+    row = _one(Layout(tp=8, pp=8, dp=8, micro_batch=1, zero="zero1", sequence_parallel=True, recompute="selective"),
+               ctx)
     assert row["status_code"] == 0
     assert row["exposed_comm_share"] == pytest.approx(row["exposed_comm_s"] / row["step_time_s"])
     assert row["tokens_per_s_per_device"] == pytest.approx(1536 * 2048 / row["step_time_s"] / 512)

@@ -29,7 +29,8 @@ def _profiles_yaml():
 def _named(path: Path):
     """(row, figure) for every figure a row of ``path`` names in its fitted_to cell."""
     with open(path, encoding="utf-8", newline="") as f:
-        return [(i, name) for i, row in enumerate(csv.DictReader(f), start=1) for name in (row["fitted_to"] or "").split()]
+        return [(i, name) for i, row in enumerate(csv.DictReader(f), start=1)
+                for name in (row["fitted_to"] or "").split()]
 
 
 def _value(profile: dict, dotted: str):

@@ -133,7 +133,8 @@ def test_a_row_of_context_or_expert_parallelism_is_refused_not_predicted_as_anot
 
 def test_a_dropout_column_says_whether_the_layers_drop_out(tmp_path, profiles):
     path = tmp_path / "dropout.csv"
-    path.write_text("\n".join([HEADER + ",dropout", *(_row(flash_attention="true") + f",{v}" for v in ("", "0", "0.1"))])
+    path.write_text("\n".join([HEADER + ",dropout",
+                               *(_row(flash_attention="true") + f",{v}" for v in ("", "0", "0.1"))])
                     + "\n", encoding="utf-8")
     default, none, some = read_runs(path)
     assert (default.dropout, none.dropout, some.dropout) == (0.1, 0.0, 0.1)
@@ -168,7 +169,8 @@ def test_a_recompute_layers_column_recomputes_that_many_layers_of_each_stage(tmp
     hw = find_profile(one.hw, profiles)
     steps = [predict_run(run, hw).step_time_s for run in (none, one, every)]
     assert steps == sorted(steps) and len(set(steps)) == 3
-    for cells, bad in ((dict(recompute="selective"), "2"), (dict(recompute="full"), "-1"), (dict(recompute="full"), "x")):
+    for cells, bad in ((dict(recompute="selective"), "2"), (dict(recompute="full"), "-1"),
+                       (dict(recompute="full"), "x")):
         path.write_text("\n".join([HEADER + ",recompute_layers", _row(**cells) + f",{bad}"]) + "\n", encoding="utf-8")
         with pytest.raises(RowError, match=f"row 1: recompute_layers='?{bad}'?"):
             read_runs(path)
@@ -186,9 +188,9 @@ def test_unknown_hardware_and_impossible_layouts_name_their_row(tmp_path, profil
 def test_narayanans_formula_counts_one_more_forward_per_layer():
     shape = dict(layers=24, hidden=2304, heads=24, seq=2048, vocab=51200, global_batch=512, block=Block())
     model, narayanan = flops_per_step("model", **shape), flops_per_step("narayanan", **shape)
-    b, s, l, h, v = 512, 2048, 24, 2304, 51200
-    assert narayanan == pytest.approx(96 * b * s * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h)))
-    assert model == pytest.approx(72 * b * s * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h)))
+    b, s, layers, h, v = 512, 2048, 24, 2304, 51200
+    assert narayanan == pytest.approx(96 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h)))
+    assert model == pytest.approx(72 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (12 * layers * h)))
 
 
 def test_every_shipped_run_is_feasible_and_table_4_holds_within_ten_percent(profiles):
