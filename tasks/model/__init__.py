@@ -10,6 +10,10 @@ from torch.
 - ``operators`` and ``opmodel``: operator classes and the fitted operator models' evaluation;
 - ``projection``: the per-layer projection of the study's grid;
 - ``metrics``: the study's metrics, defined once;
-- ``layout``, ``space``, ``memory``, ``step``, ``step_parts``, ``search_rows``: parallel
-  layouts and the whole-step model a layout search costs them with.
+- ``dp_protocol``: what each way of sharding model states over DP splits and which
+  collectives it runs (the one statement of it);
+- ``layout``, ``space``, ``memory``, ``plan``, ``step``, ``step_parts``, ``search_rows``:
+  parallel layouts, the plan of a step's operations, and the whole-step model summed from it
+  that a layout search costs them with;
+- ``timeline``: one layout's planned step laid out in time (a Trace Event file).
 """

@@ -1,7 +1,8 @@
 """Whole training steps under parallel layouts: time, exposed communication and memory.
 
 ``step_columns`` costs a table of layouts (``tasks.model.layout``, one row per layout) for one
-model on one cluster at a fixed global batch, with no Python loop per layout. It grows the
+model on one cluster at a fixed global batch, with no Python loop per layout, by summing
+each layout's plan (``tasks.model.plan``: every operation of the step, costed once). It grows the
 per-layer model of ``tasks.model.projection`` (method.md §3) to a whole step:
 
 - **Compute** per layer from ``projection``'s GEMM and element-wise times, plus what
@@ -20,13 +21,8 @@ per-layer model of ``tasks.model.projection`` (method.md §3) to a whole step:
   bubble, (p-1)/v ticks of the M + (p-1)/v a step takes, M micro-batches (Narayanan et
   al. 2021: bubble over ideal time (p-1)/(v*M); for 1F1B the bubble is (p-1)/(M+p-1) of
   the step).
-- **DP** (Rajbhandari et al., ZeRO, 2020): plain DP all-reduces the gradients once per
-  step, hidden behind the last micro-batch's backward GEMMs as far as they last
-  (method.md §6); ZeRO-1 reduce-scatters them the same way and all-gathers the updated
-  weights after the optimizer step (exposed); ZeRO-3 all-gathers the weights for every
-  micro-batch's forward and backward and reduce-scatters its gradients (1.5x plain DP's
-  traffic at one micro-batch); FSDP (``no_sync``) all-gathers per micro-batch and
-  reduce-scatters once per step.
+- **DP** (Rajbhandari et al., ZeRO, 2020): what each way of sharding model states splits,
+  which collectives it runs, how often and behind what: ``tasks.model.dp_protocol``.
 - **Links**: ranks are numbered TP fastest, then DP, then PP (Megatron-LM's order); a
   group uses the scale-out tier when it spans more than a node's devices.
 - **Latency** (Erdil and Schneider-Joseph, arXiv 2411.01137): every kernel pays at least
@@ -48,11 +44,11 @@ from typing import Dict, List, Mapping
 
 import numpy as np
 
-from tasks.model import layer, memory, metrics
+from tasks.model import metrics
 from tasks.model.layout import STRUCTURAL_CONSTRAINTS, first_violation, structural_violations
-from tasks.model.step_comm import dp_comm, embedding_matrices, latency_floor, pp_comm, tp_comm
-from tasks.model.step_compute import compute_per_microbatch, optimizer_time, stage_layer_cost
-from tasks.model.step_context import StepContext, StepLayouts, as_layouts, distinct_shapes
+from tasks.model.plan import step_plan
+from tasks.model.step_comm import latency_floor
+from tasks.model.step_context import StepContext, StepLayouts, as_layouts
 
 __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "step_columns", "reasons"]
 
@@ -100,20 +96,11 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
 
 
 def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
-    """The step's times, traffic and memory (method.md §3, §6 and §8)."""
-    shapes = distinct_shapes(lay)
-    cost = stage_layer_cost(lay, ctx, shapes)
-    compute = compute_per_microbatch(lay, ctx, cost, shapes)
-    tp = tp_comm(lay, ctx, cost, shapes)
-    pp = pp_comm(lay, ctx, compute["per_microbatch"])
-    dp = dp_comm(lay, ctx, compute)
-    params, device_memory = _memory(lay, ctx)
-    optimizer = optimizer_time(lay, ctx, params)
-    # The pipeline: M micro-batches plus (p-1)/v ticks of bubble (Narayanan et al. 2021).
-    ticks = lay.microbatches + (lay.pp - 1.0) / lay.stages
-    comm_mb = tp["exposed"] + pp["exposed"] + dp["per_microbatch"]
-    step = ticks * (compute["per_microbatch"] + comm_mb) + dp["per_step"] + optimizer
-    exposed_comm = ticks * comm_mb + dp["per_step"]
+    """The step's times, traffic and memory (method.md §3, §6 and §8), summed from its plan."""
+    plan = step_plan(lay, ctx)
+    compute, tp, pp, dp = plan.compute, plan.tp, plan.pp, plan.dp
+    ticks, step = plan.ticks, plan.step_time
+    exposed_comm = ticks * plan.exposed_per_microbatch + dp["per_step"]
     return {
         "step_time_s": step,
         "exposed_comm_s": exposed_comm,
@@ -127,32 +114,11 @@ def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
         "tp_exposed_s": ticks * tp["exposed"],
         "pp_exposed_s": ticks * pp["exposed"],
         "dp_comm_s": dp["total"],
-        "optimizer_s": optimizer,
+        "optimizer_s": plan.optimizer,
         "dp_traffic_bytes": dp["traffic"],
-        "params_per_device": params,
-        "memory_per_device_bytes": device_memory,
+        "params_per_device": plan.params,
+        "memory_per_device_bytes": plan.memory,
     }
-
-
-def _memory(lay: StepLayouts, ctx: StepContext):
-    """Parameters and bytes of the largest device (method.md §8): model states (and fp8
-    weight copies), the gathered layer (and its prefetch) under ZeRO-3/FSDP, and the
-    activations the first stage holds at its peak (or the last stage's with the logits)."""
-    model, block = ctx.model, ctx.block
-    h, heads, vocab = float(model.hidden), float(model.heads), ctx.vocab
-    per_layer = layer.layer_params(h, heads, block)
-    params = lay.layers_per_stage * per_layer / lay.tp + embedding_matrices(lay) * vocab * h / lay.tp
-    states = memory.model_state_bytes(params, lay.dp, lay.zero)
-    if ctx.stack.fp8:
-        states = states + memory.fp8_weight_copy_bytes(lay.layers_per_stage * per_layer / lay.tp, lay.dp, lay.zero)
-    gathered = np.where(lay.sharded, 2.0 * memory.WEIGHT_BYTES * per_layer / lay.tp, 0.0)
-    act = memory.layer_activation_bytes(float(model.seq_len), lay.micro_batch, h, heads, lay.tp,
-                                        lay.sequence_parallel, lay.recompute, block,
-                                        fp8_inputs=ctx.stack.fp8, recomputed_share=lay.recomputed_share)
-    first = memory.in_flight_microbatches(lay.microbatches, lay.pp, lay.stages, lay.interleaved) \
-        * lay.layers_per_stage * act
-    last = lay.layers_per_stage * act + memory.logits_bytes(float(model.seq_len), lay.micro_batch, vocab, lay.tp)
-    return params, states + gathered + np.maximum(first, last)
 
 
 def reasons(columns: Mapping[str, np.ndarray], ctx: StepContext) -> List[object]:

@@ -15,8 +15,8 @@ from tasks.model.communication import tp_collective_time, tp_collectives_per_lay
 from tasks.model.layer_cost import LayerCost
 from tasks.model.step_context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
 
-__all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_widths", "dp_comm", "dp_traffic",
-           "latency_floor", "embedding_matrices"]
+__all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_widths", "dp_comm", "dp_by_window",
+           "dp_traffic", "latency_floor", "embedding_matrices"]
 
 
 def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
@@ -50,16 +50,23 @@ def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctS
 
 def tp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
             shapes: Optional[DistinctShapes] = None) -> Dict[str, np.ndarray]:
-    """TP communication of one micro-batch on the busiest stage: 4 collectives per layer (6
-    under full recomputation, whose forward hides its own as the first did; the mean over the
-    layers when it recomputes only some) and one for the vocabulary-parallel embedding.
-    ``total``: all of it; ``exposed``: what the step waits for (``tp_exposed_per_pass``)."""
+    """TP communication of one micro-batch on the busiest stage: ``tp_collectives_per_layer``
+    per layer (full recomputation's repeat runs in the backward pass and hides its own as the
+    first forward did) and one for the vocabulary-parallel embedding, in the forward pass.
+    ``one``: one collective; ``forward_total``/``backward_total``: all of each pass's;
+    ``forward_exposed``/``backward_exposed``: what each pass waits for
+    (``tp_exposed_per_pass``); ``total`` and ``exposed``: their sums."""
     one = tp_collective(lay, ctx, shapes)
     embedding = one if ctx.vocab > 0 else 0.0
-    total = lay.layers_per_stage * tp_collectives_per_layer(lay.recomputed_share) * one + embedding
+    per_layer = tp_collectives_per_layer(lay.recomputed_share)
+    total = lay.layers_per_stage * per_layer * one + embedding
+    forward_total = lay.layers_per_stage * tp_collectives_per_layer(0.0) / 2.0 * one + embedding
     fwd, bwd = tp_exposed_per_pass(one, lay.tp, cost, ctx)
     exposed = lay.layers_per_stage * (fwd * (1.0 + lay.recomputed_share) + bwd) + embedding
-    return {"total": total, "exposed": exposed}
+    forward_exposed = lay.layers_per_stage * fwd + embedding
+    return {"one": one, "total": total, "exposed": exposed, "forward_total": forward_total,
+            "backward_total": total - forward_total, "forward_exposed": forward_exposed,
+            "backward_exposed": exposed - forward_exposed}
 
 
 def pp_comm(lay: StepLayouts, ctx: StepContext, compute_mb: np.ndarray) -> Dict[str, np.ndarray]:
@@ -136,19 +143,44 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
     reduction hides only when ``stack.dp_overlap``. ``per_microbatch`` and ``per_step``:
     what the step waits for; ``total``: all of it; ``traffic``: ``dp_traffic``."""
     times = _dp_times(lay, ctx)
+    return {"per_microbatch": _dp_waited(lay, ctx, compute, times, True),
+            "per_step": _dp_waited(lay, ctx, compute, times, False),
+            "total": _per_step(lay, times), "traffic": dp_traffic(lay, ctx)}
+
+
+def dp_by_window(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """``dp_comm``'s figures by hiding window W (``dp_protocol.HIDING_WINDOWS``), for drawing
+    a step: ``microbatch_W`` and ``step_W``, the time of the collectives of that window run
+    per micro-batch and once per step; ``microbatch_W_exposed`` and ``step_W_exposed``, what
+    of it the step waits for. Summed over the windows they are ``dp_comm``'s."""
+    times = _dp_times(lay, ctx)
+    out: Dict[str, np.ndarray] = {}
+    for window in dp_protocol.HIDING_WINDOWS:
+        for per_microbatch, name in ((True, "microbatch"), (False, "step")):
+            out[f"{name}_{window}"] = dp_protocol.by_mode(lay.zero, lambda mode: sum(
+                (times[op] for (hidden_by, _), ops in dp_protocol.windows(mode, per_microbatch).items()
+                 if hidden_by == window for op in ops), np.zeros(np.shape(lay.dp))))
+            out[f"{name}_{window}_exposed"] = _dp_waited(lay, ctx, compute, times, per_microbatch, window)
+    return out
+
+
+def _dp_waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray], times: Dict[str, np.ndarray],
+               per_microbatch: bool, only: Optional[str] = None) -> np.ndarray:
+    """What of each layout's DP collectives run per micro-batch (or once per step) the step
+    waits for, window by window (``only``: that window alone)."""
     hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
 
-    def waited(mode, per_microbatch: bool) -> np.ndarray:
+    def waited(mode) -> np.ndarray:
         out = np.zeros(np.shape(lay.dp))
-        for (window, needs_overlap), ops in dp_protocol.windows(mode, per_microbatch).items():
+        for (hidden_by, needs_overlap), ops in dp_protocol.windows(mode, per_microbatch).items():
+            if only is not None and hidden_by != only:
+                continue
             t = sum(times[op] for op in ops)
-            hides = window != "none" and (ctx.stack.dp_overlap or not needs_overlap)
-            out = out + (metrics.exposed_communication(0.0, t, hide[window], ctx.dp_slowdown) if hides else t)
+            hides = hidden_by != "none" and (ctx.stack.dp_overlap or not needs_overlap)
+            out = out + (metrics.exposed_communication(0.0, t, hide[hidden_by], ctx.dp_slowdown) if hides else t)
         return out
 
-    return {"per_microbatch": dp_protocol.by_mode(lay.zero, lambda mode: waited(mode, True)),
-            "per_step": dp_protocol.by_mode(lay.zero, lambda mode: waited(mode, False)),
-            "total": _per_step(lay, times), "traffic": dp_traffic(lay, ctx)}
+    return dp_protocol.by_mode(lay.zero, waited)
 
 
 def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:

@@ -44,8 +44,14 @@ def output_layer_time(lay: StepLayouts, ctx: StepContext, shapes: Optional[Disti
     accumulation of its weight gradients, and the loss over its logits, per micro-batch,
     costed once per distinct shape (``shapes``, worked out when not given). It keeps 16 bits
     under fp8 training (Transformer Engine runs only the layers' linear GEMMs in fp8)."""
+    return _output_layer(lay, ctx, shapes)[1]
+
+
+def _output_layer(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes]):
+    """(forward, all) of ``output_layer_time``: the forward is the logits GEMM and the loss."""
     if ctx.vocab <= 0:
-        return np.zeros(np.shape(lay.tp))
+        zero = np.zeros(np.shape(lay.tp))
+        return zero, zero
     shapes = distinct_shapes(lay) if shapes is None else shapes
     b, tp = shapes.micro_batch, shapes.tp
     precision = "bf16" if ctx.stack.fp8 else ctx.stack.gemm_precision
@@ -53,9 +59,9 @@ def output_layer_time(lay: StepLayouts, ctx: StepContext, shapes: Optional[Disti
     gemms = layer.training_gemms("logits", tokens, ctx.vocab / tp, float(ctx.model.hidden))
     accumulate = grad_accumulation_time(ctx.vocab * float(ctx.model.hidden) / tp, ctx.hardware, ctx.stack)
     loss = cross_entropy_time(tokens * ctx.vocab / tp, ctx.hardware)
-    per_shape = accumulate + loss + sum(roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.hardware, precision,
-                                                                   ctx.dtype_bytes) for g in gemms)
-    return shapes.spread(per_shape, np.shape(lay.tp))
+    times = [roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.hardware, precision, ctx.dtype_bytes) for g in gemms]
+    forward = loss + times[0]
+    return shapes.spread(forward, np.shape(lay.tp)), shapes.spread(accumulate + loss + sum(times), np.shape(lay.tp))
 
 
 def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
@@ -63,15 +69,19 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     """Compute of one micro-batch on the busiest stage: its layers forward and backward, plus
     what recomputation repeats (selective: the attention core's forward; full: the whole
     forward of ``recomputed_share`` of the layers), plus the output layer (GEMMs and loss);
-    what can hide DP traffic (forward and backward time of the stage, §6); and the kernels
+    what can hide DP traffic (forward and backward time of the stage, §6); the forward pass
+    alone (``forward``: the layers' forward, the logits GEMM and the loss); and the kernels
     it launches."""
     repeat = lay.recomputed_share * cost.forward + np.where(lay.selective, cost.core_fwd, 0.0)
     t_layer = metrics.apply_flop_vs_bw(cost.total + repeat, ctx.flop_vs_bw)
-    t_output = metrics.apply_flop_vs_bw(output_layer_time(lay, ctx, shapes), ctx.flop_vs_bw)
+    output_forward, output = _output_layer(lay, ctx, shapes)
+    t_output = metrics.apply_flop_vs_bw(output, ctx.flop_vs_bw)
     repeated = lay.recomputed_share * cost.kernels_fwd + np.where(lay.selective, cost.kernels_core, 0)
+    forward_hide = lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw)
     return {
         "per_microbatch": lay.layers_per_stage * t_layer + t_output,
-        "forward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw),
+        "forward": forward_hide + metrics.apply_flop_vs_bw(output_forward, ctx.flop_vs_bw),
+        "forward_hide": forward_hide,
         "backward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.gemm_bwd + cost.attention_bwd,
                                                                          ctx.flop_vs_bw),
         "kernels_per_microbatch": lay.layers_per_stage * (3 * cost.kernels_fwd + repeated)
