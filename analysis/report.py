@@ -34,11 +34,12 @@ from typing import Iterable, List, Optional
 
 import pandas as pd
 
-from analysis import report_search, report_study, report_validation
+from analysis import report_search, report_study, report_timeline, report_validation
 from analysis.report_cache import FIGURES_FOLDER, FigureCache, code_version, digest_of
 from analysis.report_files import ReportFolderError, check_files, folder_lock, write_text
 from analysis.report_render import FigureEntry, Finding, Section, Topic, render_html, render_markdown
 from analysis.report_search import accuracy_topic, scaling_topic, search_topic
+from analysis.report_timeline import TimelinePicture, timeline_topic
 from analysis.report_study import (DEFAULT_MAX_M, case_topic, grid_topic, no_case_study_topic, no_projection_topics,
                                    partitions)
 from analysis.report_validation import validation_topic
@@ -46,7 +47,8 @@ from sweeps.lake import Lake
 from sweeps.lake.kinds import ACCURACY, PROJECTION, ROI, SCALING, SEARCH, VALIDATION
 from sweeps.lake.views import connect, view_frame
 
-__all__ = ["ReportResult", "ReportFolderError", "write_report", "HTML_NAME", "MARKDOWN_NAME", "DEFAULT_MAX_M"]
+__all__ = ["ReportResult", "ReportFolderError", "write_report", "HTML_NAME", "MARKDOWN_NAME", "DEFAULT_MAX_M",
+           "TimelinePicture"]
 
 HTML_NAME = "report.html"
 MARKDOWN_NAME = "report.md"
@@ -203,7 +205,7 @@ def _kept(kept: dict) -> tuple:
 
 
 def write_report(lake: Lake, out_dir: Path, *, first_sweep: Optional[str] = None,
-                 max_m: int = DEFAULT_MAX_M) -> ReportResult:
+                 max_m: int = DEFAULT_MAX_M, timeline: Optional[TimelinePicture] = None) -> ReportResult:
     """Write ``out_dir``/report.html (its figures embedded up to its bound of
     ``report_render.PAGE_LIMIT_BYTES``), ``out_dir``/report.md, the figures
     (PNG and SVG) under ``out_dir``/figures and their manifest ``out_dir``/figures.json;
@@ -212,7 +214,8 @@ def write_report(lake: Lake, out_dir: Path, *, first_sweep: Optional[str] = None
     are removed; when neither the lake's committed files nor the code nor the options
     changed, the former page is kept as it is (``ReportResult.kept``). ``first_sweep``: a
     sweep, study or calibration name whose topics come first; ``max_m``: at most this many
-    multipliers m drawn per sweep (0: every one).
+    multipliers m drawn per sweep (0: every one); ``timeline``: a step's timeline to draw
+    after the topics of the lake (none if None).
 
     Each file is written whole or not at all, and writers of one folder take turns
     (``analysis.report_files``): reports written into one folder at once leave one whole
@@ -225,21 +228,22 @@ def write_report(lake: Lake, out_dir: Path, *, first_sweep: Optional[str] = None
     out_dir = Path(out_dir)
     with folder_lock(out_dir, tidy=[FIGURES_FOLDER]):
         check_files(out_dir, [HTML_NAME, MARKDOWN_NAME])
-        return _write_page(lake, out_dir, first_sweep, max_m, started)
+        return _write_page(lake, out_dir, first_sweep, max_m, started, timeline)
 
 
-def _write_page(lake: Lake, out_dir: Path, first_sweep: Optional[str], max_m: int, started: float) -> ReportResult:
+def _write_page(lake: Lake, out_dir: Path, first_sweep: Optional[str], max_m: int, started: float,
+                timeline: Optional[TimelinePicture] = None) -> ReportResult:
     """``write_report``'s work, in its locked folder; ``started``: ``time.perf_counter()`` at its start."""
     html_path, md_path = out_dir / HTML_NAME, out_dir / MARKDOWN_NAME
     manifests, software = lake.sweeps(), _software()
-    drawing = [report_study.__file__, report_search.__file__, report_validation.__file__]
+    drawing = [report_study.__file__, report_search.__file__, report_validation.__file__, report_timeline.__file__]
     cache = FigureCache(out_dir, version=code_version(drawing))
-    key = _page_key(lake, manifests, software, first_sweep, max_m)
+    key = _page_key(lake, manifests, software, first_sweep, max_m) + (f":{timeline.key}" if timeline else "")
     kept = cache.kept_page(key, [html_path, md_path])
     if kept is not None:
         return ReportResult(html_path, md_path, *_kept(kept), time.perf_counter() - started, kept=True)
     topics, provenance = _topics(lake, cache, manifests, max_m, software)
-    topics = _ordered(topics, first_sweep)
+    topics = _ordered(topics, first_sweep) + ([timeline_topic(cache, timeline)] if timeline else [])
     sections = [t.section for t in topics] + [provenance]
     findings = [t.finding for t in topics if t.finding is not None]
     entries = [f for s in sections for f in s.figures]

@@ -266,6 +266,19 @@ def _command_option_cases() -> Iterator[Case]:
         yield _case(f"search/{' '.join(args)[:30]}", "search", "small", *args, files=(("d", None), ("f.txt", b"x")))
 
 
+def _timeline_cases() -> Iterator[Case]:
+    """``timeline``: its preset and search overrides, each layout field, and the trace's path."""
+    layout = [["layout.tp=3"], ["layout.tp=0"], ["layout.tp=abc"], ["layout.pp=1000"], ["layout.dp=7"],
+              ["layout.schedule=bogus"], ["layout.schedule=interleaved", "layout.virtual_stages=1"],
+              ["layout.zero=zero2"], ["layout.sequence_parallel=maybe"], ["layout.recompute=all"],
+              ["layout.recompute_layers=-1"], ["layout.recompute_layers=2"], ["layout.nosuch=1"],
+              ["layout.micro_batch=" + "9" * 40], ["layout.tp=" + LONG], ["nosuch"], ["trials=5"], ["devices=0"],
+              ["space.tp=[3]"], ["model.hidden=-1"], ["-o", "d"], ["-o", "f.txt/x"], ["-o", "/dev/null/x"],
+              ["--lake", "f.txt"]]
+    for args in layout:
+        yield _case(f"timeline/{_label(' '.join(args), 30)}", "timeline", *args, files=(("d", None), ("f.txt", b"x")))
+
+
 def _bound_cases() -> Iterator[Case]:
     """Work beyond the bounds, refused before it starts unless --allow-large."""
     h = "[" + ",".join(str(128 * i) for i in range(1, 1001)) + "]"
@@ -305,5 +318,5 @@ def _conf():
 def corpus() -> List[Case]:
     """Every case, in a fixed order."""
     families = (_override_cases, _preset_name_cases, _preset_file_cases, _runs_cases, _lake_option_cases,
-                _command_option_cases, _bound_cases, _accepted_cases)
+                _command_option_cases, _timeline_cases, _bound_cases, _accepted_cases)
     return [case for family in families for case in family()]

@@ -48,7 +48,7 @@ def test_the_corpus_holds_300_distinct_bad_inputs_for_every_command():
     assert sum(case.expect is None for case in cases) >= 300
     commands = {case.command for case in cases}
     assert commands >= {"run", "probe", "submit", "config", "presets", "search", "validate", "calibrate", "query",
-                        "report", "status", "lake verify", "lake vacuum", "lake upgrade"}
+                        "report", "status", "lake verify", "lake vacuum", "lake upgrade", "timeline"}
 
 
 def test_no_bad_input_ends_in_a_traceback_or_starts_work(outcomes):

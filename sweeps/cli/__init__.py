@@ -8,6 +8,7 @@
     commscale query "SELECT ... FROM projection" [--format table|csv|json|parquet]
     commscale report [--lake PATH] [--out DIR]   # figures, tables, provenance: HTML + Markdown
     commscale search [PRESET] [FIELD=VALUE ...]  # the layout with least exposed communication (Optuna)
+    commscale timeline [PRESET] [FIELD=VALUE ...] [layout.FIELD=VALUE ...] [-o FILE]  # a step as a Perfetto trace
     commscale calibrate calibration=NAME  # measure a layer, fit operator models, judge them
     commscale validate [--runs FILE] [--dataset runs ...] [--format table|csv|json]  # vs published measurements
     commscale config [OVERRIDES ...]      # the composed config, as YAML
@@ -25,9 +26,11 @@ from sweeps.cli.lake import lake, query, status
 from sweeps.cli.report import report
 from sweeps.cli.run import config, presets, probe, run, submit
 from sweeps.cli.search import search
+from sweeps.cli.timeline import timeline
 from sweeps.cli.validate import validate
 
-for _command in (run, probe, submit, status, lake, query, report, search, calibrate, validate, config, presets):
+for _command in (run, probe, submit, status, lake, query, report, search, timeline, calibrate, validate, config,
+                 presets):
     main.add_command(_command)
 
 __all__ = ["main"]

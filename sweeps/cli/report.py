@@ -49,7 +49,7 @@ def write_and_announce(console: Console, lake: Lake, out_dir: str, *, first_swee
 
     try:
         result = write_report(lake, Path(out_dir), first_sweep=first_sweep,
-                              max_m=DEFAULT_MAX_M if max_m is None else max_m)
+                              max_m=DEFAULT_MAX_M if max_m is None else max_m, timeline=_default_timeline(lake))
     except ReportFolderError as exc:
         _not_written(exc, out_dir, Path(out_dir) / HTML_NAME, standalone)
     if verbose:
@@ -62,6 +62,27 @@ def write_and_announce(console: Console, lake: Lake, out_dir: str, *, first_swee
                   f"rows; Markdown twin {result.markdown.name}; {result.elapsed_s:.1f} s)",
                   soft_wrap=True, highlight=False)
     return result.html
+
+
+def _default_timeline(lake: Lake):
+    """The default search's step timeline for the report (``analysis.report_timeline``):
+    its stored best layout in ``lake``, or the exhaustive optimum."""
+    import json
+
+    from analysis.report_cache import digest_of
+    from analysis.report_timeline import TimelinePicture
+    from sweeps.search.timeline import build_timeline
+
+    drawn = build_timeline([], lake)
+    setup, meta = drawn.setup, drawn.metadata()
+    title = (f"One projected step: {setup.model.name} on {setup.spec.devices} x {setup.hardware.name}, "
+             f"{drawn.layout.describe()}")
+    about = (f"Layout {drawn.layout.describe()}: {drawn.source} (search preset {setup.preset}, stack "
+             f"{setup.spec.stack}). Step {drawn.step_time_s:.4g} s, of which {drawn.figures['exposed_comm_s']:.4g} s "
+             f"exposed communication; stages drawn: {', '.join(drawn.stage_names.values())}. "
+             "`commscale timeline` writes it as a trace for Perfetto.")
+    return TimelinePicture(drawn.events, drawn.stage_names, title, about,
+                           digest_of(json.dumps(meta, sort_keys=True), len(drawn.events)))
 
 
 def _not_written(exc: "ReportFolderError", out_dir: str, page: Path, standalone: bool) -> NoReturn:

@@ -152,9 +152,9 @@ def test_run_ends_with_the_report_and_report_writes_it_where_asked(tmp_path):
     run = subprocess.run([COMMSCALE, "run", "sweep=smoke", "--lake", str(tmp_path / "lake"), "--num-cpus", "2"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    assert f"Report: {tmp_path / 'report' / 'report.html'} (4 figures: 4 drawn, 0 unchanged; 6 skipped" in run.stdout
+    assert f"Report: {tmp_path / 'report' / 'report.html'} (5 figures: 5 drawn, 0 unchanged; 6 skipped" in run.stdout
     out = subprocess.run([COMMSCALE, "report", "--lake", str(tmp_path / "lake"), "--out", str(tmp_path / "elsewhere")],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.count("  wrote ") == 4 and "`commscale run sweep=casestudy`" in out.stdout
+    assert out.stdout.count("  wrote ") == 5 and "`commscale run sweep=casestudy`" in out.stdout
     assert (tmp_path / "elsewhere" / "report.html").exists() and (tmp_path / "elsewhere" / "report.md").exists()

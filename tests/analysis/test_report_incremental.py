@@ -163,10 +163,10 @@ def test_report_command_names_drawn_and_kept_figures_and_refuses_a_negative_cap(
     runner = CliRunner()
     args = ["--lake", str(small_lake), "--out", str(tmp_path / "out")]
     first = runner.invoke(report_command, args)
-    assert first.exit_code == 0 and first.output.count("  wrote ") == 2
+    assert first.exit_code == 0 and first.output.count("  wrote ") == 3  # two figures of the sweep, the timeline
     again = runner.invoke(report_command, args)
-    assert again.exit_code == 0 and again.output.count("  kept ") == 2
-    assert re.search(r"\(2 figures: 0 drawn, 2 unchanged; \d+ skipped", again.output)
+    assert again.exit_code == 0 and again.output.count("  kept ") == 3
+    assert re.search(r"\(3 figures: 0 drawn, 3 unchanged; \d+ skipped", again.output)
     bad = runner.invoke(report_command, args + ["--max-m", "-1"])
     assert bad.exit_code == 2 and "--max-m" in bad.output
 
