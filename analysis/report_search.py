@@ -16,8 +16,8 @@ from analysis.figures.search import layout_label
 from analysis.report_cache import FigureCache, digest_sql
 from analysis.report_render import Finding, Section, Topic
 from sweeps.lake.kinds import ACCURACY, SCALING, SEARCH
-from tasks.model.layout import LAYOUT_FIELDS
-from tasks.model.search_rows import OBJECTIVES, ranking
+from tasks.model.terms.layout import LAYOUT_FIELDS
+from tasks.model.search.rows import OBJECTIVES, ranking
 
 __all__ = ["accuracy_topic", "search_topic", "scaling_topic", "best_layouts", "objective_of", "study_records"]
 
@@ -41,7 +41,7 @@ def _names(rows: Optional[pd.DataFrame], *columns: str) -> frozenset:
 
 def _steps(accuracy: pd.DataFrame) -> pd.DataFrame:
     """The newest fit's whole-step rows, judged ones only where the rows say."""
-    from tasks.model.operators import STEP
+    from tasks.model.projection.operators import STEP
 
     steps = accuracy[accuracy["op_class"] == STEP]
     return steps[steps["judged"].astype(bool)] if "judged" in steps.columns else steps
@@ -108,7 +108,7 @@ def _objective_name(trials: pd.DataFrame) -> str:
 
 def _ranked(trials: pd.DataFrame) -> pd.DataFrame:
     """A study's trials best first by its objective, ties broken by step time, then memory
-    (``tasks.model.search_rows.ranking``, as the search ranks them)."""
+    (``tasks.model.search.rows.ranking``, as the search ranks them)."""
     return trials.iloc[ranking(trials, _objective_name(trials))]
 
 
@@ -137,7 +137,7 @@ def best_layouts(search: pd.DataFrame, per_study: int = 5) -> pd.DataFrame:
 def study_records(search: pd.DataFrame) -> pd.DataFrame:
     """What decided each study, one row per study: its model on its devices and hardware,
     then ``analysis.status.record_frame`` (its stack, overrides and fingerprints); empty for
-    rows that record none (``tasks.model.search_rows.RECORD_FIELDS``)."""
+    rows that record none (``tasks.model.search.rows.RECORD_FIELDS``)."""
     from analysis.status import record_frame
 
     if "stack" not in search.columns:
@@ -221,7 +221,7 @@ def scaling_topic(cache: FigureCache, con, scaling: Optional[pd.DataFrame], when
 
 
 def _scaling_lines(scaling: pd.DataFrame) -> List[str]:
-    from tasks.model.metrics import latency_share
+    from tasks.model.terms.metrics import latency_share
 
     ok = scaling[scaling["status"] == "ok"] if "status" in scaling.columns else scaling
     lines = []

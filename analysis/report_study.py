@@ -23,7 +23,7 @@ from analysis.report_render import Finding, Section, Topic, anchor_of
 from analysis.summary import (FIGURE_COLUMNS, overlap_cell, overlap_rows, overlap_wording, overlapped_summary,
                               serialized_rows, serialized_summary)
 from sweeps.lake.kinds import PROJECTION
-from tasks.model.projection import HIGHLIGHT_PREFIX
+from tasks.model.projection.grid import HIGHLIGHT_PREFIX
 
 __all__ = ["Partition", "partitions", "choose_m", "grid_topic", "case_topic", "no_projection_topics",
            "no_case_study_topic", "DEFAULT_MAX_M"]

@@ -16,7 +16,7 @@ __all__ = ["TimelinePicture", "timeline_topic"]
 
 @dataclass(frozen=True)
 class TimelinePicture:
-    """A step to draw: its events (``tasks.model.timeline.TimelineEvent``), the stages drawn
+    """A step to draw: its events (``tasks.model.step.timeline.TimelineEvent``), the stages drawn
     (index: name), a title, a caption, and a key that changes whenever any of them does."""
 
     events: Sequence

@@ -11,7 +11,7 @@ from sweeps.lake import Lake
 from sweeps.lake.kinds import FAILURE, SEARCH
 from sweeps.lake.views import ALL_VERSIONS, VERSION_COLUMN, connect
 from tasks.measure.stability import STATUS_UNSTABLE
-from tasks.model.search_rows import OBJECTIVES
+from tasks.model.search.rows import OBJECTIVES
 from tasks.outcomes import STATUS_INFEASIBLE, STATUS_OK, STATUS_OOM
 
 __all__ = ["sweep_status", "search_status", "search_records", "search_tables", "record_frame", "fingerprints",
@@ -102,7 +102,7 @@ def fingerprints(record) -> str:
 
 def _search_frame(lake: Lake, study: Optional[str]) -> Optional[pd.DataFrame]:
     """One row per study (or ``study`` only) of the lake's ``search`` rows: its hardware, its
-    record (``tasks.model.search_rows.RECORD_FIELDS``, model and devices), its trials and
+    record (``tasks.model.search.rows.RECORD_FIELDS``, model and devices), its trials and
     feasible trials, and the least and most of each objective's column over feasible
     trials; None when the lake holds no search."""
     lake.ensure_readable()

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeps.lake.kinds import PROJECTION
-from tasks.model.projection import HIGHLIGHT_PREFIX
+from tasks.model.projection.grid import HIGHLIGHT_PREFIX
 
 __all__ = ["serialized_rows", "serialized_summary", "overlap_rows", "overlapped_summary", "overlap_wording",
            "overlap_cell", "render_summary", "partition_count", "FIGURE_COLUMNS"]

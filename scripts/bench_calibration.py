@@ -20,7 +20,7 @@
    projects it (timed), and running every configuration end to end is estimated as
    start-up (measured: a fresh process that imports torch, builds the baseline layer and
    runs one step) plus (warm-up + profiled + plain steps) x the projected step time of
-   each configuration; ``tasks.model.metrics.profiling_cost_ratio`` of the two.
+   each configuration; ``tasks.model.terms.metrics.profiling_cost_ratio`` of the two.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def _accuracy(lake, spec, measured) -> None:
     """Print the judged held-out error and the stability counts."""
     from analysis.query import frame
     from tasks.fit.accuracy import error_summary, newest_fit
-    from tasks.model.operators import STEP
+    from tasks.model.projection.operators import STEP
 
     accuracy = newest_fit(frame(lake, f"SELECT * FROM accuracy WHERE calibration = '{spec.name}'"))
     summary = error_summary(accuracy)
@@ -130,7 +130,7 @@ def _accuracy(lake, spec, measured) -> None:
 def _profiling_cost(lake, lake_dir: str, spec, strategy_calibration_s: float) -> None:
     """Project the Table 2 grid with the calibration and compare with running it end to end."""
     from analysis.query import frame
-    from tasks.model.metrics import profiling_cost_ratio
+    from tasks.model.terms.metrics import profiling_cost_ratio
 
     project_wall = _commscale("run", f"calibration={spec.name}", "--lake", lake_dir)
     grid = frame(lake, "SELECT DISTINCT h, sl, b, tp, t_compute_s FROM projection "

@@ -5,7 +5,7 @@ conf/data/collective_ladders.csv whose system has a hardware profile.
     python scripts/bench_collectives.py --tolerance 0.10
 
 For each row it prints the profile, the op, ranks and nodes, the message size, the
-algorithm the row names (mapped to ``tasks.model.collectives.ALGORITHMS``: a ring row
+algorithm the row names (mapped to ``tasks.model.collectives.nccl.ALGORITHMS``: a ring row
 forces the ring, every other row takes NCCL's own choice), the published busbw, the
 model's (``predicted_busbw``) and the signed error; then a summary line: the worst
 all-reduce error from 1 MiB up against the tolerance (15 % unless told).
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sweeps.config.compose import load_preset  # noqa: E402
-from tasks.model.collectives import predicted_busbw  # noqa: E402
+from tasks.model.collectives.nccl import predicted_busbw  # noqa: E402
 from tasks.validation.microbench_check import (  # noqa: E402
     JUDGED_FROM_BYTES,
     LADDER_SYSTEM_PROFILES as SYSTEM_PROFILES,

@@ -4,7 +4,7 @@
     python scripts/bench_gemm.py --timing    # also the law's time on 1e5-element arrays
 
 Each row of conf/data/gemm_efficiency.csv is predicted on the hardware profile
-``tasks.model.gemm_published.PROFILE_OF_GPU`` names (``roofline.gemm_tflops`` at the row's
+``tasks.model.kernels.gemm_published.PROFILE_OF_GPU`` names (``roofline.gemm_tflops`` at the row's
 shape; 'best found' rows: the best of ``BEST_FOUND_SIDES`` cubed). Prints accelerator,
 dtype, shape, published and predicted TFLOP/s, the signed error (predicted / published - 1)
 and the row's target; then a summary line and the rows skipped (no profile). Exits 1 when
@@ -21,8 +21,8 @@ import numpy as np
 
 from conf import CONF_DIR
 from sweeps.config.compose import load_preset
-from tasks.model import roofline
-from tasks.model.gemm_published import predict_row, read_gemm_rows
+from tasks.model.kernels import roofline
+from tasks.model.kernels.gemm_published import predict_row, read_gemm_rows
 
 CSV = CONF_DIR / "data" / "gemm_efficiency.csv"
 

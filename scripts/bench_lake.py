@@ -24,7 +24,7 @@ import pyarrow as pa
 from analysis.query import query
 from sweeps.config import load_preset
 from sweeps.lake import Lake
-from tasks.model.projection import POINT_SCHEMA, PROJECTION_SCHEMA, SCHEMA_VERSION, project_table
+from tasks.model.projection.grid import POINT_SCHEMA, PROJECTION_SCHEMA, SCHEMA_VERSION, project_table
 
 
 def projection_rows(n: int, offset: int, hw) -> pa.Table:

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from sweeps.config import load_preset  # noqa: E402
-from tasks.model.projection import POINT_SCHEMA, project_columns, project_table  # noqa: E402
+from tasks.model.projection.grid import POINT_SCHEMA, project_columns, project_table  # noqa: E402
 
 
 def grid() -> dict:

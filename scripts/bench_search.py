@@ -12,7 +12,7 @@ trials in this process, without the warm start (the sampler's own efficiency is 
 question), until a completed trial comes within 1% of the optimum or 10% of the space is
 spent. Prints the evaluations each seed needed, and the median.
 
-(b) Enumeration rate. The same space enumerated and costed (``tasks.model.space.exhaustive``)
+(b) Enumeration rate. The same space enumerated and costed (``tasks.model.search.space.exhaustive``)
 on one pinned core; layouts per second, median of repeats.
 """
 
@@ -33,7 +33,7 @@ import optuna  # noqa: E402
 from sweeps.lake import Lake  # noqa: E402
 from sweeps.search import local_evaluator, run_search  # noqa: E402
 from sweeps.config import load_search  # noqa: E402
-from tasks.model.space import best_index, exhaustive  # noqa: E402
+from tasks.model.search.space import best_index, exhaustive  # noqa: E402
 
 TOLERANCE = 0.01
 BUDGET_SHARE = 0.10

@@ -20,7 +20,7 @@ import itertools
 import numpy as np
 
 from sweeps.config import load_preset
-from tasks.model.projection import project_columns
+from tasks.model.projection.grid import project_columns
 
 H = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 SLB = (1024, 2048, 4096, 8192, 16384, 32768)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from sweeps.jobs.validation import DATA_DIR, load_profiles, run_validation
-from tasks.model.gemm_published import CURVE_FROM, read_gemm_rows
+from tasks.model.kernels.gemm_published import CURVE_FROM, read_gemm_rows
 from tasks.validation.headline import headline_lines, headline_of
 from tasks.validation.microbench_check import JUDGED_FROM_BYTES, ladder_row_bytes
 from tasks.validation.records import DATA_FILES, HELD_OUT, ValidationRecord, error_summary

@@ -11,7 +11,15 @@ structure tests (``tests/test_structure.py``) check the same rules with these fu
 - no import cycle between modules (imports inside functions count too);
 - ``ray`` imported only under ``sweeps/cluster/`` (and by scripts and tests);
 - ``tasks`` imports nothing of ``sweeps`` or ``analysis``; ``analysis`` is imported by the
-  driver only from ``sweeps/cli/``.
+  driver only from ``sweeps/cli/``;
+- the folders of ``tasks/model/`` read in one direction (``MODEL_FOLDERS``: each imports only
+  the folders it lists).
+
+It also gives the shape of the cost model (``model_shape``): its modules, the import links
+among them, its functions over ``MODEL_FUNCTION_LINES`` lines, and what a reader opens to
+follow one step's time from its entry (``STEP_ENTRIES``): the modules of the entry's folder
+it reaches, and each other folder it reaches once (read through its public face, the
+folder's ``__init__``). ``--root`` reads another checkout.
 """
 
 from __future__ import annotations
@@ -27,6 +35,19 @@ PACKAGES = ("sweeps", "tasks", "analysis")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 MAX_POSITIONAL = 8
+#: The folders of ``tasks/model/``, each with the folders it may import (itself included).
+MODEL_FOLDERS: Dict[str, Tuple[str, ...]] = {
+    "terms": ("terms",),
+    "kernels": ("terms", "kernels"),
+    "collectives": ("terms", "kernels", "collectives"),
+    "step": ("terms", "kernels", "collectives", "step"),
+    "search": ("terms", "kernels", "collectives", "step", "search"),
+    "projection": ("terms", "kernels", "collectives", "projection"),
+}
+#: Where a step's time is computed, newest layout first (a checkout's first that exists).
+STEP_ENTRIES = ("tasks.model.step.plan", "tasks.model.step")
+#: A long function, for the cost model's figures.
+MODEL_FUNCTION_LINES = 40
 
 
 @dataclass
@@ -169,10 +190,53 @@ def rule_breaks(modules: Dict[str, Module]) -> List[str]:
                 breaks.append(f"{name} imports {target} (analysis reads the lake through sweeps.lake only)")
             elif _within(name, "sweeps") and _within(target, "analysis") and not _within(name, "sweeps.cli"):
                 breaks.append(f"{name} imports {target} (only sweeps.cli imports analysis)")
+    breaks += _model_folder_breaks(edges)
     for name in importers_of(modules, "ray"):
         if not _within(name, "sweeps.cluster"):
             breaks.append(f"{name} imports ray (only sweeps.cluster does)")
     return breaks
+
+
+def model_folder(name: str) -> str:
+    """The ``tasks/model/`` folder of module ``name`` ("" outside one)."""
+    parts = name.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["tasks", "model"] else ""
+
+
+def _model_folder_breaks(edges: Dict[str, Set[str]]) -> List[str]:
+    breaks = []
+    for name, targets in sorted(edges.items()):
+        folder = model_folder(name)
+        if folder not in MODEL_FOLDERS:
+            continue
+        for target in sorted(targets):
+            other = model_folder(target)
+            if other and other not in MODEL_FOLDERS[folder]:
+                breaks.append(f"{name} imports {target} (tasks.model.{folder} imports only "
+                              f"{', '.join(MODEL_FOLDERS[folder])})")
+    return breaks
+
+
+def model_shape(modules: Dict[str, Module]) -> Dict[str, object]:
+    """The cost model's figures (module docstring): ``modules``, ``links``, ``long_functions``,
+    ``step_path`` (what following a step's time reads) and its ``step_path_modules``."""
+    edges = internal_edges(modules)
+    inside = {n for n in modules if n.startswith("tasks.model.") and not modules[n].path.name == "__init__.py"}
+    links = sum(len([t for t in edges[n] if t in inside]) for n in inside)
+    long = [(n, f) for n in inside for f, lines, _ in modules[n].functions if lines > MODEL_FUNCTION_LINES]
+    entry = next((e for e in STEP_ENTRIES if e in inside), None)
+    seen, todo = set(), [entry] if entry else []
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if model_folder(name) == model_folder(entry) or not model_folder(name):
+            todo += [t for t in edges[name] if t in inside]
+    read = sorted({n if (model_folder(n) == model_folder(entry) or not model_folder(n))
+                   else f"tasks.model.{model_folder(n)}" for n in seen})
+    return {"modules": len(inside), "links": links, "long_functions": len(long), "step_path": read,
+            "step_path_modules": len(read), "step_path_lines": sum(modules[n].lines for n in seen)}
 
 
 def importers_of(modules: Dict[str, Module], top: str) -> List[str]:
@@ -195,8 +259,9 @@ def long_modules(modules: Dict[str, Module]) -> List[Tuple[str, int]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="name every module and function over the limits")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to read (default: this one)")
     args = parser.parse_args()
-    modules = scan()
+    modules = scan(args.root)
     largest = max(modules.values(), key=lambda m: m.lines)
     functions = sum(len(m.functions) for m in modules.values())
     per_package = ", ".join(f"{p} {sum(1 for n in modules if n.split('.')[0] == p)}" for p in PACKAGES)
@@ -209,6 +274,11 @@ def main() -> None:
     breaks = rule_breaks(modules)
     print(f"import cycles between modules: {len(found)}; breaks of the import rules: {len(breaks)}")
     print(f"modules importing ray: {len(importers_of(modules, 'ray'))} ({', '.join(importers_of(modules, 'ray'))})")
+    model = model_shape(modules)
+    print(f"tasks/model: {model['modules']} modules, {model['links']} import links among them, "
+          f"{model['long_functions']} functions over {MODEL_FUNCTION_LINES} lines; following a step's time reads "
+          f"{model['step_path_modules']} ({', '.join(model['step_path'])}; {model['step_path_lines']:,} lines "
+          "in the modules it reaches)")
     if args.list:
         for name, lines in long_modules(modules):
             print(f"  module {name}: {lines} lines")

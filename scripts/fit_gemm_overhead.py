@@ -16,7 +16,7 @@ from dataclasses import replace
 from conf import CONF_DIR
 from sweeps.config.compose import load_preset
 from tasks.fit.gemm_overhead import fit_tile_overhead
-from tasks.model.gemm_published import predict_row, read_gemm_rows
+from tasks.model.kernels.gemm_published import predict_row, read_gemm_rows
 from tasks.validation.records import GEMM_SWEEPS_FILE
 
 FITTED_DTYPE = "fp16"

@@ -46,8 +46,8 @@ from tasks.fit.accuracy import (
 )
 from tasks.identity import content_hash
 from tasks.measure.stability import STATUS_UNSTABLE
-from tasks.model.projection import Calibration
-from tasks.model.specs import LinkTier
+from tasks.model.projection.grid import Calibration
+from tasks.model.terms.specs import LinkTier
 
 __all__ = ["CalibrationResult", "calibrate", "timed_rows", "load_calibration", "measured_label", "link_tier"]
 

@@ -24,7 +24,7 @@ from sweeps.lake.kinds import ROI
 from sweeps.lake.views import read_rows
 from sweeps.run import RunReport, run_job
 from tasks.fit.alpha_beta import AlphaBetaFit, collective_fits
-from tasks.model.projection import Calibration
+from tasks.model.projection.grid import Calibration
 
 __all__ = ["ProjectionSweep", "RoiSweep", "project", "run_probe", "measure_roi"]
 

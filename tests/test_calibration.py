@@ -12,7 +12,7 @@ import pytest
 
 from analysis.query import frame
 from sweeps.lake import Lake
-from tasks.model.operators import OP_CLASSES
+from tasks.model.projection.operators import OP_CLASSES
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

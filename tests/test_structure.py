@@ -65,19 +65,41 @@ def test_the_checker_sees_what_it_must_refuse(tmp_path):
     assert [f for _, f, _ in shape.wide_functions(found)] == ["f"]
 
 
+def test_the_cost_models_folders_read_one_way_and_the_checker_sees_a_break(tmp_path, modules):
+    """kernels -> collectives -> step: each folder of tasks/model imports only those before it
+    (``code_shape.MODEL_FOLDERS``), and says what it holds in its public face."""
+    model = ROOT / "tasks" / "model"
+    folders = sorted(p.name for p in model.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == sorted(shape.MODEL_FOLDERS)
+    assert sorted(p.name for p in model.glob("*.py")) == ["__init__.py"]
+    for folder in folders:
+        face = (model / folder / "__init__.py").read_text(encoding="utf-8")
+        listed = set(ast.literal_eval(face.split("__all__ = ", 1)[1].strip()))
+        assert listed == {p.stem for p in (model / folder).glob("*.py")} - {"__init__"}, folder
+    assert shape.model_shape(modules)["step_path_modules"] <= 8
+    (tmp_path / "tasks" / "model" / "kernels").mkdir(parents=True)
+    (tmp_path / "tasks" / "model" / "step").mkdir()
+    (tmp_path / "tasks" / "model" / "kernels" / "k.py").write_text("from tasks.model.step import s\n")
+    (tmp_path / "tasks" / "model" / "step" / "s.py").write_text("X = 1\n")
+    breaks = shape.rule_breaks(shape.scan(tmp_path, ("tasks",)))
+    assert breaks == ["tasks.model.kernels.k imports tasks.model.step.s (tasks.model.kernels imports only terms, "
+                      "kernels)"]
+
+
 #: One definition each: (what, pattern, the only file allowed to hold it).
 ONE_DEFINITION = [
-    ("the ring's bus factor (n-1)/n", r"\(\s*n\s*-\s*1(\.0)?\s*\)\s*/\s*n\b", "tasks/model/collectives.py"),
-    ("the ring's (n-1) steps", r"\*\s*\(\s*n\s*-\s*1(\.0)?\s*\)(?!\s*/)", "tasks/model/collectives.py"),
-    ("a layer's weights (12 H^2 for the study's block)", r"mlp_matrices\s*\*\s*h\b", "tasks/model/layer.py"),
-    ("Korthikanti's 5 A SL / H attention activations", r"\b5(\.0)?\s*\*\s*[\w\[\]\"']*heads", "tasks/model/memory.py"),
+    ("the ring's bus factor (n-1)/n", r"\(\s*n\s*-\s*1(\.0)?\s*\)\s*/\s*n\b", "tasks/model/collectives/nccl.py"),
+    ("the ring's (n-1) steps", r"\*\s*\(\s*n\s*-\s*1(\.0)?\s*\)(?!\s*/)", "tasks/model/collectives/nccl.py"),
+    ("a layer's weights (12 H^2 for the study's block)", r"mlp_matrices\s*\*\s*h\b", "tasks/model/kernels/layer.py"),
+    ("Korthikanti's 5 A SL / H attention activations", r"\b5(\.0)?\s*\*\s*[\w\[\]\"']*heads",
+     "tasks/model/step/memory.py"),
     ("Korthikanti's split activations (24 / TP for the study's block)", r"\bsplit\s*/\s*tp\b",
-     "tasks/model/memory.py"),
+     "tasks/model/step/memory.py"),
     ("the torch dtypes", r"torch\.(float32|float16|bfloat16)\b", "tasks/device.py"),
     ("the dtype widths", r"[\"']fp32[\"']\s*:\s*4\b", "tasks/device.py"),
     ("the cuda rule", r"startswith\(\s*[\"']cuda", "tasks/device.py"),
     ("layout names <-> codes", r"\b(SCHEDULES|ZERO_MODES|RECOMPUTE_MODES|names)(\.index\(|\[int\(|\[\w+\])",
-     "tasks/model/layout.py"),
+     "tasks/model/terms/layout.py"),
     ("Ray task options", r"[\"']num_(cpus|gpus)[\"']\s*:", "sweeps/cluster/session.py"),
 ]
 

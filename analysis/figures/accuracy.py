@@ -27,7 +27,7 @@ def draw_accuracy(rows: pd.DataFrame):
     from matplotlib import colormaps
 
     from tasks.fit.accuracy import newest_fit
-    from tasks.model.operators import op_family
+    from tasks.model.projection.operators import op_family
 
     rows = require(rows, ACCURACY, COLUMNS, "accuracy rows")
     rows = newest_fit(rows).assign(op_class=lambda r: r["op_class"].map(op_family))

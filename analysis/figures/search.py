@@ -17,8 +17,8 @@ from analysis.figures.common import (MARK, SERIES, caption, finish, fit_width, f
                                      new_panels, require)
 from analysis.figures.labels import label_points
 from sweeps.lake.kinds import SCALING, SEARCH
-from tasks.model.layout import LAYOUT_FIELDS, Layout
-from tasks.model.metrics import latency_share
+from tasks.model.terms.layout import LAYOUT_FIELDS, Layout
+from tasks.model.terms.metrics import latency_share
 
 __all__ = ["draw_pareto", "draw_scaling", "draw_latency_floor", "pareto_front", "layout_label"]
 
@@ -39,7 +39,7 @@ def pareto_front(trials: pd.DataFrame) -> pd.DataFrame:
 
 
 def layout_label(row) -> str:
-    """A row's layout in the words of ``tasks.model.layout.Layout.describe`` (e.g. ``tp8 pp4 dp2 b1 zero1``)."""
+    """A row's layout in the words of ``tasks.model.terms.layout.Layout.describe`` (e.g. ``tp8 pp4 dp2 b1 zero1``)."""
     values = {name: getattr(row, name) for name in LAYOUT_FIELDS}
     return Layout(**{name: v if isinstance(v, str) else bool(v) if name == "sequence_parallel" else int(v)
                      for name, v in values.items()}).describe()
@@ -137,7 +137,7 @@ def draw_scaling(rows: pd.DataFrame):
 
 
 def draw_latency_floor(rows: pd.DataFrame):
-    """The share of step time due to latency terms (``tasks.model.metrics.latency_share`` of the
+    """The share of step time due to latency terms (``tasks.model.terms.metrics.latency_share`` of the
     rows' latency_s and step_time_s) against device count, one line per (model, hardware,
     global batch)."""
     rows = require(rows, SCALING, _SCALING + ["latency_s", "step_time_s"], "scaling rows")

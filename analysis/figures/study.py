@@ -15,7 +15,7 @@ import pandas as pd
 from analysis.figures.common import MARK, SERIES, caption, finish, log2_ticks, new_figure, require
 from analysis.figures.labels import label_points
 from sweeps.lake.kinds import PROJECTION
-from tasks.model.projection import HIGHLIGHT_PREFIX
+from tasks.model.projection.grid import HIGHLIGHT_PREFIX
 
 __all__ = ["draw_serialized", "draw_overlapped", "figure_number"]
 

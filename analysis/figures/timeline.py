@@ -1,4 +1,4 @@
-"""A projected step's timeline (``tasks.model.timeline`` events) as a Gantt chart: a row per
+"""A projected step's timeline (``tasks.model.step.timeline`` events) as a Gantt chart: a row per
 (pipeline stage, track), a bar per event, hidden communication drawn under the compute it
 overlaps. Drawn from the events the report is handed, not from lake rows."""
 

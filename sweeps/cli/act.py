@@ -6,7 +6,7 @@
     commscale search default --export torchtitan    # ... as torchtitan TOML
 
 ``--tokens N`` adds, for the winner and each runner-up shown, the days to train on N tokens
-(``tasks.model.train_time``, from each row's own tokens/s per device) and, with a price,
+(``tasks.model.terms.train_time``, from each row's own tokens/s per device) and, with a price,
 what it costs. ``--export`` prints the winner in the framework's own terms
 (``sweeps.export``), its header carrying the same figures. Parsing and rendering only.
 
@@ -85,7 +85,7 @@ class Act:
 
 def check_act(action: Act, setup, *, scaling: bool) -> None:
     """Refuse, before any work, what the options cannot do together."""
-    from tasks.model.search_rows import OBJECTIVES
+    from tasks.model.search.rows import OBJECTIVES
 
     if action.price is not None and action.tokens is None:
         raise UserError("--price-per-device-hour: prices the time to train on --tokens; give --tokens too")
@@ -98,7 +98,7 @@ def check_act(action: Act, setup, *, scaling: bool) -> None:
 
 def _figures(setup, shown: pd.DataFrame, action: Act) -> pd.DataFrame:
     """Days (and cost) to train on the tokens, per layout shown, from its tokens/s per device."""
-    from tasks.model.train_time import train_cost, train_days
+    from tasks.model.terms.train_time import train_cost, train_days
 
     days = train_days(action.tokens, shown["tokens_per_s_per_device"].to_numpy(), setup.spec.devices)
     cost = train_cost(days, setup.spec.devices, action.price) if action.price is not None else None
@@ -151,7 +151,7 @@ def act(out: Console, setup, top: pd.DataFrame, action: Act) -> None:
     feasible layouts best first, or its Pareto front) and the winner's export, as ``action``
     asks; ``UserError`` if the framework cannot express the winner."""
     from sweeps.export import case_of, export
-    from tasks.model.search_rows import OBJECTIVES
+    from tasks.model.search.rows import OBJECTIVES
 
     if not action.asked:
         return

@@ -47,7 +47,7 @@ def render_accuracy(out: Console, accuracy: pd.DataFrame, title: str) -> None:
     """Held-out configurations, projected against measured: end to end, then per class;
     unstable ones (measured under interference, not judged) with their reasons."""
     from tasks.fit.accuracy import error_summary
-    from tasks.model.operators import STEP
+    from tasks.model.projection.operators import STEP
 
     steps = accuracy[accuracy["op_class"] == STEP].sort_values("measured_s")
     table = Table(title=f"{title}: held-out configurations, end to end (plain step, not profiled)",

@@ -175,7 +175,7 @@ def _exhaustive(out: Console, setup: SearchSetup, total: int) -> pd.DataFrame:
     """Every layout of the space costed; the best ``top`` printed, and why the first wins;
     returns the feasible layouts best first (or the Pareto front)."""
     from sweeps.search.results import exhaustive_frame, pareto, why_best
-    from tasks.model.search_rows import OBJECTIVES
+    from tasks.model.search.rows import OBJECTIVES
 
     frame = exhaustive_frame(setup)
     column = OBJECTIVES[setup.spec.objective][0][0]
@@ -253,7 +253,7 @@ def _run_study(out: Console, setup: SearchSetup, lake: Lake, **options) -> pd.Da
     from sweeps.search import run_search
     from sweeps.search.front import front_gap
     from sweeps.search.results import optimum_gap, pareto, study_rows, top_layouts, why_best
-    from tasks.model.search_rows import OBJECTIVES
+    from tasks.model.search.rows import OBJECTIVES
 
     spec = setup.spec
     progress = _Progress(spec.trials)

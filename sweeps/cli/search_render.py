@@ -134,7 +134,7 @@ def why_front_line(why: WhyFront) -> str:
 
 def _legend(out: Console) -> None:
     """The legend of the layout labels."""
-    from tasks.model.layout import LAYOUT_LEGEND
+    from tasks.model.terms.layout import LAYOUT_LEGEND
 
     out.print(f"Legend: {LAYOUT_LEGEND}", soft_wrap=True, highlight=False)
 

@@ -21,7 +21,7 @@ from ray.exceptions import GetTimeoutError, RayError, RayTaskError, TaskCancelle
 from sweeps.cluster.groups import run_collective_group
 from sweeps.cluster.session import ray_options
 from sweeps.jobs.work import Workload
-from tasks.model.collectives import COLLECTIVE_OPS
+from tasks.model.collectives.nccl import COLLECTIVE_OPS
 from tasks.outcomes import ChunkOutcome, TransientError, run_chunk
 
 __all__ = ["execute", "chunk", "MAX_RETRIES"]

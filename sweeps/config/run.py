@@ -22,8 +22,8 @@ from sweeps.config.schemas import GROUPS, OPTIONAL_GROUPS, RoiSpec, RunConfig, S
 from sweeps.config.specs import validate_hardware, validate_model
 from sweeps.errors import ConfigError
 from tasks.device import DTYPE_BYTES, check_device
-from tasks.model.collectives import COLLECTIVE_OPS
-from tasks.model.layer import PASSES
+from tasks.model.collectives.nccl import COLLECTIVE_OPS
+from tasks.model.kernels.layer import PASSES
 
 __all__ = ["load_run_config", "validate_run"]
 

@@ -1,6 +1,6 @@
 """The dataclass schemas of the config groups, against which OmegaConf checks every YAML
 preset and override: ``sweep`` (``SweepSpec``), ``calibration`` (``CalibrationSpec``),
-``search`` (``SearchSpec``), and the model and hardware schemas of ``tasks.model.specs``.
+``search`` (``SearchSpec``), and the model and hardware schemas of ``tasks.model.terms.specs``.
 A YAML key that is not a field is rejected; a value of the wrong type is rejected; a field
 left ``MISSING`` must be given.
 """
@@ -13,10 +13,10 @@ from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
-from tasks.model.memory import USABLE_HBM_FRACTION
-from tasks.model.space import LayoutSpace
-from tasks.model.stack import Stack
-from tasks.model.specs import HardwareProfile, TransformerModel
+from tasks.model.step.memory import USABLE_HBM_FRACTION
+from tasks.model.search.space import LayoutSpace
+from tasks.model.terms.stack import Stack
+from tasks.model.terms.specs import HardwareProfile, TransformerModel
 
 __all__ = ["LinkPlacement", "SweepMode", "RoiSpec", "Scenario", "SweepSpec", "LayerPoint", "Variations",
            "CalibrationSpec", "RunConfig", "ScalingSpec", "SearchSpec", "GROUPS", "OPTIONAL_GROUPS", "PRESET_SCHEMAS"]
@@ -192,7 +192,7 @@ class SearchSpec:
 
     ``trials`` is the budget of completed trials; ``batch`` trials are asked at once and
     evaluated in parallel as Ray tasks; ``memory_fraction`` of HBM is usable; ``stack``
-    names the software stack, a preset of ``conf/stack`` (``tasks.model.stack``).
+    names the software stack, a preset of ``conf/stack`` (``tasks.model.terms.stack``).
     """
 
     name: str = MISSING

@@ -1,7 +1,7 @@
 """The config of a layout search (``conf/search/*.yaml``), and its checks before any work.
 
 A search preset names a model and a hardware preset, a device count, a global batch (in
-sequences), the objective and the budget, and the layout space (``tasks.model.space``).
+sequences), the objective and the budget, and the layout space (``tasks.model.search.space``).
 Overrides are ``FIELD=VALUE`` in OmegaConf dotlist syntax (``devices=512``,
 ``space.tp=[1,2,4,8]``); ``model.FIELD=VALUE``, ``hardware.FIELD=VALUE`` and
 ``stack.FIELD=VALUE`` change one field of the preset the search names (``model.layers=40``).
@@ -26,14 +26,14 @@ from sweeps.config.schemas import SearchSpec
 from sweeps.config.specs import validate_hardware, validate_model
 from sweeps.errors import ConfigError, UserError
 from tasks.identity import content_hash
-from tasks.model.layout import CODED_FIELDS
-from tasks.model.projection import COST_MODEL_VERSION
-from tasks.model.search_rows import OBJECTIVES, no_fit_reason
-from tasks.model.space import constraint_counts, enumerate_layouts
-from tasks.model.roofline import MissingFigure, gemm_ceiling, peak_flops
-from tasks.model.specs import HardwareProfile, TransformerModel, fingerprint
-from tasks.model.stack import Stack
-from tasks.model.step import STEP_MODEL_VERSION, StepContext, step_columns
+from tasks.model.terms.layout import CODED_FIELDS
+from tasks.model.projection.grid import COST_MODEL_VERSION
+from tasks.model.search.rows import OBJECTIVES, no_fit_reason
+from tasks.model.search.space import constraint_counts, enumerate_layouts
+from tasks.model.kernels.roofline import MissingFigure, gemm_ceiling, peak_flops
+from tasks.model.terms.specs import HardwareProfile, TransformerModel, fingerprint
+from tasks.model.terms.stack import Stack
+from tasks.model.step.plan import STEP_MODEL_VERSION, StepContext, step_columns
 
 __all__ = ["SearchSetup", "SAMPLERS", "DEFAULT_PRESET", "TRIALS_BOUND", "CONFIG_GROUPS", "load_search",
            "compose_stack", "load_stack", "composed_config", "validate_search", "check_budget", "check_space"]

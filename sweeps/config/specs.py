@@ -1,4 +1,4 @@
-"""Checks of a hardware profile and a model preset (``tasks.model.specs``) beyond their
+"""Checks of a hardware profile and a model preset (``tasks.model.terms.specs``) beyond their
 types."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import dataclasses
 from sweeps.config.checks import check_choices, check_fraction, check_name, check_non_negative, check_positive
 from sweeps.config.limits import FRACTION, HARDWARE, LINK_TIER, MODEL, check_fields, check_range
 from sweeps.errors import ConfigError
-from tasks.model.roofline import GEMM_DTYPES, MissingFigure, gemm_ceiling
-from tasks.model.layer import Block, layer_params
-from tasks.model.specs import HardwareProfile, TransformerModel, heads_problem
+from tasks.model.kernels.roofline import GEMM_DTYPES, MissingFigure, gemm_ceiling
+from tasks.model.kernels.layer import Block, layer_params
+from tasks.model.terms.specs import HardwareProfile, TransformerModel, heads_problem
 
 __all__ = ["validate_hardware", "validate_model", "complete_model"]
 
@@ -74,7 +74,7 @@ def validate_model(model: TransformerModel) -> None:
 def complete_model(model: TransformerModel) -> TransformerModel:
     """``model`` with what its shape implies where it gives none: ``ffn_hidden`` 4 x hidden
     (the MLP of GPT-2, GPT-3 and Megatron-LM), and ``params_b``: ``layers`` x the layer's
-    weights (``tasks.model.layer.layer_params``, with its grouped-query heads and gated MLP)
+    weights (``tasks.model.kernels.layer.layer_params``, with its grouped-query heads and gated MLP)
     plus one vocab x hidden embedding, in billions. A shape that cannot split (heads not
     dividing hidden) is left for ``validate_model`` to refuse."""
     ffn = model.ffn_hidden if model.ffn_hidden is not None else 4 * model.hidden

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 from sweeps.errors import UserError
-from tasks.model.layout import Layout
-from tasks.model.specs import HardwareProfile, TransformerModel
-from tasks.model.stack import Stack
+from tasks.model.terms.layout import Layout
+from tasks.model.terms.specs import HardwareProfile, TransformerModel
+from tasks.model.terms.stack import Stack
 
 __all__ = ["Source", "ExportCase", "Unexpressible", "header", "chunk_split", "check_common"]
 
@@ -114,7 +114,7 @@ def chunk_split(case: ExportCase) -> List[int]:
     """Layers of each model chunk (PP x virtual stages of them) in layer order: the extra
     layers of an uneven split on the first chunks, as the step model charges them (its
     busiest stage holds chunks of ceil(layers / chunks) layers,
-    ``tasks.model.step_context.busiest_stage_layers``)."""
+    ``tasks.model.step.context.busiest_stage_layers``)."""
     chunks = case.layout.pp * case.layout.virtual_stages
     size, extra = divmod(case.model.layers, chunks)
     return [size + 1] * extra + [size] * (chunks - extra)

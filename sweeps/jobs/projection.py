@@ -23,10 +23,10 @@ from sweeps.config import RunConfig, load_preset
 from sweeps.jobs.job import SweepJob
 from sweeps.jobs.work import Resources, Workload, fingerprint_of, key_of
 from sweeps.lake.kinds import PROJECTION
-from tasks.model import projection
-from tasks.model.metrics import required_tp
-from tasks.model.projection import COST_MODEL_VERSION, HIGHLIGHT_PREFIX, POINT_SCHEMA
-from tasks.model.specs import TransformerModel, fingerprint
+from tasks.model.projection import grid as projection
+from tasks.model.terms.metrics import required_tp
+from tasks.model.projection.grid import COST_MODEL_VERSION, HIGHLIGHT_PREFIX, POINT_SCHEMA
+from tasks.model.terms.specs import TransformerModel, fingerprint
 
 __all__ = ["Highlight", "Plan", "plan_points", "planned_count", "sample_config", "point_key", "projection_job"]
 

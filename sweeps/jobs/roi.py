@@ -24,9 +24,10 @@ from tasks.fit.alpha_beta import FIT_METHOD, FIT_SCHEMA, FIT_SCHEMA_VERSION, Alp
 from tasks.measure.collectives import CollectiveContext
 from tasks.measure.kernels import ROI_SCHEMA, SCHEMA_VERSION, KernelContext
 from tasks.measure.roi import RoiContext, config_gemms, measure_roi_kernels, roi_points
-from tasks.model import layer, metrics
-from tasks.model.projection import project_columns
-from tasks.model.specs import HardwareProfile
+from tasks.model.kernels import layer
+from tasks.model.terms import metrics
+from tasks.model.projection.grid import project_columns
+from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["roi_configs", "roi_job", "roi_workload", "record_fits", "measured_overlap"]
 

@@ -1,5 +1,5 @@
 """The scaling view as a job: one point per (model, device count), each the best layout of
-the search's space found exhaustively on a worker (``tasks.model.search_rows.best_layout_rows``).
+the search's space found exhaustively on a worker (``tasks.model.search.rows.best_layout_rows``).
 
 It runs through ``sweeps.run.run_job`` like any sweep: manifest, resume, Ray tasks, one
 ``scaling`` row per point in the lake.
@@ -15,10 +15,10 @@ from sweeps.config import SearchSetup, load_preset
 from sweeps.jobs.job import SweepJob
 from sweeps.jobs.work import Resources, Workload, fingerprint_of, key_of
 from sweeps.lake.kinds import SCALING
-from tasks.model.projection import COST_MODEL_VERSION
-from tasks.model.search_rows import SCALING_SCHEMA, SCALING_SCHEMA_VERSION, ScalingContext, best_layout_rows
-from tasks.model.specs import fingerprint
-from tasks.model.step import STEP_MODEL_VERSION
+from tasks.model.projection.grid import COST_MODEL_VERSION
+from tasks.model.search.rows import SCALING_SCHEMA, SCALING_SCHEMA_VERSION, ScalingContext, best_layout_rows
+from tasks.model.terms.specs import fingerprint
+from tasks.model.step.plan import STEP_MODEL_VERSION
 
 __all__ = ["scaling_job"]
 

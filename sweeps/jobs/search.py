@@ -1,5 +1,5 @@
 """The trials of a layout search as work: one ``search`` row per trial, evaluated by the
-whole-step model on any worker (``tasks.model.search_rows.evaluate_trials``)."""
+whole-step model on any worker (``tasks.model.search.rows.evaluate_trials``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pyarrow as pa
 from sweeps.config import SearchSetup
 from sweeps.jobs.work import Resources, Workload, key_of
 from sweeps.lake.kinds import SEARCH
-from tasks.model.search_rows import SEARCH_SCHEMA, SEARCH_SCHEMA_VERSION, TRIAL_FIELDS, SearchContext, evaluate_trials
+from tasks.model.search.rows import SEARCH_SCHEMA, SEARCH_SCHEMA_VERSION, TRIAL_FIELDS, SearchContext, evaluate_trials
 
 __all__ = ["trial_key", "trial_partition", "trial_points", "trial_workload"]
 

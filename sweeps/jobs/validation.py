@@ -35,7 +35,7 @@ from sweeps.errors import DataFileError
 from sweeps.lake import CommitResult, Lake
 from sweeps.lake.kinds import VALIDATION, VALIDATION_ROW_SCHEMA
 from tasks.identity import content_hash
-from tasks.model.specs import HardwareProfile, fingerprint
+from tasks.model.terms.specs import HardwareProfile, fingerprint
 from tasks.validation.records import DATASETS, VALIDATION_SCHEMA_VERSION, RowError, dataset_files, records_table
 from tasks.validation.validate import Validation, validate_all
 

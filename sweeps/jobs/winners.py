@@ -34,8 +34,8 @@ from sweeps.jobs.work import fingerprint_of
 from tasks.device import DTYPE_BYTES, check_device
 from tasks.fit.alpha_beta import collective_fits
 from tasks.measure.roi import config_gemms, roi_point, roi_points
-from tasks.model.layout import Layout
-from tasks.model.step_parts import layer_collectives, layer_parts
+from tasks.model.terms.layout import Layout
+from tasks.model.step.parts import layer_collectives, layer_parts
 
 __all__ = ["MEASURED_PASSES", "LADDER_BYTES", "check_measure_options", "winner_points", "winner_job", "compare"]
 

@@ -34,7 +34,7 @@ class Resources:
 
 @dataclass(frozen=True)
 class CollectiveGroups:
-    """Collective points (op in ``tasks.model.collectives.COLLECTIVE_OPS``) run among
+    """Collective points (op in ``tasks.model.collectives.nccl.COLLECTIVE_OPS``) run among
     ``world`` ranks joined by torch.distributed (``backend`` "nccl" on CUDA, "gloo" on the
     CPU), one group per (world, placement); ``context`` is the ranks'
     ``tasks.measure.collectives.CollectiveContext``."""

@@ -12,7 +12,8 @@ import pyarrow as pa
 from tasks.fit import accuracy
 from tasks.fit.alpha_beta import FIT_SCHEMA, FIT_SCHEMA_VERSION
 from tasks.measure import baseline, kernels, probe
-from tasks.model import projection, search_rows
+from tasks.model.projection import grid as projection
+from tasks.model.search import rows as search_rows
 from tasks.outcomes import FAILURE_SCHEMA
 from tasks.validation.records import VALIDATION_SCHEMA, VALIDATION_SCHEMA_VERSION
 

@@ -25,7 +25,7 @@ Contract:
   before the lake is touched.
 - **Infeasible layouts** are rows with their reason, and are told the worst value (+inf
   when minimising, -inf when maximising), so samplers learn to avoid them.
-- **Where trials run.** ``tasks.model.search_rows.evaluate_trials`` (the whole-step model,
+- **Where trials run.** ``tasks.model.search.rows.evaluate_trials`` (the whole-step model,
   NumPy, about 3 ms a batch) runs in this process unless a Ray cluster is asked for: an
   ``address`` (or ``RAY_ADDRESS``), or ``embedded_ray`` / ``num_cpus`` for an embedded one.
   Then each batch runs as Ray tasks through ``sweeps.cluster`` (the only package that
@@ -38,7 +38,7 @@ Contract:
 - **The record.** Each study holds what decided it as Optuna user attributes
   (``study_attributes``: the stack, the fingerprints of the stack, model and hardware, the
   preset, the overrides, the objective), written by the run that made it; each of its
-  ``search`` rows holds the same (``tasks.model.search_rows.RECORD_FIELDS``).
+  ``search`` rows holds the same (``tasks.model.search.rows.RECORD_FIELDS``).
 - **Reproducible.** In this process the trials are evaluated and told in order, so a seed
   gives the same trials, layouts and values on every fresh study.
 """
@@ -66,7 +66,7 @@ from sweeps.lake.kinds import SEARCH
 from sweeps.search.journal import REPAIR_HINT, BatchedJournal, driver_lock, journal_problem, set_aside
 from sweeps.search.params import layout_params, suggest_layout, trial_values
 from sweeps.search.recovery import settle
-from tasks.model.search_rows import OBJECTIVES, SEARCH_SCHEMA_VERSION
+from tasks.model.search.rows import OBJECTIVES, SEARCH_SCHEMA_VERSION
 from tasks.outcomes import ChunkOutcome, run_chunk
 
 __all__ = ["SearchReport", "run_search", "open_study", "study_path", "study_attributes", "suggest_layout",

@@ -11,7 +11,7 @@ import pandas as pd
 
 from sweeps.config import SearchSetup
 from sweeps.search.results import exhaustive_frame, layout_of, pareto
-from tasks.model.layout import LAYOUT_FIELDS
+from tasks.model.terms.layout import LAYOUT_FIELDS
 
 __all__ = ["FrontGap", "front_gap", "WhyFront", "why_front"]
 

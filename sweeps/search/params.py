@@ -19,9 +19,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeps.errors import UserError
 from sweeps.search.journal import REPAIR_HINT
-from tasks.model.layout import decode
-from tasks.model.search_rows import OBJECTIVES
-from tasks.model.space import LayoutSpace
+from tasks.model.terms.layout import decode
+from tasks.model.search.rows import OBJECTIVES
+from tasks.model.search.space import LayoutSpace
 
 __all__ = ["suggest_layout", "layout_params", "trial_distributions", "trial_layout", "trial_values"]
 

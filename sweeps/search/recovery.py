@@ -39,7 +39,7 @@ from sweeps.lake import Lake
 from sweeps.lake.kinds import SEARCH
 from sweeps.search.journal import REPAIR_HINT
 from sweeps.search.params import layout_params, trial_distributions, trial_layout, trial_values
-from tasks.model.search_rows import SEARCH_SCHEMA_VERSION
+from tasks.model.search.rows import SEARCH_SCHEMA_VERSION
 from tasks.outcomes import run_chunk
 
 __all__ = ["Settlement", "settle"]

@@ -18,9 +18,9 @@ from sweeps.config import SearchSetup
 from sweeps.lake import Lake
 from sweeps.lake.kinds import SEARCH
 from sweeps.lake.views import query
-from tasks.model.layout import CODED_FIELDS, LAYOUT_FIELDS, Layout, decode, families
-from tasks.model.search_rows import OBJECTIVES, TIE_BREAKERS, best_row, ranking
-from tasks.model.space import exhaustive
+from tasks.model.terms.layout import CODED_FIELDS, LAYOUT_FIELDS, Layout, decode, families
+from tasks.model.search.rows import OBJECTIVES, TIE_BREAKERS, best_row, ranking
+from tasks.model.search.space import exhaustive
 
 __all__ = ["layout_of", "study_rows", "pareto", "top_layouts", "exhaustive_frame", "OptimumGap", "optimum_gap",
            "relative_gap", "STEP_TERMS", "step_terms", "WhyBest", "why_best", "fsdp_wins"]

@@ -1,4 +1,4 @@
-"""The timeline of one projected step: which layout, and its events (``tasks.model.timeline``).
+"""The timeline of one projected step: which layout, and its events (``tasks.model.step.timeline``).
 
 The layout is a search preset's best stored layout (its study's, in the lake), or the space's
 exhaustive optimum when the lake holds none; ``layout.FIELD=VALUE`` overrides replace fields
@@ -18,11 +18,11 @@ from sweeps.config import SearchSetup, load_search
 from sweeps.errors import ConfigError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import SEARCH
-from tasks.model.layout import CODED_FIELDS, STRUCTURAL_CONSTRAINTS, Layout
-from tasks.model.plan import step_plan
-from tasks.model.step import STATUS_CODES, step_columns
-from tasks.model.step_context import as_layouts
-from tasks.model.timeline import TimelineEvent, shown_stages, step_timeline, trace_json
+from tasks.model.terms.layout import CODED_FIELDS, STRUCTURAL_CONSTRAINTS, Layout
+from tasks.model.step.plan import step_plan
+from tasks.model.step.plan import STATUS_CODES, step_columns
+from tasks.model.step.context import as_layouts
+from tasks.model.step.timeline import TimelineEvent, shown_stages, step_timeline, trace_json
 
 __all__ = ["StepTimeline", "LAYOUT_PREFIX", "split_overrides", "build_timeline"]
 

@@ -18,8 +18,8 @@ from typing import Dict, List, Optional, Tuple
 import pandas as pd
 
 from sweeps.config import SearchSetup
-from tasks.model.specs import HardwareProfile, fingerprint
-from tasks.model.stack import Stack
+from tasks.model.terms.specs import HardwareProfile, fingerprint
+from tasks.model.terms.stack import Stack
 
 __all__ = ["STACK_SWITCHES", "MIN_RUNS", "TIE_LIMIT", "MEMORY_MARGIN", "ModelError", "published_error", "Trust",
            "trust", "memory_margin"]

@@ -23,8 +23,8 @@ import pyarrow as pa
 from tasks.fit.opmodel import fit_operators
 from tasks.identity import content_hash
 from tasks.measure.stability import STATUS_UNSTABLE
-from tasks.model.operators import MODELLED_CLASSES, STEP, UNATTRIBUTED, class_column
-from tasks.model.opmodel import HYPERPARAMETERS, OPMODEL_VERSION, MeasuredRange, OperatorModel, predict
+from tasks.model.projection.operators import MODELLED_CLASSES, STEP, UNATTRIBUTED, class_column
+from tasks.model.projection.opmodel import HYPERPARAMETERS, OPMODEL_VERSION, MeasuredRange, OperatorModel, predict
 
 __all__ = ["newest_fit", "OPMODEL_SCHEMA", "OPMODEL_SCHEMA_VERSION", "ACCURACY_SCHEMA", "ACCURACY_SCHEMA_VERSION",
            "HeldOutLeak", "why_not_fit", "fit_calibration", "models_from_rows", "accuracy_rows",

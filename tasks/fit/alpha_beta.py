@@ -1,4 +1,4 @@
-"""The α-β fit of measured collectives, in the model's own terms (``tasks.model.collectives``).
+"""The α-β fit of measured collectives, in the model's own terms (``tasks.model.collectives.nccl``).
 
 A fit finds the two figures of a link tier, α (the per-step latency of NCCL's LL
 protocol) and the saturated bus bandwidth, with which ``collective_time`` (the fastest of
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tasks.model.collectives import PROTOCOLS, bus_factor, collective_time, ring_steps
+from tasks.model.collectives.nccl import PROTOCOLS, bus_factor, collective_time, ring_steps
 
 __all__ = ["AlphaBetaFit", "fit_alpha_beta", "collective_fits", "FIT_METHOD", "FIT_SCHEMA", "FIT_SCHEMA_VERSION",
            "JUDGED_FROM_BYTES"]
@@ -90,7 +90,7 @@ def _best_ratio(wire_bytes: np.ndarray, times: np.ndarray) -> float:
 def fit_alpha_beta(op: str, world: int, message_bytes: Sequence[float], times_s: Sequence[float],
                    judged_from_bytes: int = JUDGED_FROM_BYTES) -> AlphaBetaFit:
     """The α and bus bandwidth of ``collective_time``'s protocol curve (its structure
-    fixed: ``tasks.model.collectives.PROTOCOLS``) with the smallest worst relative error
+    fixed: ``tasks.model.collectives.nccl.PROTOCOLS``) with the smallest worst relative error
     over the fitted sizes (a minimax fit). With A = steps x α and C = factor / busbw the
     curve is C x min_p(s_p A / C + bytes / b_p): for each ratio A / C the best C and its
     error are in closed form, so the fit searches that one ratio (a log grid, then a

@@ -16,8 +16,8 @@ from typing import Sequence
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from tasks.model.gemm_published import GemmRow, predict_row
-from tasks.model.specs import HardwareProfile
+from tasks.model.kernels.gemm_published import GemmRow, predict_row
+from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["OverheadFit", "fit_tile_overhead", "MAX_OVERHEAD_US"]
 

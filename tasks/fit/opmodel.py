@@ -1,4 +1,4 @@
-"""Fit operator models (``tasks.model.opmodel``) to measured times, one class at a time.
+"""Fit operator models (``tasks.model.projection.opmodel``) to measured times, one class at a time.
 
 The fit minimises relative error (weights 1/t) over ``alpha, beta >= 0`` (a bounded
 linear least-squares problem, ``scipy.optimize.lsq_linear``), with ``d_half`` chosen on a
@@ -12,7 +12,7 @@ from typing import Dict, Mapping, Sequence, Tuple
 
 import numpy as np
 
-from tasks.model.opmodel import HYPERPARAMETERS, OperatorModel, work
+from tasks.model.projection.opmodel import HYPERPARAMETERS, OperatorModel, work
 
 __all__ = ["fit_operator", "fit_operators", "weighted_fit"]
 

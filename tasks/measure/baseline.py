@@ -39,9 +39,10 @@ from tasks.measure.provenance import available_memory_bytes, device_provenance
 from tasks.measure.stability import STATUS_UNSTABLE, StabilityRule, Verdict, interleave_until_stable
 from tasks.measure.timing import WALL, clock_ns, cpu_clock, sample_times, synchronize
 from tasks.measure.transformer_layer import OP_PREFIX, LayerShape, build_layer, region_clock
-from tasks.model import layer, memory
-from tasks.model.layout import code
-from tasks.model.operators import OP_CLASSES, class_column
+from tasks.model.kernels import layer
+from tasks.model.step import memory
+from tasks.model.terms.layout import code
+from tasks.model.projection.operators import OP_CLASSES, class_column
 
 __all__ = ["SCHEMA_VERSION", "MEASUREMENT_VERSION", "BASELINE_POINT_SCHEMA", "BASELINE_SCHEMA",
            "ProfileContext", "StepProfile", "profile_step", "measure_points"]

@@ -22,7 +22,7 @@ import numpy as np
 from tasks.device import DTYPE_BYTES, is_cuda, torch_dtype
 from tasks.measure.provenance import PROVENANCE_FIELDS, available_memory_bytes, device_provenance
 from tasks.measure.timing import synchronize
-from tasks.model.collectives import bus_factor
+from tasks.model.collectives.nccl import bus_factor
 
 __all__ = ["CollectiveContext", "CollectiveMember", "pinned_to_core"]
 

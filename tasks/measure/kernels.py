@@ -17,7 +17,7 @@ import pyarrow as pa
 from tasks.device import DTYPE_BYTES, torch_dtype
 from tasks.measure.provenance import PROVENANCE_FIELDS, available_memory_bytes, device_provenance
 from tasks.measure.timing import time_kernel
-from tasks.model.specs import HardwareProfile
+from tasks.model.terms.specs import HardwareProfile
 from tasks.outcomes import InfeasibleError
 
 __all__ = ["KERNEL_OPS", "KernelContext", "ROI_POINT_SCHEMA", "ROI_SCHEMA", "SCHEMA_VERSION",

@@ -20,8 +20,8 @@ from tasks.device import DTYPE_BYTES
 from tasks.identity import content_hash
 from tasks.measure.collectives import CollectiveContext
 from tasks.measure.kernels import ROI_POINT_SCHEMA, KernelContext, measure_kernels
-from tasks.model import layer
-from tasks.model.collectives import MODELLED_OPS
+from tasks.model.kernels import layer
+from tasks.model.collectives.nccl import MODELLED_OPS
 
 __all__ = ["RoiContext", "measure_roi_kernels", "roi_point", "roi_points", "config_gemms", "measurement_key"]
 

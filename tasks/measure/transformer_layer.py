@@ -9,7 +9,7 @@ the TP all-reduces are left out (communication is modelled apart).
 Each operator runs inside a ``torch.profiler.record_function`` region named
 ``op:<class>.<pass>``, in the forward and in the backward pass:
 
-Operator classes are named in ``tasks.model.operators``:
+Operator classes are named in ``tasks.model.projection.operators``:
 
 - GEMMs (``layer.FORWARD_GEMMS``) run as ``LabelledMatmul``: forward ``fwd``, and in the
   backward the input-gradient GEMM (``ig``, gradient of the left operand) and the

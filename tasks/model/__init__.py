@@ -1,19 +1,11 @@
 """The analytic cost model: plain NumPy over columns, nothing measured, nothing imported
-from torch.
+from torch. Its folders read in one direction, each importing only those before it
+(``tests/test_structure.py`` holds them to it):
 
-- ``specs``: the model and hardware dataclasses (also the YAML schemas);
-- ``layer``: a tensor-parallel layer's GEMMs, element-wise work and message sizes;
-- ``roofline``: kernel times from a hardware profile;
-- ``gemm_published``: published matmul throughput beside the GEMM law's prediction of it;
-- ``collectives``: collective time per op, link tier and algorithm (NCCL's protocol curve, defined once);
-- ``communication``: one layer's TP and DP collectives;
-- ``operators`` and ``opmodel``: operator classes and the fitted operator models' evaluation;
-- ``projection``: the per-layer projection of the study's grid;
-- ``metrics``: the study's metrics, defined once;
-- ``dp_protocol``: what each way of sharding model states over DP splits and which
-  collectives it runs (the one statement of it);
-- ``layout``, ``space``, ``memory``, ``plan``, ``step``, ``step_parts``, ``search_rows``:
-  parallel layouts, the plan of a step's operations, and the whole-step model summed from it
-  that a layout search costs them with;
-- ``timeline``: one layout's planned step laid out in time (a Trace Event file).
+- ``terms``: model and hardware specs, stacks, layouts, metrics;
+- ``kernels``: a layer's GEMMs and element-wise work, and their times;
+- ``collectives``: collective times per link tier, a layer's collectives, the DP protocol;
+- ``step``: the whole training step, its plan, memory and timeline;
+- ``search``: the layout search's space and rows;
+- ``projection``: the per-layer projection of the study's grid.
 """

@@ -1,5 +1,5 @@
 """One layer's forward and backward time (``layer_times.csv``: Korthikanti et al. 2022,
-Table 4) predicted with the step model's layer pieces (``tasks.model.step_parts``)."""
+Table 4) predicted with the step model's layer pieces (``tasks.model.step.parts``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import csv
 from pathlib import Path
 from typing import Dict
 
-from tasks.model.layout import Layout
-from tasks.model.specs import HardwareProfile, TransformerModel
-from tasks.model.stack import Stack
-from tasks.model.step_context import StepContext
-from tasks.model.step_parts import layer_pass_times
+from tasks.model.terms.layout import Layout
+from tasks.model.terms.specs import HardwareProfile, TransformerModel
+from tasks.model.terms.stack import Stack
+from tasks.model.step.context import StepContext
+from tasks.model.step.parts import layer_pass_times
 from tasks.validation.predict_runs import find_profile
 from tasks.validation.records import MODEL_VERSION, ValidationRecord, signed_error
 

@@ -1,6 +1,6 @@
 """Microbenchmark rows predicted: collective bus bandwidth (``collective_ladders.csv``, through
-``tasks.model.collectives``) and GEMM throughput (``gemm_efficiency.csv``, through
-``tasks.model.roofline``). Rows of systems without a hardware profile are listed as skipped.
+``tasks.model.collectives.nccl``) and GEMM throughput (``gemm_efficiency.csv``, through
+``tasks.model.kernels.roofline``). Rows of systems without a hardware profile are listed as skipped.
 A row's ``fitted_to`` cell (``fitted_cells``) names the figures fitted to it, and its record
 carries them."""
 
@@ -10,10 +10,10 @@ import csv
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from tasks.model.collectives import predicted_busbw
-from tasks.model.gemm_published import predict_row, read_gemm_rows
-from tasks.model.roofline import MissingFigure
-from tasks.model.specs import HardwareProfile
+from tasks.model.collectives.nccl import predicted_busbw
+from tasks.model.kernels.gemm_published import predict_row, read_gemm_rows
+from tasks.model.kernels.roofline import MissingFigure
+from tasks.model.terms.specs import HardwareProfile
 from tasks.validation.records import MODEL_VERSION, ValidationRecord, fitted_figures, signed_error
 
 __all__ = ["LADDER_SYSTEM_PROFILES", "JUDGED_FROM_BYTES", "ladder_algorithm", "size_label", "read_ladder_rows",

@@ -1,5 +1,5 @@
 """Predict a published run with the whole-step model the layout search uses
-(``tasks.model.step``): the run's model, layout, stack and hardware profile in, its metric out."""
+(``tasks.model.step.plan``): the run's model, layout, stack and hardware profile in, its metric out."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from tasks.model.layout import Layout, encode
-from tasks.model.memory import usable_memory_bytes
-from tasks.model.specs import HardwareProfile, TransformerModel
-from tasks.model.stack import Stack
-from tasks.model.step import STATUS_CODES, StepContext, step_columns
+from tasks.model.terms.layout import Layout, encode
+from tasks.model.step.memory import usable_memory_bytes
+from tasks.model.terms.specs import HardwareProfile, TransformerModel
+from tasks.model.terms.stack import Stack
+from tasks.model.step.plan import STATUS_CODES, StepContext, step_columns
 from tasks.validation.runs import PublishedRun
 from tasks.validation.throughput import flops_per_step, metric_value
 

@@ -8,8 +8,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
-from tasks.model.projection import COST_MODEL_VERSION
-from tasks.model.step import STEP_MODEL_VERSION
+from tasks.model.projection.grid import COST_MODEL_VERSION
+from tasks.model.step.plan import STEP_MODEL_VERSION
 
 __all__ = ["MODEL_VERSION", "DATASETS", "HELD_OUT", "DATA_FILES", "GEMM_SWEEPS_FILE", "dataset_files",
            "error_summary", "abs_error_summary", "ValidationRecord", "VALIDATION_SCHEMA", "VALIDATION_SCHEMA_VERSION",

@@ -27,13 +27,13 @@ Blank cells take these documented defaults (a blank cell means the source does n
   is above 1): the row's ``flash_attention``, for the same reason. Megatron-LM overlaps an
   interleaved pipeline's sends with compute by default since October 2023 (overlap_p2p_comm,
   commit 4eeff55), NeMo's launcher configs set it, and Megatron-Bridge sets it whenever VP > 1;
-- ``elementwise``: fused (``tasks.model.stack.ELEMENTWISE_STYLES``: every stack since
+- ``elementwise``: fused (``tasks.model.terms.stack.ELEMENTWISE_STYLES``: every stack since
   Megatron-LM of September 2020 fuses biases, the scores' scale and mask; ``eager`` is
   PyTorch's unfused layer, as Megatron-LM ran through its 1.0 release);
 - ``precision``: bf16; ``flops_formula``: model; ``unit``: the metric's own (``METRICS``);
 - ``dropout`` (the hidden and attention dropout probability, a column ``published_runs.csv``
   need not have): 0 for a gated MLP, else 0.1, Megatron-LM's default
-  (``tasks.model.specs.DEFAULT_DROPOUT``). The models with gated MLPs pre-train without
+  (``tasks.model.terms.specs.DEFAULT_DROPOUT``). The models with gated MLPs pre-train without
   dropout (PaLM, Chowdhery et al. 2022, arXiv 2204.02311 §5; Llama 2's and 3's recipes in NeMo and
   Megatron-Bridge set 0), where Megatron-LM's GPT runs keep its 0.1.
 
@@ -62,9 +62,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from tasks.model.layout import RECOMPUTE_MODES, recompute_layers_problem
-from tasks.model.specs import DEFAULT_DROPOUT, heads_problem
-from tasks.model.stack import ELEMENTWISE_STYLES
+from tasks.model.terms.layout import RECOMPUTE_MODES, recompute_layers_problem
+from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
+from tasks.model.terms.stack import ELEMENTWISE_STYLES
 from tasks.validation.records import RowError
 
 __all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES", "UNIT_FACTORS",

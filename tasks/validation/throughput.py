@@ -3,9 +3,9 @@ formula, and the metrics derived from a step time."""
 
 from __future__ import annotations
 
-from tasks.model import roofline
-from tasks.model.layer import Block, training_flops_per_layer
-from tasks.model.specs import HardwareProfile
+from tasks.model.kernels import roofline
+from tasks.model.kernels.layer import Block, training_flops_per_layer
+from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["FLOPS_FORMULAS", "flops_per_step", "metric_value"]
 

@@ -2,10 +2,10 @@
 ``ValidationRecord``s (``tasks.validation.records``).
 
 Five datasets: whole training runs (``published_runs.csv`` or any CSV with its columns,
-through ``tasks.model.step``), one layer's forward and backward time (``layer_times.csv``,
+through ``tasks.model.step.plan``), one layer's forward and backward time (``layer_times.csv``,
 through the same step model's layer pieces), collective bus bandwidth (``collective_ladders.csv``,
-through ``tasks.model.collectives``), GEMM throughput (``gemm_efficiency.csv`` and the K
-sweeps of ``gemm_k_sweeps.csv``, through ``tasks.model.roofline``), and the held-out runs
+through ``tasks.model.collectives.nccl``), GEMM throughput (``gemm_efficiency.csv`` and the K
+sweeps of ``gemm_k_sweeps.csv``, through ``tasks.model.kernels.roofline``), and the held-out runs
 (``holdout_runs.csv``, predicted as the runs are, dataset ``HELD_OUT``). Rows whose hardware
 has no profile are listed as skipped, except in a runs file, where an unknown hardware name
 is an error naming the row. A microbenchmark row's ``fitted_to`` cell names the figures
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from tasks.model.roofline import MissingFigure, gemm_ceiling, peak_flops
-from tasks.model.specs import HardwareProfile
+from tasks.model.kernels.roofline import MissingFigure, gemm_ceiling, peak_flops
+from tasks.model.terms.specs import HardwareProfile
 from tasks.validation import layers_check, microbench_check
 from tasks.validation.predict_runs import find_profile, predict_run
 from tasks.validation.records import (DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, HELD_OUT, MODEL_VERSION,

@@ -15,7 +15,7 @@ from sweeps.config import load_run_config
 from sweeps.jobs.projection import projection_job
 from sweeps.lake import Lake
 from sweeps.lake.views import connect
-from tasks.model.projection import SCHEMA_VERSION, project_table
+from tasks.model.projection.grid import SCHEMA_VERSION, project_table
 
 
 def commit_sweep(lake: Lake, overrides: Sequence[str]) -> int:

@@ -18,7 +18,7 @@ from analysis.query import frame, kind_frame
 from analysis.report import write_report
 from sweeps.lake.kinds import SCHEMAS
 from sweeps.lake import Lake
-from tasks.model.projection import COST_MODEL_VERSION
+from tasks.model.projection.grid import COST_MODEL_VERSION
 
 COMMSCALE = str(Path(sys.executable).with_name("commscale"))
 

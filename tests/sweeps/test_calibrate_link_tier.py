@@ -11,7 +11,7 @@ from sweeps.lake import Lake
 from sweeps.lake.kinds import COLLECTIVE_FIT, OPMODEL
 from tasks.fit.accuracy import OPMODEL_SCHEMA
 from tasks.fit.alpha_beta import FIT_SCHEMA
-from tasks.model.operators import MODELLED_CLASSES
+from tasks.model.projection.operators import MODELLED_CLASSES
 
 
 def _fit(world, points, error, busbw, placement="pack", op="all_reduce", status="ok"):

@@ -24,7 +24,7 @@ from sweeps.config import (
     load_run_config,
 )
 from sweeps.errors import ConfigError, UserError
-from tasks.model.specs import HardwareProfile, LinkTier, TransformerModel
+from tasks.model.terms.specs import HardwareProfile, LinkTier, TransformerModel
 
 REPO = Path(__file__).resolve().parents[3]
 CONF = REPO / "conf"

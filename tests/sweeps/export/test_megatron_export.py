@@ -14,7 +14,7 @@ import pytest
 
 from sweeps.export import Unexpressible, export
 from sweeps.export.case import chunk_split
-from tasks.model.layout import Layout
+from tasks.model.terms.layout import Layout
 
 #: Where the names below come from: ``group.add_argument`` calls of Megatron-LM's parser.
 SOURCE = {"repository": "NVIDIA/Megatron-LM", "release": "core_v0.15.3",

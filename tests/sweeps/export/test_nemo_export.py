@@ -14,7 +14,7 @@ import pytest
 
 from sweeps.export import Unexpressible, export
 from sweeps.export.case import chunk_split
-from tasks.model.layout import Layout
+from tasks.model.terms.layout import Layout
 
 #: Where the names come from. NeMo at release v2.4.0, and the Megatron-LM commit its
 #: requirements/manifest.json pins ("megatron-lm": "ref").

@@ -14,7 +14,7 @@ import pytest
 
 from sweeps.export import Unexpressible, export
 from sweeps.export.case import chunk_split
-from tasks.model.layout import Layout
+from tasks.model.terms.layout import Layout
 
 #: Where the keys come from: the dataclasses of torchtitan's job config (the last release
 #: configured by TOML).

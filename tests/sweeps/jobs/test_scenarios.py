@@ -8,7 +8,7 @@ from sweeps.config import load_run_config
 from sweeps.errors import ConfigError
 from sweeps.jobs.projection import projection_job
 from sweeps.jobs.projection import plan_points
-from tasks.model.projection import project_table
+from tasks.model.projection.grid import project_table
 
 
 def test_the_case_study_plans_every_m_under_every_scenario():

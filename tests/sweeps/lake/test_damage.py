@@ -231,7 +231,7 @@ def test_verify_exits_0_on_a_clean_lake_every_time(tmp_path):
 
     from sweeps.config import load_run_config
     from sweeps.jobs.projection import projection_job
-    from tasks.model.projection import SCHEMA_VERSION, project_table
+    from tasks.model.projection.grid import SCHEMA_VERSION, project_table
 
     lake = Lake(str(tmp_path))
     config = load_run_config([])

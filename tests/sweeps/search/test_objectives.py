@@ -12,7 +12,7 @@ from sweeps.config import load_search
 from sweeps.lake import Lake
 from sweeps.search import run_search
 from sweeps.search.results import exhaustive_frame, optimum_gap, study_rows, top_layouts
-from tasks.model.search_rows import OBJECTIVES
+from tasks.model.search.rows import OBJECTIVES
 
 #: 24 layouts of Megatron 8.3B on 16 A100 whose best exposes nothing: TP 1, PP 1 with
 #: ZeRO-3 hides its gathers and reductions behind compute under the 2022 stack.

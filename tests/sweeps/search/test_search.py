@@ -25,8 +25,8 @@ from sweeps.jobs.search import trial_key
 from sweeps.lake.kinds import SEARCH as KIND
 from sweeps.search import local_evaluator, open_study, run_search, study_path, suggest_layout
 from sweeps.config import load_search
-from tasks.model.space import best_index, exhaustive
-from tasks.model.search_rows import SEARCH_SCHEMA_VERSION, TRIAL_FIELDS, SearchContext, evaluate_trials
+from tasks.model.search.space import best_index, exhaustive
+from tasks.model.search.rows import SEARCH_SCHEMA_VERSION, TRIAL_FIELDS, SearchContext, evaluate_trials
 
 COMMSCALE = str(Path(sys.executable).with_name("commscale"))
 TINY = ["small", "space.tp=[2,4,8]", "space.pp=[1,2]", "space.micro_batch=[1]", "space.schedule=[1f1b]",

@@ -25,7 +25,7 @@ from sweeps.search import IN_PROCESS, open_study, run_search, study_path
 from sweeps.search.journal import BatchedJournal, driver_lock
 from sweeps.search.results import (STEP_TERMS, exhaustive_frame, optimum_gap, step_terms, study_rows, top_layouts,
                                    why_best)
-from tasks.model.space import enumerate_layouts
+from tasks.model.search.space import enumerate_layouts
 
 TINY = ["small", "space.tp=[1,2,4]", "space.pp=[1,2]", "space.micro_batch=[1]", "space.schedule=[1f1b]",
         "space.zero=[none,zero3]", "space.recompute=[none,selective]", "trials=12", "batch=4"]

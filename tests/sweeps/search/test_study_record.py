@@ -21,7 +21,7 @@ from sweeps.lake.kinds import SEARCH
 from sweeps.lake.views import query
 from sweeps.search import open_study, run_search, study_path
 from sweeps.search.results import study_rows
-from tasks.model.search_rows import RECORD_FIELDS, SEARCH_SCHEMA_VERSION
+from tasks.model.search.rows import RECORD_FIELDS, SEARCH_SCHEMA_VERSION
 
 TINY = ["small", "space.tp=[1,2,4]", "space.pp=[1,2]", "space.micro_batch=[1]", "space.schedule=[1f1b]",
         "space.zero=[none,zero3]", "space.recompute=[none,selective]", "trials=8", "batch=4"]

@@ -5,8 +5,8 @@ import pandas as pd
 
 from tasks.fit.accuracy import accuracy_rows, error_summary, fit_calibration, models_from_rows, why_not_fit
 from tasks.measure.stability import STATUS_UNSTABLE
-from tasks.model.operators import MODELLED_CLASSES, STEP, UNATTRIBUTED, class_column
-from tasks.model.opmodel import work
+from tasks.model.projection.operators import MODELLED_CLASSES, STEP, UNATTRIBUTED, class_column
+from tasks.model.projection.opmodel import work
 
 BASE = dict(h=512, heads=8, sl=256, b=1, tp=1)
 

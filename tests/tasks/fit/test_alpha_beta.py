@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tasks.fit.alpha_beta import fit_alpha_beta
-from tasks.model.collectives import collective_time
+from tasks.model.collectives.nccl import collective_time
 
 
 @pytest.mark.parametrize("op, n, alpha, busbw", [

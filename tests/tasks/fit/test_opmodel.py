@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tasks.fit.opmodel import fit_operator, fit_operators
-from tasks.model.opmodel import MeasuredRange, predict
+from tasks.model.projection.opmodel import MeasuredRange, predict
 
 
 def _grid():

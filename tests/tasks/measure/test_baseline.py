@@ -12,9 +12,9 @@ from tasks.measure.baseline import BASELINE_POINT_SCHEMA, ProfileContext, _Subje
     profile_step
 from tasks.measure.stability import StabilityRule
 from tasks.measure.timing import THREAD_CPU
-from tasks.model.layer import gemm_shapes
+from tasks.model.kernels.layer import gemm_shapes
 from tasks.measure.transformer_layer import LayerShape, build_layer, region_clock
-from tasks.model.operators import GEMM_CLASSES, OP_CLASSES, class_column
+from tasks.model.projection.operators import GEMM_CLASSES, OP_CLASSES, class_column
 
 
 #: Operators that make a view of a tensor (or detach one), moving no data.

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from sweeps.config import load_preset
-from tasks.model import collectives as c
+from tasks.model.collectives import nccl as c
 
 LADDERS = Path(__file__).resolve().parents[3] / "conf" / "data" / "collective_ladders.csv"
 SIZES = 2.0 ** np.arange(10, 37)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.model.layout import Layout
-from tasks.model.projection import project_columns
-from tasks.model.specs import TransformerModel
-from tasks.model.stack import Stack
-from tasks.model.step import StepContext, step_columns
+from tasks.model.terms.layout import Layout
+from tasks.model.projection.grid import project_columns
+from tasks.model.terms.specs import TransformerModel
+from tasks.model.terms.stack import Stack
+from tasks.model.step.plan import StepContext, step_columns
 
 
 def _one_layer(hidden: int, heads: int, seq_len: int) -> TransformerModel:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.model import collectives, roofline
-from tasks.model.specs import LinkTier
+from tasks.model.collectives import nccl as collectives
+from tasks.model.kernels import roofline
+from tasks.model.terms.specs import LinkTier
 
 
 def test_ring_allreduce_matches_hand_computation():

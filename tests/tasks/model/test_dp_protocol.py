@@ -1,4 +1,4 @@
-"""The data-parallel protocol (tasks.model.dp_protocol) is stated once: every consumer (the
+"""The data-parallel protocol (tasks.model.collectives.dp_protocol) is stated once: every consumer (the
 step's DP time and traffic, its latency floor, model-state memory and a winner's per-layer
 collectives) follows a changed entry, and no other module names what a ZeRO mode runs."""
 
@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tasks.model import dp_protocol, memory
-from tasks.model.dp_protocol import SHARDING, DpCollective, ShardingMode
-from tasks.model.layout import ZERO_MODES, Layout, code
-from tasks.model.step import StepContext, step_columns
-from tasks.model.step_parts import layer_collectives
+from tasks.model.collectives import dp_protocol
+from tasks.model.step import memory
+from tasks.model.collectives.dp_protocol import SHARDING, DpCollective, ShardingMode
+from tasks.model.terms.layout import ZERO_MODES, Layout, code
+from tasks.model.step.plan import StepContext, step_columns
+from tasks.model.step.parts import layer_collectives
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -59,7 +60,7 @@ def test_no_other_module_names_what_a_zero_mode_runs():
     """Which collectives each mode runs, and what it shards, are read from SHARDING: no module
     of the model compares a ZeRO code or name itself."""
     pattern = re.compile(r'\bcode\("zero"|zero_is\(|zero\s*(==|<=|>=|<|>)\s*\d|"(zero1|zero3|fsdp)"\s*[:,)]')
-    allowed = {"tasks/model/dp_protocol.py", "tasks/model/layout.py"}
+    allowed = {"tasks/model/collectives/dp_protocol.py", "tasks/model/terms/layout.py"}
     found = [f"{path.relative_to(ROOT)}:{i}" for path in sorted((ROOT / "tasks" / "model").rglob("*.py"))
              if str(path.relative_to(ROOT)) not in allowed
              for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if pattern.search(line)]

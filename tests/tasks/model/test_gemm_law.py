@@ -14,9 +14,9 @@ from conf import CONF_DIR
 from sweeps.config import load_preset
 from sweeps.config.specs import validate_hardware
 from sweeps.errors import ConfigError
-from tasks.model import roofline
+from tasks.model.kernels import roofline
 from tasks.fit.gemm_overhead import fit_tile_overhead
-from tasks.model.gemm_published import PROFILE_OF_GPU, predict_row, read_gemm_rows
+from tasks.model.kernels.gemm_published import PROFILE_OF_GPU, predict_row, read_gemm_rows
 
 ROWS = read_gemm_rows(CONF_DIR / "data" / "gemm_efficiency.csv")
 SWEEPS = read_gemm_rows(CONF_DIR / "data" / "gemm_k_sweeps.csv", sweep=True)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tasks.model import layer
+from tasks.model.kernels import layer
 
 powers = lambda lo, hi: st.integers(lo, hi).map(lambda e: 2**e)  # noqa: E731
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tasks.model import metrics
-from tasks.model.projection import project_columns
+from tasks.model.terms import metrics
+from tasks.model.projection.grid import project_columns
 
 powers = lambda lo, hi: st.integers(lo, hi).map(lambda e: 2**e)  # noqa: E731
 

@@ -8,8 +8,8 @@ import itertools
 
 import numpy as np
 
-from tasks.model import metrics
-from tasks.model.projection import project_columns
+from tasks.model.terms import metrics
+from tasks.model.projection.grid import project_columns
 
 
 def test_the_metrics_share_the_slowed_overlapped_time():

@@ -6,7 +6,7 @@ import numpy as np
 
 from sweeps.config import load_run_config
 from sweeps.jobs.projection import plan_points
-from tasks.model.projection import PROJECTION_SCHEMA, project_columns, project_table
+from tasks.model.projection.grid import PROJECTION_SCHEMA, project_columns, project_table
 
 
 def test_project_table_keeps_points_and_matches_the_column_model(study_hw):

@@ -13,15 +13,16 @@ import pytest
 from scipy.optimize import curve_fit
 
 from sweeps.config import load_preset
-from tasks.model import layer, memory
-from tasks.model.attention import FUSED_EFFICIENCY, fused_attention_times
-from tasks.model.layer import STUDY_BLOCK, Block
-from tasks.model.layer_cost import cross_entropy_time, grad_accumulation_time, layer_cost
-from tasks.model.layout import Layout, code
-from tasks.model.stack import Stack
-from tasks.model.step import StepContext, step_columns
-from tasks.model.step_compute import OPTIMIZER_BYTES_PER_PARAM, output_layer_time
-from tasks.model.step_context import as_layouts
+from tasks.model.kernels import layer
+from tasks.model.step import memory
+from tasks.model.kernels.attention import FUSED_EFFICIENCY, fused_attention_times
+from tasks.model.kernels.layer import STUDY_BLOCK, Block
+from tasks.model.kernels.layer_cost import cross_entropy_time, grad_accumulation_time, layer_cost
+from tasks.model.terms.layout import Layout, code
+from tasks.model.terms.stack import Stack
+from tasks.model.step.plan import StepContext, step_columns
+from tasks.model.step.compute import OPTIMIZER_BYTES_PER_PARAM, output_layer_time
+from tasks.model.step.context import as_layouts
 
 ROOT = Path(__file__).resolve().parents[3]
 FLASH = Stack(attention="flash")

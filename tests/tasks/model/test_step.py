@@ -6,13 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.model import layer, memory
-from tasks.model.layer import Block
-from tasks.model.stack import Stack
-from tasks.model.layout import RECOMPUTE_MODES, ZERO_MODES, Layout, family
-from tasks.model.space import LayoutSpace, best_index, enumerate_layouts, exhaustive
-from tasks.model.collectives import tier_time
-from tasks.model.step import STATUS_CODES, StepContext, reasons, step_columns
+from tasks.model.kernels import layer
+from tasks.model.step import memory
+from tasks.model.kernels.layer import Block
+from tasks.model.terms.stack import Stack
+from tasks.model.terms.layout import RECOMPUTE_MODES, ZERO_MODES, Layout, family
+from tasks.model.search.space import LayoutSpace, best_index, enumerate_layouts, exhaustive
+from tasks.model.collectives.nccl import tier_time
+from tasks.model.step.plan import STATUS_CODES, StepContext, reasons, step_columns
 
 Z = {name: i for i, name in enumerate(ZERO_MODES)}
 R = {name: i for i, name in enumerate(RECOMPUTE_MODES)}
@@ -112,7 +113,7 @@ def test_full_recomputation_of_n_layers_of_a_stage_costs_n_over_l_of_full_recomp
 
 
 def test_a_layer_of_a_partly_recomputed_stage_charges_the_mean_of_its_layers(gpt3, h100):
-    from tasks.model.step_parts import layer_collectives, layer_pass_times
+    from tasks.model.step.parts import layer_collectives, layer_pass_times
     ctx = StepContext(gpt3, h100, devices=8, global_batch=1, memory_fraction=1e6)
     layouts = {n: Layout(tp=8, pp=1, dp=1, micro_batch=1, recompute=r, recompute_layers=n)
                for n, r in ((0, "none"), (24, "full"), (96, "full"))}
@@ -123,7 +124,7 @@ def test_a_layer_of_a_partly_recomputed_stage_charges_the_mean_of_its_layers(gpt
 
 
 def test_a_winners_dp_collectives_carry_the_widths_the_step_model_charges(gpt3, h100):
-    from tasks.model.step_parts import layer_collectives
+    from tasks.model.step.parts import layer_collectives
     values = 12 * 12288**2 / 8                                       # one layer's weights per TP rank
     for stack, grads in ((Stack(), 4.0), (Stack(main_grad_bytes=2.0), 2.0)):
         ctx = StepContext(gpt3, h100, devices=64, global_batch=8, memory_fraction=1e6, stack=stack)
@@ -133,7 +134,7 @@ def test_a_winners_dp_collectives_carry_the_widths_the_step_model_charges(gpt3, 
 
 
 def test_partial_recomputation_counts_layers_per_model_chunk_and_is_a_full_recomputation_setting():
-    from tasks.model.step_context import recomputed_share
+    from tasks.model.step.context import recomputed_share
     full, none = R["full"], R["none"]
     got = recomputed_share(np.asarray([full, full, full, none]), np.asarray([0, 5, 40, 5]), np.asarray(32.0))
     assert got.tolist() == pytest.approx([1.0, 5 / 32, 1.0, 0.0])

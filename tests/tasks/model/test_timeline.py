@@ -1,4 +1,4 @@
-"""The projected step laid out in time (tasks.model.timeline): Megatron-LM's pass order, the
+"""The projected step laid out in time (tasks.model.step.timeline): Megatron-LM's pass order, the
 Trace Event format Perfetto reads, and a timeline that ends at the step model's step time."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from tasks.model.layout import Layout, decode
-from tasks.model.plan import step_plan
-from tasks.model.space import LayoutSpace, enumerate_layouts
-from tasks.model.stack import Stack
-from tasks.model.step import StepContext, step_columns
-from tasks.model.step_context import as_layouts
-from tasks.model.timeline import TRACKS, pass_order, schedule, shown_stages, step_timeline, trace_json
+from tasks.model.terms.layout import Layout, decode
+from tasks.model.step.plan import step_plan
+from tasks.model.search.space import LayoutSpace, enumerate_layouts
+from tasks.model.terms.stack import Stack
+from tasks.model.step.plan import StepContext, step_columns
+from tasks.model.step.context import as_layouts
+from tasks.model.step.timeline import TRACKS, pass_order, schedule, shown_stages, step_timeline, trace_json
 
 
 def _plan(layout: Layout, ctx: StepContext):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.model.train_time import SECONDS_PER_DAY, device_hours, train_cost, train_days
+from tasks.model.terms.train_time import SECONDS_PER_DAY, device_hours, train_cost, train_days
 
 
 def test_days_are_tokens_over_the_throughput_of_every_device():

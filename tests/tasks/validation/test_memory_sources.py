@@ -1,4 +1,4 @@
-"""The memory model (tasks.model.memory) against the published figures and formulas it
+"""The memory model (tasks.model.step.memory) against the published figures and formulas it
 cites, on their own worked examples, and every published run judged as it ran.
 
 Sources: Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054) Figure 1; Korthikanti et al. 2022
@@ -13,9 +13,9 @@ import pytest
 
 from sweeps.config.schemas import SearchSpec
 from sweeps.jobs.validation import DATA_DIR, load_profiles
-from tasks.model import memory
-from tasks.model.layout import code
-from tasks.model.step import StepContext
+from tasks.model.step import memory
+from tasks.model.terms.layout import code
+from tasks.model.step.plan import StepContext
 from tasks.validation.predict_runs import find_profile, predict_run
 from tasks.validation.runs import read_runs
 

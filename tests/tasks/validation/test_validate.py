@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sweeps.config import load_preset
-from tasks.model.layer import Block
+from tasks.model.kernels.layer import Block
 from tasks.validation.predict_runs import find_profile, predict_run, run_model, run_stack
 from tasks.validation.records import RowError
 from tasks.validation.runs import read_runs

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tasks.model import layer
-from tasks.model.collectives import tier_time
-from tasks.model.specs import HardwareProfile
+from tasks.model.kernels import layer
+from tasks.model.collectives.nccl import tier_time
+from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["TP_COLLECTIVES_PER_LAYER", "RECOMPUTED_TP_COLLECTIVES", "tp_collectives_per_layer", "tp_collective_time",
            "tp_layer_time", "dp_gradient_time"]

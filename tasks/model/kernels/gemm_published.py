@@ -18,8 +18,8 @@ from typing import List, Optional, Tuple, Union
 
 import numpy as np
 
-from tasks.model import roofline
-from tasks.model.specs import HardwareProfile
+from tasks.model.kernels import roofline
+from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["GEMM_KINDS", "PROFILE_OF_GPU", "BEST_FOUND_SIDES", "MAMF_TOLERANCE", "CURVE_TOLERANCE", "CURVE_FROM",
            "GemmRow", "read_gemm_rows", "best_found", "predict_row"]

@@ -9,11 +9,13 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from tasks.model import dp_protocol, layer, metrics
-from tasks.model.collectives import bus_factor, ring_steps, spanning_figures, tier_figures, tier_time
-from tasks.model.communication import tp_collective_time, tp_collectives_per_layer
-from tasks.model.layer_cost import LayerCost
-from tasks.model.step_context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
+from tasks.model.collectives import dp_protocol
+from tasks.model.kernels import layer
+from tasks.model.terms import metrics
+from tasks.model.collectives.nccl import bus_factor, ring_steps, spanning_figures, tier_figures, tier_time
+from tasks.model.collectives.layer_comm import tp_collective_time, tp_collectives_per_layer
+from tasks.model.kernels.layer_cost import LayerCost
+from tasks.model.step.context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
 
 __all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_widths", "dp_comm", "dp_by_window",
            "dp_traffic", "latency_floor", "embedding_matrices"]

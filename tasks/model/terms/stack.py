@@ -1,7 +1,7 @@
 """What the training software does, as data: the attention kernel, the GEMMs' precision and
 which communication it overlaps with compute.
 
-A ``Stack`` is part of a whole-step model's context (``tasks.model.step.StepContext``) and of
+A ``Stack`` is part of a whole-step model's context (``tasks.model.step.plan.StepContext``) and of
 a validated run. Its defaults are the study's 2022 Megatron-LM stack (Pati et al., arXiv
 2302.02825; Korthikanti et al., arXiv 2205.05198): materialised attention, 16-bit GEMMs,
 TP and PP communication serialized, the DP gradient all-reduce overlapped with the backward
@@ -17,7 +17,7 @@ from typing import Tuple
 __all__ = ["ATTENTION_KINDS", "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
-#: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.attention``).
+#: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
 ATTENTION_KINDS: Tuple[str, ...] = ("materialised", "flash")
 #: Precisions of the layer's linear GEMMs (QKV, attention output, MLP). Under "fp8" they run
 #: at the device's fp8 rate, as Transformer Engine runs them (Micikevicius et al. 2022, FP8
@@ -32,7 +32,7 @@ MAIN_GRAD_WIDTHS: Tuple[float, ...] = (2.0, 4.0)
 #: and every later stack run it, biases in the GEMMs' epilogues or fused with GELU and
 #: dropout, the scores' scale and mask inside the softmax kernel, heads split without
 #: copies; "eager": as PyTorch runs an unfused layer (Megatron-LM through its 1.0 release,
-#: 2019-20), each of those a kernel of its own (``tasks.model.layer.EAGER_KERNELS``).
+#: 2019-20), each of those a kernel of its own (``tasks.model.kernels.layer.EAGER_KERNELS``).
 ELEMENTWISE_STYLES: Tuple[str, ...] = ("fused", "eager")
 
 

@@ -1,4 +1,4 @@
-"""One projected training step laid out in time, from its plan (``tasks.model.plan``), as
+"""One projected training step laid out in time, from its plan (``tasks.model.step.plan``), as
 complete events of the Trace Event format that Chrome's tracing and Perfetto open.
 
 The step model charges every pipeline stage the busiest stage's tick: one micro-batch's
@@ -20,8 +20,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tasks.model.plan import StepPlan
-from tasks.model.step_comm import dp_by_window
+from tasks.model.step.plan import StepPlan
+from tasks.model.step.comm import dp_by_window
 
 __all__ = ["TRACKS", "PassTimes", "TimelineEvent", "pass_times", "pass_order", "schedule", "shown_stages",
            "step_timeline", "trace_json"]

@@ -22,8 +22,8 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from tasks.model.layer import attention_core_flops
-from tasks.model.specs import HardwareProfile
+from tasks.model.kernels.layer import attention_core_flops
+from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["FUSED_EFFICIENCY", "BACKWARD_FLOP_FACTOR", "fused_efficiency", "fused_attention_times",
            "FUSED_STATS_BYTES_PER_ROW"]

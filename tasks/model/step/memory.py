@@ -2,7 +2,7 @@
 and what of a device's HBM a layout may fill (``usable_memory_bytes``).
 
 Every function is vectorised over NumPy arrays; results are bytes. Coded fields follow
-``tasks.model.layout`` (``ZERO_MODES``, ``RECOMPUTE_MODES``); a layer's parameters are
+``tasks.model.terms.layout`` (``ZERO_MODES``, ``RECOMPUTE_MODES``); a layer's parameters are
 ``layer.layer_params``.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tasks.model.dp_protocol import shards
-from tasks.model.layer import STUDY_BLOCK, Block
-from tasks.model.layout import code
+from tasks.model.collectives.dp_protocol import shards
+from tasks.model.kernels.layer import STUDY_BLOCK, Block
+from tasks.model.terms.layout import code
 
 __all__ = [
     "HBM_BYTES_PER_GB",

@@ -27,8 +27,8 @@ from typing import Dict, Iterable, Mapping, Sequence, Tuple
 
 import numpy as np
 
-from tasks.model import layer
-from tasks.model.operators import GEMM_CLASSES, UNATTRIBUTED
+from tasks.model.kernels import layer
+from tasks.model.projection.operators import GEMM_CLASSES, UNATTRIBUTED
 
 __all__ = ["OPMODEL_VERSION", "OperatorModel", "work", "predict", "HYPERPARAMETERS", "MeasuredRange", "BAND_SIGMAS"]
 

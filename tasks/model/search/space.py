@@ -15,7 +15,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from tasks.model.layout import (
+from tasks.model.terms.layout import (
     RECOMPUTE_MODES,
     SCHEDULES,
     STRUCTURAL_CONSTRAINTS,
@@ -24,14 +24,14 @@ from tasks.model.layout import (
     encode,
     structural_violations,
 )
-from tasks.model.step import StepContext, step_columns
+from tasks.model.step.plan import StepContext, step_columns
 
 __all__ = ["LayoutSpace", "enumerate_layouts", "constraint_counts", "exhaustive", "best_index"]
 
 
 @dataclass
 class LayoutSpace:
-    """Candidate values per layout field (one list each; strings as in ``tasks.model.layout``).
+    """Candidate values per layout field (one list each; strings as in ``tasks.model.terms.layout``).
 
     ``virtual_stages`` are the interleaved schedule's choices (values above 1).
     """

@@ -10,15 +10,16 @@ from typing import Dict, List
 
 import numpy as np
 
-from tasks.model import layer, metrics
-from tasks.model.collectives import tier_time
-from tasks.model.communication import tp_collectives_per_layer
-from tasks.model.dp_protocol import SHARDING
-from tasks.model.layout import Layout
-from tasks.model.step import StepContext
-from tasks.model.step_comm import dp_widths, tp_collective, tp_exposed_per_pass
-from tasks.model.step_compute import stage_layer_cost
-from tasks.model.step_context import as_layouts
+from tasks.model.kernels import layer
+from tasks.model.terms import metrics
+from tasks.model.collectives.nccl import tier_time
+from tasks.model.collectives.layer_comm import tp_collectives_per_layer
+from tasks.model.collectives.dp_protocol import SHARDING
+from tasks.model.terms.layout import Layout
+from tasks.model.step.plan import StepContext
+from tasks.model.step.comm import dp_widths, tp_collective, tp_exposed_per_pass
+from tasks.model.step.compute import stage_layer_cost
+from tasks.model.step.context import as_layouts
 
 __all__ = ["LayerCollective", "layer_collectives", "layer_parts", "layer_pass_times"]
 

@@ -49,7 +49,7 @@ class Block:
     (SwiGLU, Shazeer 2020: gate and up projections of width ``ffn``, then down: three
     matrices) rather than two. ``flash``: fused attention (Dao et al. 2022): the scores and
     context products, softmax and its dropout run inside one kernel that never stores the
-    SL x SL matrix (``tasks.model.attention`` times it), so they are not GEMMs or
+    SL x SL matrix (``tasks.model.kernels.attention`` times it), so they are not GEMMs or
     element-wise kernels of the layer here. ``dropout``: the layer drops out its attention
     probabilities and both branches' outputs (Megatron-LM's default, probability 0.1);
     without it (a probability of 0, as Llama trains) those kernels do not run and keep no

@@ -1,11 +1,11 @@
 """The compute time of one Transformer layer on one device, piece by piece, defined once for
-the per-layer projection (``tasks.model.projection``) and the whole-step model
-(``tasks.model.step``).
+the per-layer projection (``tasks.model.projection.grid``) and the whole-step model
+(``tasks.model.step.plan``).
 
 GEMMs come from ``layer.gemm_shapes`` timed by ``roofline.gemm_kernel_time`` (tile and wave
 quantization, the precision's peak and ceiling); the layer's linear GEMMs run in the stack's
 ``gemm_precision``, the attention core's products in 16 bits. Fused attention is timed by
-``tasks.model.attention``; memory-bound kernels by ``roofline.memory_bound_time`` over the
+``tasks.model.kernels.attention``; memory-bound kernels by ``roofline.memory_bound_time`` over the
 bytes ``layer.elementwise_kernels`` says each pass moves. The backward also adds the
 micro-batch's weight gradients into the step's gradient buffer (``grad_accumulation_time``).
 Vectorised over NumPy arrays; seconds.
@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tasks.model import layer, roofline
-from tasks.model.attention import fused_attention_times
-from tasks.model.layer import STUDY_BLOCK, Block
-from tasks.model.specs import HardwareProfile
-from tasks.model.stack import Stack
+from tasks.model.kernels import layer
+from tasks.model.kernels import roofline
+from tasks.model.kernels.attention import fused_attention_times
+from tasks.model.kernels.layer import STUDY_BLOCK, Block
+from tasks.model.terms.specs import HardwareProfile
+from tasks.model.terms.stack import Stack
 
 __all__ = ["LayerCost", "layer_cost", "grad_accumulation_time", "cross_entropy_time", "ATTENTION_CORE_GEMMS",
            "CROSS_ENTROPY_BYTES_PER_LOGIT", "CROSS_ENTROPY_KERNELS"]

@@ -16,12 +16,12 @@ from typing import Dict, Mapping, Tuple
 import numpy as np
 import pyarrow as pa
 
-from tasks.model.layout import CODED_FIELDS, STRUCTURAL_CONSTRAINTS, decode, encode, families
-from tasks.model.memory import USABLE_HBM_FRACTION
-from tasks.model.space import LayoutSpace, constraint_counts, exhaustive
-from tasks.model.specs import HardwareProfile, TransformerModel
-from tasks.model.stack import Stack
-from tasks.model.step import StepContext, reasons, step_columns
+from tasks.model.terms.layout import CODED_FIELDS, STRUCTURAL_CONSTRAINTS, decode, encode, families
+from tasks.model.step.memory import USABLE_HBM_FRACTION
+from tasks.model.search.space import LayoutSpace, constraint_counts, exhaustive
+from tasks.model.terms.specs import HardwareProfile, TransformerModel
+from tasks.model.terms.stack import Stack
+from tasks.model.step.plan import StepContext, reasons, step_columns
 from tasks.outcomes import STATUS_INFEASIBLE, STATUS_OK
 
 __all__ = [
@@ -117,7 +117,7 @@ SEARCH_SCHEMA = pa.schema(list(TRIAL_FIELDS) + [("status", pa.string()), ("reaso
 
 #: kind ``scaling``: the best layout of the whole space for one model and device count.
 #: ``latency_s``: the step's latency terms alone (collective α steps and kernel launch
-#: floors), seconds. ``winner_family``: ``tasks.model.layout.family`` of the best layout.
+#: floors), seconds. ``winner_family``: ``tasks.model.terms.layout.family`` of the best layout.
 #: ``feasible_layouts`` of ``space_layouts`` fit; with none, the row is "infeasible".
 SCALING_SCHEMA = pa.schema(_CASE + _LAYOUT + [m for m in _METRICS if m[0] != "exposed_comm_s"]
                            + [("exposed_comm_s", pa.float64()), ("winner_family", pa.string()),
@@ -139,7 +139,7 @@ class SearchContext:
 @dataclass(frozen=True)
 class ScalingContext:
     """What the scaling points share: models by name, the cluster, the space, settings and
-    the software stack the search names (``tasks.model.stack``)."""
+    the software stack the search names (``tasks.model.terms.stack``)."""
 
     models: Dict[str, TransformerModel]
     hardware: HardwareProfile

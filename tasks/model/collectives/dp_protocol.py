@@ -20,7 +20,7 @@ from typing import Callable, Dict, FrozenSet, Tuple
 
 import numpy as np
 
-from tasks.model.layout import ZERO_MODES, code
+from tasks.model.terms.layout import ZERO_MODES, code
 
 __all__ = ["DpCollective", "ShardingMode", "SHARDING", "HIDING_WINDOWS", "by_mode", "shards", "windows"]
 

@@ -1,14 +1,18 @@
 """Whole training steps under parallel layouts: time, exposed communication and memory.
 
-``step_columns`` costs a table of layouts (``tasks.model.layout``, one row per layout) for one
-model on one cluster at a fixed global batch, with no Python loop per layout, by summing
-each layout's plan (``tasks.model.plan``: every operation of the step, costed once). It grows the
-per-layer model of ``tasks.model.projection`` (method.md §3) to a whole step:
+``step_plan`` lays out every operation of a step for a table of layouts (``tasks.model.terms.layout``,
+one row per layout), for one model on one cluster at a fixed global batch, each costed once
+with no Python loop per layout: one micro-batch's compute on the busiest pipeline stage
+(``compute``), its TP, PP and DP collectives with what hides them (``comm``; DP by
+``tasks.model.collectives.dp_protocol``), the optimizer step, the device's memory
+(``memory``) and the pipeline's ticks. ``step_columns`` sums each layout's plan into its
+step time and metrics; ``timeline`` lays one layout's plan out in time. It grows the
+per-layer model of ``tasks.model.projection.grid`` (method.md §3) to a whole step:
 
 - **Compute** per layer from ``projection``'s GEMM and element-wise times, plus what
   recomputation repeats (selective: the attention core's forward; full: the whole
   forward, Korthikanti et al., arXiv 2205.05198), and the output layer's GEMMs.
-- **Stack** (``tasks.model.stack``): the attention kernel (materialised or fused), the
+- **Stack** (``tasks.model.terms.stack``): the attention kernel (materialised or fused), the
   linear GEMMs' precision, and which communication overlaps compute; the layer's shape
   (grouped-query attention, a gated MLP of ``ffn_hidden``) comes from the model.
 - **TP**: four all-reduces per layer (six under full recomputation) and one for the
@@ -22,14 +26,14 @@ per-layer model of ``tasks.model.projection`` (method.md §3) to a whole step:
   al. 2021: bubble over ideal time (p-1)/(v*M); for 1F1B the bubble is (p-1)/(M+p-1) of
   the step).
 - **DP** (Rajbhandari et al., ZeRO, 2020): what each way of sharding model states splits,
-  which collectives it runs, how often and behind what: ``tasks.model.dp_protocol``.
+  which collectives it runs, how often and behind what: ``tasks.model.collectives.dp_protocol``.
 - **Links**: ranks are numbered TP fastest, then DP, then PP (Megatron-LM's order); a
   group uses the scale-out tier when it spans more than a node's devices.
 - **Latency** (Erdil and Schneider-Joseph, arXiv 2411.01137): every kernel pays at least
   the launch floor and every collective step an α, already inside the times above;
   ``latency_s`` reports that floor alone: the step's time if every kernel and collective
   moved no bytes and did no FLOPs.
-- **Memory** (method.md §8, ``tasks.model.memory``): the largest stage's model states and
+- **Memory** (method.md §8, ``tasks.model.step.memory``): the largest stage's model states and
   activations; a layout whose largest device exceeds ``memory_fraction`` of HBM is
   infeasible.
 
@@ -40,17 +44,21 @@ otherwise. Times in seconds, sizes in bytes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict, List, Mapping
 
 import numpy as np
 
-from tasks.model import metrics
-from tasks.model.layout import STRUCTURAL_CONSTRAINTS, first_violation, structural_violations
-from tasks.model.plan import step_plan
-from tasks.model.step_comm import latency_floor
-from tasks.model.step_context import StepContext, StepLayouts, as_layouts
+from tasks.model.kernels import layer
+from tasks.model.step import memory
+from tasks.model.step.comm import dp_comm, embedding_matrices, latency_floor, pp_comm, tp_comm
+from tasks.model.step.compute import compute_per_microbatch, optimizer_time, stage_layer_cost
+from tasks.model.step.context import StepContext, StepLayouts, as_layouts, distinct_shapes
+from tasks.model.terms import metrics
+from tasks.model.terms.layout import STRUCTURAL_CONSTRAINTS, first_violation, structural_violations
 
-__all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "step_columns", "reasons"]
+__all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "step_plan", "pipeline_ticks",
+           "stage_memory", "step_columns", "reasons"]
 
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
@@ -60,6 +68,87 @@ STEP_MODEL_VERSION = "step-14"
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
 _MEMORY_CODE = len(STATUS_CODES) - 1
+
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One step's operations for each layout (arrays over layouts).
+
+    ``layouts`` and ``ctx``: what was costed. ``cost``: one layer's compute pieces
+    (``layer_cost.LayerCost``). ``compute``: one micro-batch on the busiest stage
+    (``step_compute.compute_per_microbatch``: ``per_microbatch``, ``forward``,
+    ``forward_hide``, ``backward_hide``, ``kernels_per_microbatch``). ``tp``, ``pp``: one
+    micro-batch's TP and PP communication (``step_comm.tp_comm``, ``pp_comm``). ``dp``: the
+    step's DP collectives (``step_comm.dp_comm``). ``optimizer``: the optimizer step.
+    ``params``: parameters on the largest device; ``memory``: its bytes. ``ticks``: the
+    pipeline's ticks (``pipeline_ticks``)."""
+
+    layouts: StepLayouts
+    ctx: StepContext
+    cost: object
+    compute: Dict[str, np.ndarray]
+    tp: Dict[str, np.ndarray]
+    pp: Dict[str, np.ndarray]
+    dp: Dict[str, np.ndarray]
+    optimizer: np.ndarray
+    params: np.ndarray
+    memory: np.ndarray
+    ticks: np.ndarray
+
+    @property
+    def exposed_per_microbatch(self) -> np.ndarray:
+        """Communication one micro-batch's tick waits for: TP, PP and per-micro-batch DP."""
+        return self.tp["exposed"] + self.pp["exposed"] + self.dp["per_microbatch"]
+
+    @property
+    def tick(self) -> np.ndarray:
+        """One tick: a micro-batch's forward and backward on the busiest stage, with the
+        communication it waits for."""
+        return self.compute["per_microbatch"] + self.exposed_per_microbatch
+
+    @property
+    def step_time(self) -> np.ndarray:
+        """The step: its ticks, then the once-per-step DP collectives and the optimizer."""
+        return self.ticks * self.tick + self.dp["per_step"] + self.optimizer
+
+
+def pipeline_ticks(lay: StepLayouts) -> np.ndarray:
+    """Ticks of a step: M micro-batches plus the bubble, (p-1)/v (Narayanan et al. 2021)."""
+    return lay.microbatches + (lay.pp - 1.0) / lay.stages
+
+
+def step_plan(lay: StepLayouts, ctx: StepContext) -> StepPlan:
+    """Every operation of a step for the layouts ``lay``, each costed once."""
+    shapes = distinct_shapes(lay)
+    cost = stage_layer_cost(lay, ctx, shapes)
+    compute = compute_per_microbatch(lay, ctx, cost, shapes)
+    params, device_memory = stage_memory(lay, ctx)
+    return StepPlan(layouts=lay, ctx=ctx, cost=cost, compute=compute, tp=tp_comm(lay, ctx, cost, shapes),
+                    pp=pp_comm(lay, ctx, compute["per_microbatch"]), dp=dp_comm(lay, ctx, compute),
+                    optimizer=optimizer_time(lay, ctx, params), params=params, memory=device_memory,
+                    ticks=pipeline_ticks(lay))
+
+
+def stage_memory(lay: StepLayouts, ctx: StepContext):
+    """(parameters, bytes) of the largest device (method.md §8): model states (and fp8
+    weight copies), the gathered layer (and its prefetch) under ZeRO-3/FSDP, and the
+    activations the first stage holds at its peak (or the last stage's with the logits)."""
+    model, block = ctx.model, ctx.block
+    h, heads, vocab = float(model.hidden), float(model.heads), ctx.vocab
+    per_layer = layer.layer_params(h, heads, block)
+    params = lay.layers_per_stage * per_layer / lay.tp + embedding_matrices(lay) * vocab * h / lay.tp
+    states = memory.model_state_bytes(params, lay.dp, lay.zero)
+    if ctx.stack.fp8:
+        states = states + memory.fp8_weight_copy_bytes(lay.layers_per_stage * per_layer / lay.tp, lay.dp, lay.zero)
+    gathered = np.where(lay.sharded, 2.0 * memory.WEIGHT_BYTES * per_layer / lay.tp, 0.0)
+    act = memory.layer_activation_bytes(float(model.seq_len), lay.micro_batch, h, heads, lay.tp,
+                                        lay.sequence_parallel, lay.recompute, block,
+                                        fp8_inputs=ctx.stack.fp8, recomputed_share=lay.recomputed_share)
+    first = memory.in_flight_microbatches(lay.microbatches, lay.pp, lay.stages, lay.interleaved) \
+        * lay.layers_per_stage * act
+    last = lay.layers_per_stage * act + memory.logits_bytes(float(model.seq_len), lay.micro_batch, vocab, lay.tp)
+    return params, states + gathered + np.maximum(first, last)
 
 
 def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[str, np.ndarray]:

@@ -50,7 +50,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from tasks.model.specs import HardwareProfile, LinkTier
+from tasks.model.terms.specs import HardwareProfile, LinkTier
 
 __all__ = ["COLLECTIVE_OPS", "MODELLED_OPS", "ALGORITHMS", "Protocol", "PROTOCOLS", "NVLS_MIN_RANKS", "bus_factor",
            "ring_steps", "collective_time", "tier_figures", "nvls_busbw", "spanning_figures", "tier_time",

@@ -1,7 +1,7 @@
 """Spec costs of kernels from a hardware profile: a roofline with a launch floor.
 
 Every function is vectorised over NumPy arrays. Times are in seconds. Collective costs
-are in ``tasks.model.collectives``.
+are in ``tasks.model.collectives.nccl``.
 
 ``gemm_kernel_time`` is the GEMM law: tile and wave quantization over the device's compute
 units, a K-loop prologue/epilogue, a per-dtype ceiling no shape exceeds, the memory roofline
@@ -15,7 +15,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from tasks.model.specs import HardwareProfile
+from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["memory_bound_time", "gemm_kernel_time", "gemm_tflops", "peak_flops", "gemm_ceiling",
            "gemm_tile_ceiling", "GEMM_DTYPES", "GEMM_TILES", "TILE_STAGING", "DEFAULT_K_OVERHEAD", "tile_overhead_s",

@@ -14,12 +14,13 @@ from typing import Dict, Mapping, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
-from tasks.model import layer, metrics
-from tasks.model.communication import dp_gradient_time, tp_layer_time
-from tasks.model.layer_cost import layer_cost
-from tasks.model.operators import MODELLED_CLASSES, op_family
-from tasks.model.opmodel import MeasuredRange, OperatorModel, predict
-from tasks.model.specs import HardwareProfile, LinkTier, fingerprint
+from tasks.model.kernels import layer
+from tasks.model.terms import metrics
+from tasks.model.collectives.layer_comm import dp_gradient_time, tp_layer_time
+from tasks.model.kernels.layer_cost import layer_cost
+from tasks.model.projection.operators import MODELLED_CLASSES, op_family
+from tasks.model.projection.opmodel import MeasuredRange, OperatorModel, predict
+from tasks.model.terms.specs import HardwareProfile, LinkTier, fingerprint
 
 __all__ = [
     "COST_MODEL_VERSION",
@@ -107,7 +108,7 @@ PROJECTION_SCHEMA = pa.schema(list(POINT_SCHEMA) + [pa.field(n, t) for n, t in _
 def layer_times(h, heads, sl, b, tp, p, hw: HardwareProfile):
     """Forward GEMM, backward GEMM and element-wise time of one layer of the study's block
     (method.md §3: multi-head attention, a 4H MLP, the score matrix materialised), per
-    device: ``tasks.model.layer_cost`` for the study's stack."""
+    device: ``tasks.model.kernels.layer_cost`` for the study's stack."""
     cost = layer_cost(h, heads, sl, b, tp, hw, p=p)
     return cost.gemm_fwd, cost.gemm_bwd, cost.elementwise_fwd + cost.elementwise_bwd
 

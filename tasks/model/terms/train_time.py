@@ -2,7 +2,7 @@
 
 A step of a layout processes ``global_batch x seq_len`` tokens on ``devices`` devices; its
 throughput per device, ``tokens_per_s_per_device``, is the step model's own metric
-(``tasks.model.step``: global batch x sequence length / step time / devices), read from a
+(``tasks.model.step.plan``: global batch x sequence length / step time / devices), read from a
 search row and never recomputed here. Training on ``tokens`` tokens then takes
 
     time = tokens / (tokens_per_s_per_device x devices)

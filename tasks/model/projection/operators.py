@@ -5,7 +5,7 @@ A class is ``<operator>.<pass>``: each GEMM of ``layer.FORWARD_GEMMS`` as forwar
 kernel of ``layer.ELEMENTWISE_KERNELS``, plus ``head_reshape`` (the copies that split QKV
 into heads and merge them back), as forward and backward (``bwd``). The profiled layer
 (``tasks.measure.transformer_layer``) labels its kernels with these names, the operator
-models (``tasks.model.opmodel``) are fitted per class, and accuracy is judged per class and
+models (``tasks.model.projection.opmodel``) are fitted per class, and accuracy is judged per class and
 per family.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Tuple
 
-from tasks.model import layer
+from tasks.model.kernels import layer
 
 __all__ = ["ELEMENTWISE_CLASSES", "GEMM_CLASSES", "OP_CLASSES", "UNATTRIBUTED", "MODELLED_CLASSES", "STEP",
            "op_family", "class_column"]

@@ -8,11 +8,13 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from tasks.model import layer, metrics, roofline
-from tasks.model.layer_cost import (CROSS_ENTROPY_KERNELS, LayerCost, cross_entropy_time, grad_accumulation_time,
-                                    layer_cost)
-from tasks.model.memory import model_state_shard_params
-from tasks.model.step_context import DistinctShapes, StepContext, StepLayouts, distinct_shapes
+from tasks.model.kernels import layer
+from tasks.model.terms import metrics
+from tasks.model.kernels import roofline
+from tasks.model.kernels.layer_cost import (CROSS_ENTROPY_KERNELS, LayerCost, cross_entropy_time,
+                                            grad_accumulation_time, layer_cost)
+from tasks.model.step.memory import model_state_shard_params
+from tasks.model.step.context import DistinctShapes, StepContext, StepLayouts, distinct_shapes
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "stage_layer_cost", "output_layer_time", "compute_per_microbatch",
            "optimizer_time"]
@@ -27,7 +29,7 @@ OPTIMIZER_BYTES_PER_PARAM = 4.0 + 16.0 + 12.0 + 6.0 + 4.0
 
 
 def stage_layer_cost(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes] = None) -> LayerCost:
-    """One layer's compute pieces for every layout (``tasks.model.layer_cost``), costed once
+    """One layer's compute pieces for every layout (``tasks.model.kernels.layer_cost``), costed once
     per distinct shape (``shapes``, worked out when not given)."""
     m = ctx.model
     shapes = distinct_shapes(lay) if shapes is None else shapes

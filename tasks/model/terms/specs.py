@@ -78,7 +78,7 @@ class LinkTier:
     A ring collective over n devices on this tier pays ``latency_us`` per step under
     NCCL's lowest-latency protocol (LL; the other protocols pay fixed multiples of it)
     and saturates at the bus bandwidth ``bandwidth_GBps * efficiency`` per device and
-    direction (nccl-tests' busbw); ``tasks.model.collectives`` holds the curve between.
+    direction (nccl-tests' busbw); ``tasks.model.collectives.nccl`` holds the curve between.
 
     ``nvls_efficiency`` is the share of the in-switch reduction's bound (NVLS,
     NVSwitch gen 3+) an all-reduce reaches, 0 where the tier has no in-switch reduction;

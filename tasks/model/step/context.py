@@ -1,5 +1,5 @@
 """What a whole-step costing shares (``StepContext``) and the layouts being costed, as arrays
-(``StepLayouts``): the inputs of ``tasks.model.step`` and of its parts."""
+(``StepLayouts``): the inputs of ``tasks.model.step.plan`` and of its parts."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
-from tasks.model.layer import Block
-from tasks.model.layout import code
-from tasks.model.memory import USABLE_HBM_FRACTION, usable_memory_bytes, weights_sharded
-from tasks.model.specs import HardwareProfile, TransformerModel
-from tasks.model.stack import Stack
+from tasks.model.kernels.layer import Block
+from tasks.model.terms.layout import code
+from tasks.model.step.memory import USABLE_HBM_FRACTION, usable_memory_bytes, weights_sharded
+from tasks.model.terms.specs import HardwareProfile, TransformerModel
+from tasks.model.terms.stack import Stack
 
 __all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distinct_shapes", "recomputed_share",
            "tp_crosses_nodes"]
@@ -21,7 +21,7 @@ __all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distin
 @dataclass(frozen=True)
 class StepContext:
     """What every layout of a search shares: model, cluster, global batch (sequences) and the
-    software stack (``tasks.model.stack``; the study's 2022 Megatron-LM by default).
+    software stack (``tasks.model.terms.stack``; the study's 2022 Megatron-LM by default).
 
     ``memory_fraction`` of HBM is usable (``memory.usable_memory_bytes``; the rest: framework,
     allocator fragmentation, communication buffers); ``flop_vs_bw`` and ``dp_slowdown`` are the scenarios of
@@ -133,7 +133,7 @@ def busiest_stage_layers(layers: float, pp, virtual_stages):
 
 
 def as_layouts(layouts: Mapping[str, np.ndarray], dp: np.ndarray, ctx: StepContext) -> StepLayouts:
-    """Layout columns (``tasks.model.layout`` codes) as ``StepLayouts``."""
+    """Layout columns (``tasks.model.terms.layout`` codes) as ``StepLayouts``."""
     tp, pp, b = (np.asarray(layouts[k], dtype=np.float64) for k in ("tp", "pp", "micro_batch"))
     interleaved = np.asarray(layouts["schedule"]) == code("schedule", "interleaved")
     stages = np.where(interleaved, np.asarray(layouts["virtual_stages"], dtype=np.float64), 1.0)

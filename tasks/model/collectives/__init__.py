@@ -1,0 +1,10 @@
+"""Communication: what a collective costs and which collectives run (imports ``terms`` and
+``kernels``):
+
+- ``nccl``: collective time per op, link tier and algorithm (NCCL's protocol curve, defined once);
+- ``layer_comm``: one layer's TP and DP collectives;
+- ``dp_protocol``: what each way of sharding model states over DP splits and which
+  collectives it runs, how often and behind what (the one statement of it).
+"""
+
+__all__ = ["nccl", "layer_comm", "dp_protocol"]

@@ -1,0 +1,7 @@
+"""The layout search's space and rows (imports ``step`` and below):
+
+- ``space``: candidate values per layout field, enumerated and costed exhaustively;
+- ``rows``: objectives, their ranking, and the ``search`` and ``scaling`` rows of the lake.
+"""
+
+__all__ = ["space", "rows"]
