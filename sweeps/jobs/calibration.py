@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Dict
 
 import pyarrow as pa
 
@@ -18,13 +19,19 @@ from tasks.measure.baseline import (BASELINE_POINT_SCHEMA, BASELINE_SCHEMA, MEAS
                                     ProfileContext, measure_points)
 from tasks.measure.stability import StabilityRule
 
-__all__ = ["calibration_job", "cpus_per_measurement"]
+__all__ = ["baseline_key", "calibration_job", "cpus_per_measurement"]
 
 
 def cpus_per_measurement(spec: CalibrationSpec) -> float:
     """CPUs a CPU calibration's measurement task asks for: ``spec.threads``, else every core
     of this machine, so that nothing else runs beside the layer it times."""
     return float(spec.threads or os.cpu_count() or 1)
+
+
+def baseline_key(calibration: str, role: str, shape: Dict[str, int], settings: Dict[str, object]) -> str:
+    """The lake key of one measured configuration (kind ``baseline``): the calibration, the
+    configuration's role (fit or held out), its shape and every measurement setting."""
+    return key_of([calibration, role, shape, settings])
 
 
 def calibration_job(spec: CalibrationSpec) -> SweepJob:
@@ -42,7 +49,7 @@ def calibration_job(spec: CalibrationSpec) -> SweepJob:
     rows = []
     for config in configs:
         shape = {k: config[k] for k in ("h", "heads", "sl", "b", "tp")}
-        rows.append(dict(shape, key=key_of([spec.name, config["role"], shape, settings]),
+        rows.append(dict(shape, key=baseline_key(spec.name, config["role"], shape, settings),
                          calibration=spec.name, role=config["role"], varied=config["varied"], dtype=spec.dtype,
                          device=spec.device, causal=spec.causal))
     rule = StabilityRule(max_drift=spec.max_drift, max_excess=spec.max_excess,

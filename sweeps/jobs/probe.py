@@ -18,11 +18,17 @@ from sweeps.jobs.work import Resources, Workload, fingerprint_of, key_of
 from sweeps.lake.kinds import PROBE
 from tasks.measure import probe
 
-__all__ = ["probe_job", "remove_markers"]
+__all__ = ["probe_key", "probe_job", "remove_markers"]
 
 
 #: Ray's own resources, which a task asks for with its own arguments, not as custom ones.
 RAY_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+def probe_key(name: str, config_fingerprint: str, index: int) -> str:
+    """The lake key of one probe point (kind ``probe``): the probe's name, the fingerprint of
+    its settings and the point's index."""
+    return key_of([PROBE, name, config_fingerprint, index])
 
 
 def _check(points: int, sleep_s: float, fail: Mapping[str, int], resources: Mapping[str, float]) -> None:
@@ -58,7 +64,7 @@ def probe_job(*, name: str, points: int, sleep_s: float, fail: Mapping[str, int]
     modes += [""] * (points - len(modes))
     config = {"points": points, "sleep_s": sleep_s, "fail": dict(sorted(fail.items()))}
     fp = fingerprint_of(config)
-    rows = [{"key": key_of([PROBE, name, fp, i]), "index": i, "sleep_s": sleep_s, "fail": mode}
+    rows = [{"key": probe_key(name, fp, i), "index": i, "sleep_s": sleep_s, "fail": mode}
             for i, mode in enumerate(modes)]
     markers = marker_dir or os.path.join(tempfile.gettempdir(), f"commscale-probe-{uuid.uuid4().hex[:12]}")
     context = probe.ProbeContext(markers)

@@ -21,14 +21,14 @@ import pyarrow as pa
 
 from sweeps.config import RunConfig, load_preset
 from sweeps.jobs.job import SweepJob
-from sweeps.jobs.work import Resources, Workload, fingerprint_of, key_of
+from sweeps.jobs.work import Resources, Workload, fingerprint_of
 from sweeps.lake.kinds import PROJECTION
 from tasks.model.projection import grid as projection
 from tasks.model.terms.metrics import required_tp
 from tasks.model.projection.grid import COST_MODEL_VERSION, HIGHLIGHT_PREFIX, POINT_SCHEMA
 from tasks.model.terms.specs import TransformerModel, fingerprint
 
-__all__ = ["Highlight", "Plan", "plan_points", "planned_count", "sample_config", "point_key", "projection_job"]
+__all__ = ["Highlight", "Plan", "plan_points", "planned_count", "sample_config", "point_keys", "projection_job"]
 
 _KEY_FIELDS = [f for f in POINT_SCHEMA.names if f != "key"]
 #: Points per projection task: the cost model projects about 10^6 a second, so a task of
@@ -54,15 +54,6 @@ class Plan:
 
     points: pa.Table
     highlights: Tuple[Highlight, ...]
-
-
-def point_key(point: Dict[str, object], sweep: str, hardware_fingerprint: str, calibration: str) -> str:
-    """Deterministic key of one point of a sweep: the hash of its canonical content, the
-    sweep it belongs to, and its provenance. Keys are unique within a result kind, so
-    each sweep owns whole rows (a point of two sweeps is one row in each)."""
-    content = {f: point[f] for f in _KEY_FIELDS}
-    content.update(sweep=sweep, hardware=hardware_fingerprint, calibration=calibration, cost_model=COST_MODEL_VERSION)
-    return key_of(content)
 
 
 def _next_power_of_two(x: float) -> int:
@@ -124,7 +115,7 @@ def sample_config(config: RunConfig, width: int = 2) -> RunConfig:
 def _point_table(configs: List[tuple], multipliers: List[float], scenarios: List[Tuple[str, float]], dp: int,
                  dtype_bytes: int, provenance: Dict[str, str]) -> pa.Table:
     """The cross product configs x multipliers x scenarios as columns (no object per point),
-    each point keyed as ``point_key`` keys it."""
+    each point keyed by ``point_keys``."""
     n_m, n_s = len(multipliers), len(scenarios)
     n = len(configs) * n_m * n_s
     index = np.arange(n)
@@ -136,14 +127,18 @@ def _point_table(configs: List[tuple], multipliers: List[float], scenarios: List
                    dp_slowdown=np.asarray([s for _, s in scenarios], dtype=np.float64)[index % n_s])
     labels = pa.array([c[0] for c in configs], pa.string()).take(pa.array(pick))
     links = pa.array([link for link, _ in scenarios], pa.string()).take(pa.array(index % n_s))
-    keys = pa.array(list(_keys(configs, multipliers, scenarios, dp, dtype_bytes, provenance)), pa.string())
+    keys = pa.array(list(point_keys(configs, multipliers, scenarios, dp, dtype_bytes, provenance)), pa.string())
     table = {"key": keys, "label": labels, **{k: pa.array(v) for k, v in columns.items()}, "links": links}
     return pa.table({name: table[name] for name in POINT_SCHEMA.names}, schema=POINT_SCHEMA)
 
 
-def _keys(configs, multipliers, scenarios, dp: int, dtype_bytes: int, provenance: Dict[str, str]):
-    """``point_key`` of every point, in the table's order, without building each point: the
-    canonical JSON ``point_key`` hashes, assembled from its parts (the same bytes)."""
+def point_keys(configs, multipliers, scenarios, dp: int, dtype_bytes: int, provenance: Dict[str, str]):
+    """The lake key of every point of a projection sweep (kind ``projection``), in the point
+    table's order: the content hash (``work.key_of``: sha256 of the canonical JSON, 32 hex
+    digits) of the point's fields (``POINT_SCHEMA`` but its key), the sweep it belongs to,
+    the fingerprint of its hardware, its calibration and the cost model's version. Keys are
+    unique within a result kind, so each sweep owns whole rows (a point of two sweeps is one
+    row in each). The JSON is assembled from its parts, without an object per point."""
     text = json.dumps
     fixed = (f'"calibration":{text(provenance["calibration"])},"cost_model":{text(COST_MODEL_VERSION)},'
              f'"dp":{dp},"dp_slowdown":')

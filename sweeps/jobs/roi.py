@@ -29,7 +29,7 @@ from tasks.model.terms import metrics
 from tasks.model.projection.grid import project_columns
 from tasks.model.terms.specs import HardwareProfile
 
-__all__ = ["roi_configs", "roi_job", "roi_workload", "record_fits", "measured_overlap"]
+__all__ = ["roi_configs", "roi_job", "roi_workload", "fit_key", "record_fits", "measured_overlap"]
 
 
 def roi_configs(config: RunConfig) -> List[Dict[str, int]]:
@@ -78,6 +78,12 @@ def roi_workload(roi: RoiSpec, hardware: HardwareProfile) -> Workload:
                     collectives=CollectiveGroups(backend=backend, device=roi.device, context=collectives))
 
 
+def fit_key(sweep: str, op: str, world: int, placement: str, measurement_keys: Sequence[str]) -> str:
+    """The lake key of one α-β fit (kind ``collective_fit``): its sweep, the fitting method, the
+    collective, the ranks, the placement and the keys of the measurements it was fitted to."""
+    return key_of([sweep, FIT_METHOD, op, world, placement, sorted(measurement_keys)])
+
+
 def record_fits(lake, job: SweepJob, rows: pd.DataFrame, fits: Sequence[AlphaBetaFit], placement: str) -> None:
     """Commit the α-β fits of a ROI sweep (kind ``collective_fit``). A fit's key is its
     sweep, the fitting method and the measurements it was fitted to, so an unchanged
@@ -89,7 +95,7 @@ def record_fits(lake, job: SweepJob, rows: pd.DataFrame, fits: Sequence[AlphaBet
     for f in fits:
         used = rows[(rows["op"] == f.op) & (rows["world"] == f.world) & (rows["status"] == "ok")]
         fit_rows.append(dict(
-            key=key_of([job.name, FIT_METHOD, f.op, f.world, placement, sorted(used["key"])]), op=f.op,
+            key=fit_key(job.name, f.op, f.world, placement, used["key"]), op=f.op,
             world=f.world, placement=placement, device_model=devices, alpha_us=f.alpha_s * 1e6,
             busbw_GBps=f.busbw_Bps / 1e9, max_rel_error=f.max_rel_error, judged_from_bytes=f.judged_from_bytes,
             points=len(used), status="ok"))

@@ -20,7 +20,13 @@ from tasks.model.search.rows import SCALING_SCHEMA, SCALING_SCHEMA_VERSION, Scal
 from tasks.model.terms.specs import fingerprint
 from tasks.model.step.plan import STEP_MODEL_VERSION
 
-__all__ = ["scaling_job"]
+__all__ = ["scaling_key", "scaling_job"]
+
+
+def scaling_key(search: str, config_fingerprint: str, hardware_fingerprint: str, model: str, devices: int) -> str:
+    """The lake key of one scaling point (kind ``scaling``): the search preset, the fingerprint
+    of everything its rows depend on, the hardware's, the model and the device count."""
+    return key_of([SCALING, search, config_fingerprint, hardware_fingerprint, model, devices])
 
 
 def scaling_job(setup: SearchSetup) -> SweepJob:
@@ -34,7 +40,7 @@ def scaling_job(setup: SearchSetup) -> SweepJob:
               "scaling": dataclasses.asdict(spec.scaling), "models": {n: fingerprint(m) for n, m in models.items()},
               "stack": fingerprint(setup.stack), "cost_model": f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"}
     fp = fingerprint_of(config)
-    rows = [{"key": key_of([SCALING, spec.name, fp, fingerprint(hw), name, devices]),
+    rows = [{"key": scaling_key(spec.name, fp, fingerprint(hw), name, devices),
              "model": name, "hardware": hw.name, "devices": devices, "global_batch": spec.scaling.global_batch}
             for name in spec.scaling.models for devices in spec.scaling.devices]
     points = pa.Table.from_pylist(rows, schema=pa.schema(list(SCALING_SCHEMA)[:5]))

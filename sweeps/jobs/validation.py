@@ -40,7 +40,7 @@ from tasks.validation.records import DATASETS, VALIDATION_SCHEMA_VERSION, RowErr
 from tasks.validation.validate import Validation, validate_all
 
 __all__ = ["DATA_DIR", "PARTITION", "ValidationResult", "load_profiles", "data_files",
-           "run_validation", "lake_rows", "commit_validation"]
+           "run_validation", "validation_key", "lake_rows", "commit_validation"]
 
 #: The shipped published measurements (``conf/data``, installed with the package).
 DATA_DIR = CONF_DIR / "data"
@@ -110,6 +110,13 @@ def _digest(paths: Sequence[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
+def validation_key(dataset: str, source: str, row: int, metric: str, cost_model_version: str,
+                   data_digest: str) -> str:
+    """The lake key of one validated record (kind ``validation``): its dataset, source, row
+    and metric, the cost model that predicted it and the digest of its inputs."""
+    return content_hash([dataset, source, row, metric, cost_model_version, data_digest], length=32)
+
+
 def lake_rows(result: ValidationResult) -> pa.Table:
     """The records as ``VALIDATION_ROW_SCHEMA`` rows: each with its key, the digest of its
     inputs (``data_digest``: its dataset's files and its hardware profile's fingerprint, 16 hex
@@ -119,7 +126,7 @@ def lake_rows(result: ValidationResult) -> pa.Table:
     digest = [content_hash([digests.get(dataset, ""), result.profile_fingerprints.get(hardware, "")])
               for dataset, hardware in zip(records.column("dataset").to_pylist(),
                                            records.column("hardware").to_pylist(), strict=True)]
-    keys = [content_hash([r["dataset"], r["source"], r["row"], r["metric"], r["cost_model_version"], d], length=32)
+    keys = [validation_key(r["dataset"], r["source"], r["row"], r["metric"], r["cost_model_version"], d)
             for r, d in zip(records.to_pylist(), digest, strict=True)]
     table = records.append_column("data_digest", pa.array(digest, pa.string()))
     table = table.append_column("validated_at", pa.array([result.validated_at] * table.num_rows, pa.float64()))

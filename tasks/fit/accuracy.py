@@ -26,7 +26,8 @@ from tasks.measure.stability import STATUS_UNSTABLE
 from tasks.model.projection.operators import MODELLED_CLASSES, STEP, UNATTRIBUTED, class_column
 from tasks.model.projection.opmodel import HYPERPARAMETERS, OPMODEL_VERSION, MeasuredRange, OperatorModel, predict
 
-__all__ = ["newest_fit", "OPMODEL_SCHEMA", "OPMODEL_SCHEMA_VERSION", "ACCURACY_SCHEMA", "ACCURACY_SCHEMA_VERSION",
+__all__ = ["operator_model_key", "accuracy_key", "newest_fit", "OPMODEL_SCHEMA", "OPMODEL_SCHEMA_VERSION",
+           "ACCURACY_SCHEMA", "ACCURACY_SCHEMA_VERSION",
            "HeldOutLeak", "why_not_fit", "fit_calibration", "models_from_rows", "accuracy_rows",
            "error_summary"]
 
@@ -50,6 +51,18 @@ ACCURACY_SCHEMA = pa.schema([
     ("extrapolated", pa.bool_()), ("judged", pa.bool_()), ("fitted_at", pa.float64()), ("status", pa.string()),
     ("reason", pa.string()),  # why a row is not judged for its measurement (status unstable); else null
 ])
+
+
+def operator_model_key(calibration: str, calibration_id: str, op_class: str) -> str:
+    """The lake key of one fitted operator model (kind ``opmodel``): the calibration, the id
+    of the fit and the operator class."""
+    return content_hash([calibration, calibration_id, op_class], length=32)
+
+
+def accuracy_key(calibration_id: str, measured: Dict[str, object], op_class: str, judged_from_s: float) -> str:
+    """The lake key of one judged projection (kind ``accuracy``): the fit, the measured row it
+    is judged against, the operator class and the shortest step judged."""
+    return content_hash([calibration_id, measured, op_class, judged_from_s], length=32)
 
 
 def newest_fit(rows: pd.DataFrame) -> pd.DataFrame:
@@ -105,7 +118,7 @@ def fit_calibration(name: str, fit_rows: pd.DataFrame, *, fitted_at: float) -> T
     models = fit_operators(_configs(fit_rows), {c: _class_times(fit_rows, c) for c in MODELLED_CLASSES})
     box = MeasuredRange.of(_configs(fit_rows))
     first = fit_rows.iloc[0]
-    rows = [dict(key=content_hash([name, calibration_id, c], length=32), calibration=name,
+    rows = [dict(key=operator_model_key(name, calibration_id, c), calibration=name,
                  calibration_id=calibration_id, device_model=first["device_model"], dtype=first["dtype"],
                  torch_version=first["torch_version"], fitted_at=fitted_at, status="ok", **m.as_row(),
                  **{f"{k}_min": box.low[k] for k in box.low}, **{f"{k}_max": box.high[k] for k in box.high})
@@ -157,7 +170,7 @@ def accuracy_rows(name: str, calibration_id: str, models: Dict[str, OperatorMode
         projected, band = (step, step_band) if op_class == STEP else predict(models, classes, configs)
         for i, row in enumerate(held_rows.to_dict("records")):
             error = (projected[i] - measured[i]) / measured[i] if measured[i] > 0 else float("nan")
-            key = content_hash([calibration_id, row, op_class, judged_from_s], length=32)
+            key = accuracy_key(calibration_id, row, op_class, judged_from_s)
             out.append(dict(key=key, calibration=name,
                             calibration_id=calibration_id, device_model=row["device_model"],
                             **{k: int(row[k]) for k in HYPERPARAMETERS}, op_class=op_class,
