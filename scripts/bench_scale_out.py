@@ -3,7 +3,7 @@
     python scripts/bench_scale_out.py                 # 64 points of 1 s, 2 slots per node
     python scripts/bench_scale_out.py --points 96 --sleep-ms 250
 
-Starts a loopback cluster (`sweeps.cluster.local.LocalCluster`: a head and worker nodes as
+Starts a loopback cluster (`harness.loopback.local.LocalCluster`: a head and worker nodes as
 separate `ray start` processes, token authentication on). Each point needs one
 `standin_gpu`, the custom resource standing in for a GPU; each worker node has two. The
 speed-up is the makespan ratio (first point started to last point finished, from the
@@ -26,7 +26,7 @@ import tempfile  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from analysis.query import query  # noqa: E402
-from sweeps.cluster.local import LocalCluster  # noqa: E402
+from harness.loopback.local import LocalCluster  # noqa: E402
 from sweeps.jobs.probe import probe_job  # noqa: E402
 from sweeps.lake import Lake  # noqa: E402
 from sweeps.run import run_job  # noqa: E402

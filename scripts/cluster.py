@@ -1,4 +1,4 @@
-r"""Start, inspect and stop a multi-node Ray cluster on this host (`sweeps.cluster.local.LocalCluster`).
+r"""Start, inspect and stop a multi-node Ray cluster on this host (`harness.loopback.local.LocalCluster`).
 
     python scripts/cluster.py start --workers 2 --cpus 1 --resources '{"standin_gpu": 2}' \
         --state /tmp/commscale-cluster [--dashboard]
@@ -21,8 +21,8 @@ import argparse
 import json
 import sys
 
-from sweeps.cluster.local import LocalCluster
-from sweeps.cluster.sockets import answers_without_token, listeners
+from harness.loopback.local import LocalCluster
+from harness.loopback.sockets import answers_without_token, listeners
 
 DEFAULT_STATE = "/tmp/commscale-cluster"
 

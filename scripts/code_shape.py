@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Set, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("sweeps", "tasks", "analysis")
+PACKAGES = ("sweeps", "tasks", "analysis", "harness")
+#: The product's packages; ``harness`` is test support, which none of them imports.
+PRODUCT = ("sweeps", "tasks", "analysis")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 MAX_POSITIONAL = 8
@@ -179,7 +181,8 @@ def rule_breaks(modules: Dict[str, Module]) -> List[str]:
     """The import rules of the layout, each break as a line: ``tasks`` imports nothing of
     ``sweeps`` or ``analysis``; ``analysis`` imports nothing of ``sweeps`` but ``sweeps.lake``
     (and what it re-exports); the driver imports ``analysis`` only from ``sweeps.cli``;
-    ``ray`` is imported only under ``sweeps.cluster``."""
+    ``ray`` is imported only under ``sweeps.cluster`` (and by the test support, ``harness``);
+    no module of the product (``PRODUCT``) imports ``harness``."""
     edges = internal_edges(modules)
     breaks = []
     for name, targets in sorted(edges.items()):
@@ -190,10 +193,12 @@ def rule_breaks(modules: Dict[str, Module]) -> List[str]:
                 breaks.append(f"{name} imports {target} (analysis reads the lake through sweeps.lake only)")
             elif _within(name, "sweeps") and _within(target, "analysis") and not _within(name, "sweeps.cli"):
                 breaks.append(f"{name} imports {target} (only sweeps.cli imports analysis)")
+            elif any(_within(name, p) for p in PRODUCT) and _within(target, "harness"):
+                breaks.append(f"{name} imports {target} (the product imports nothing of the test support)")
     breaks += _model_folder_breaks(edges)
     for name in importers_of(modules, "ray"):
-        if not _within(name, "sweeps.cluster"):
-            breaks.append(f"{name} imports ray (only sweeps.cluster does)")
+        if not (_within(name, "sweeps.cluster") or _within(name, "harness")):
+            breaks.append(f"{name} imports ray (only sweeps.cluster does, and the test support)")
     return breaks
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.cluster.local import LocalCluster
+from harness.loopback.local import LocalCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

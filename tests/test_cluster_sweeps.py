@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.query import query
-from sweeps.cluster.local import LocalCluster
+from harness.loopback.local import LocalCluster
 from sweeps.config import load_run_config
 from sweeps.jobs.probe import probe_job
 from sweeps.lake import Lake

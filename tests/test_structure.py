@@ -39,8 +39,20 @@ def test_the_import_rules_hold(modules):
 
 
 def test_ray_is_imported_under_sweeps_cluster_only(modules):
-    importers = shape.importers_of(modules, "ray")
+    importers = [name for name in shape.importers_of(modules, "ray") if not name.startswith("harness.")]
     assert importers and all(name.startswith("sweeps.cluster.") for name in importers), importers
+
+
+def test_the_test_support_stands_apart_and_no_program_hides_in_a_string(modules):
+    """The loopback cluster is test support (``harness``), which the product never imports;
+    a program run as a process of its own is a module (linted, checked), not a string."""
+    assert {name for name in modules if name.startswith("harness.loopback.")} >= {
+        "harness.loopback.local", "harness.loopback.launcher", "harness.loopback.ray_start"}
+    assert not [name for name in modules if name.startswith("sweeps.cluster.") and name.split(".")[2] in
+                ("local", "launcher", "processes", "host", "sockets")]
+    programs = [f"{path}:{i}" for path, text in _sources() if not path.startswith("tests/")
+                for i, line in enumerate(text.splitlines(), start=1) if re.search(r'[\'"]-c[\'"]\s*,', line)]
+    assert programs == []
 
 
 def test_no_module_over_400_lines_no_function_over_60_lines_or_8_positional_parameters(modules):
@@ -57,9 +69,11 @@ def test_the_checker_sees_what_it_must_refuse(tmp_path):
     (tmp_path / "sweeps" / "b.py").write_text("def g():\n    import tasks.a\n    import ray\n"
                                                + "    x = 1\n" * 60)
     (tmp_path / "analysis" / "c.py").write_text("from sweeps import b\n" + "\n" * 400)
+    (tmp_path / "sweeps" / "d.py").write_text("import harness.e\n")
+    (tmp_path / "harness" / "e.py").write_text("import ray\n")
     found = shape.scan(tmp_path)
     assert shape.cycles(found) == [["sweeps.b", "tasks.a"]]
-    assert len(shape.rule_breaks(found)) == 3
+    assert len(shape.rule_breaks(found)) == 4      # the three above, and sweeps.d importing the test support
     assert shape.long_modules(found) == [("analysis.c", 401)]
     assert [f for _, f, _ in shape.long_functions(found)] == ["g"]
     assert [f for _, f, _ in shape.wide_functions(found)] == ["f"]

@@ -1,14 +1,16 @@
-"""The only package that imports Ray: a session on an embedded or joined cluster
-(``session``), chunks of points as tasks and collectives among actor groups
-(``dispatch``, ``groups``), jobs submitted to a cluster (``submit``), and a multi-node
-cluster of separate ``ray start`` processes on this host (``local``, with ``launcher``,
-``processes``, ``gcs`` and ``host``).
+"""The only package of the product that imports Ray: a session on an embedded or joined
+cluster (``session``, with ``reaper``), chunks of points as tasks and collectives among
+actor groups (``dispatch``, ``groups``), jobs submitted to a cluster (``submit``), what a
+cluster can run (``capacity``) and whether an address answers (``reach``, ``gcs``); the
+programs it runs as processes of their own are modules of ``programs``. The multi-node
+cluster of ``ray start`` processes on this host that the tests and ``scripts/cluster.py``
+stand up is test support, in ``harness.loopback`` (``local.LocalCluster``).
 
 Work arrives as plain data (``sweeps.jobs.work.Workload`` and ``Resources``); this
 package turns it into Ray options and calls. Every cluster it starts binds to 127.0.0.1
 and keeps token authentication on.
 
-What Ray 2.60 does with the addresses, found by running it (see ``local.LocalCluster``):
+What Ray 2.60 does with the addresses, found by running it (see ``harness.loopback.local``):
 
 - Every node is started with ``--node-ip-address=127.0.0.1``, and the GCS address the
   cluster hands out is ``127.0.0.1:PORT``. On Linux Ray then swaps a loopback address for

@@ -14,7 +14,7 @@ client about it, read from its code:
   -1 meaning unbounded);
 - the v1 autoscaler's status (internal KV ``__autoscaling_status``,
   ``autoscaler/_private/monitor.py``), whose ``node_type_mapping`` names each node's type.
-  A cluster started by hand (``ray start``, the embedded Ray, ``sweeps.cluster.local``)
+  A cluster started by hand (``ray start``, the embedded Ray, ``harness.loopback.local``)
   runs v1 with its read-only provider, which names each node's type after the node
   itself (``format_readonly_node_type``) and never adds one; any other name means node
   types of a cluster config this client cannot read, so nothing is refused there.

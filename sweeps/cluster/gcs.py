@@ -14,43 +14,9 @@ import subprocess
 import sys
 from typing import Any, Mapping
 
-__all__ = ["NODE_TABLE_QUERY", "python_of", "start_node_query", "node_query_result", "ask_node_table"]
+from sweeps.cluster.programs import program_path
 
-# Asks the GCS for its node table and prints it as one JSON line. Modes: "list" (once),
-# "temp_dir DIR" (until a node started with --temp-dir=DIR is alive), "count N" (until
-# exactly N nodes are alive). Ends at the deadline either way; the caller judges.
-NODE_TABLE_QUERY = r"""
-import json, sys, time
-from ray._raylet import GcsClient
-from ray.core.generated.gcs_pb2 import GcsNodeInfo
-
-address, mode, arg = sys.argv[1], sys.argv[2], sys.argv[3]
-deadline = time.monotonic() + float(sys.argv[4])
-ALIVE = GcsNodeInfo.GcsNodeState.ALIVE
-client = None
-while client is None:
-    try:
-        client = GcsClient(address=address)
-    except Exception:
-        if time.monotonic() > deadline:
-            raise
-        time.sleep(0.25)
-while True:
-    nodes = [
-        {"node_id": info.node_id.hex(), "alive": info.state == ALIVE,
-         "ip": info.node_manager_address, "head": bool(info.is_head_node),
-         "temp_dir": info.temp_dir, "resources": dict(info.resources_total)}
-        for info in client.get_all_node_info(timeout=10).values()
-    ]
-    alive = [n for n in nodes if n["alive"]]
-    done = (mode == "list"
-            or (mode == "temp_dir" and any(n["temp_dir"] == arg for n in alive))
-            or (mode == "count" and len(alive) == int(arg)))
-    if done or time.monotonic() > deadline:
-        print(json.dumps(nodes), flush=True)
-        break
-    time.sleep(0.25)
-"""
+__all__ = ["python_of", "start_node_query", "node_query_result", "ask_node_table"]
 
 
 
@@ -72,8 +38,9 @@ def python_of(ray_bin: str) -> str:
 
 def start_node_query(python: str, address: str, env: Mapping[str, str], mode: str, arg: str,
                      timeout_s: float) -> subprocess.Popen:
-    """Start the node-table query against the GCS at ``address`` (see ``NODE_TABLE_QUERY``)."""
-    return subprocess.Popen([python, "-c", NODE_TABLE_QUERY, address, mode, arg, str(timeout_s)],
+    """Start the node-table query against the GCS at ``address`` (the program
+    ``programs.node_table``, run by ``python``)."""
+    return subprocess.Popen([python, program_path("node_table"), address, mode, arg, str(timeout_s)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=dict(env), text=True)
 

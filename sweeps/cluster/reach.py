@@ -85,7 +85,7 @@ def _ask_gcs(address: str) -> List[Dict[str, Any]]:
 def check_reachable(address: str) -> Optional[List[Dict[str, Any]]]:
     """``UserError`` (one line) within about ``CONNECT_TIMEOUT_S + ANSWER_TIMEOUT_S`` when no
     Ray cluster answers at ``address``, or it refuses this client's token. Returns the
-    cluster's node table (dicts with ``ip`` and ``alive``, see ``gcs.NODE_TABLE_QUERY``) for a
+    cluster's node table (dicts with ``ip`` and ``alive``, see ``programs.node_table``) for a
     ``host:port`` GCS address; None for an address it cannot ask ("auto"), and for another
     scheme (``ray://``), whose port it only connects to."""
     if address in _ANSWERS:

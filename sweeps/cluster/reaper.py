@@ -17,55 +17,10 @@ import subprocess
 import sys
 from typing import Optional
 
+from sweeps.cluster.programs import program_path
+
 __all__ = ["Reaper"]
 
-#: The reaper's program: argv[1] is the driver's pid, argv[2] (may be empty) the cluster's
-#: temp folder, stdin the pipe from the driver. It reads /proc (Linux); elsewhere it only
-#: waits, and kills nothing. Either way it ends by removing the temp folder.
-_PROGRAM = r"""
-import os, select, shutil, signal, sys
-
-def processes():
-    # pid -> (parent pid, start time) of every process, from /proc/PID/stat
-    found = {}
-    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                found[int(name)] = (int(fields[1]), fields[19])
-            except (OSError, IndexError, ValueError):
-                pass
-    return found
-
-me, driver, temp_dir, known = os.getpid(), int(sys.argv[1]), sys.argv[2], {}
-while True:
-    ready, _, _ = select.select([0], [], [], 0.25)
-    if ready:
-        if os.read(0, 1):  # the driver stopped its cluster itself
-            if temp_dir:
-                shutil.rmtree(temp_dir, ignore_errors=True)
-            sys.exit(0)
-        break  # end of file: the driver is gone
-    table, children = processes(), {}
-    for pid, (parent, _) in table.items():
-        children.setdefault(parent, []).append(pid)
-    pending = list(children.get(driver, []))
-    while pending:  # the driver's descendants, breadth first
-        pid = pending.pop()
-        if pid != me:
-            known.setdefault(pid, table[pid][1])
-            pending += children.get(pid, [])
-table = processes()
-for pid, started in known.items():
-    if pid in table and table[pid][1] == started:  # the same process, not a reused pid
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-if temp_dir:
-    shutil.rmtree(temp_dir, ignore_errors=True)
-"""
 
 
 class Reaper:
@@ -79,7 +34,8 @@ class Reaper:
 
     @classmethod
     def start(cls, temp_dir: str = "") -> "Reaper":
-        process = subprocess.Popen([sys.executable, "-c", _PROGRAM, str(os.getpid()), temp_dir], stdin=subprocess.PIPE,
+        process = subprocess.Popen([sys.executable, program_path("reaper"), str(os.getpid()), temp_dir],
+                                   stdin=subprocess.PIPE,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         return cls(process)
 

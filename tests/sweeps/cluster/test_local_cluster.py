@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.cluster.launcher import RAY_START_ON_LOOPBACK
-from sweeps.cluster.local import LocalCluster
+from harness.loopback.launcher import RAY_START_PROGRAM
+from harness.loopback.local import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "cluster.py"
@@ -161,7 +161,7 @@ def test_a_client_needs_the_token(cluster):
 
     # Nor can a node join with a wrong token; it fails before it spawns anything.
     temp_dir = tempfile.mkdtemp(prefix="csr-", dir="/tmp")
-    node = subprocess.Popen([sys.executable, "-c", RAY_START_ON_LOOPBACK, "start", f"--address={cluster.address}",
+    node = subprocess.Popen([sys.executable, RAY_START_PROGRAM, "start", f"--address={cluster.address}",
                              "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}", "--num-cpus=1",
                              "--disable-usage-stats"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from sweeps.cluster.local import LocalCluster
-from sweeps.cluster.sockets import answers_without_token, is_loopback, listeners
+from harness.loopback.local import LocalCluster
+from harness.loopback.sockets import answers_without_token, is_loopback, listeners
 
 
 def test_loopback_addresses_are_recognised():
@@ -44,7 +44,7 @@ def test_the_embedded_ray_listens_on_loopback_only():
     script = """
 import json, os
 from sweeps.cluster.session import ray_session
-from sweeps.cluster.sockets import descendants, listeners
+from harness.loopback.sockets import descendants, listeners
 with ray_session(num_cpus=1):
     found = listeners(descendants(os.getpid()))
 print(json.dumps([[x.address, x.port, x.process] for x in found]))

@@ -12,33 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from sweeps.cluster.gcs import ask_node_table, node_query_result, python_of, start_node_query
-from sweeps.cluster.host import LOOPBACK, same_dir, tail
-from sweeps.cluster.processes import Node, kill_nodes, members, owns, process_table, start_ticks
+from harness.loopback.host import LOOPBACK, same_dir, tail
+from harness.loopback.processes import Node, kill_nodes, members, owns, process_table, start_ticks
 
-__all__ = ["NodeLauncher", "STOP_GRACE_S", "RAY_START_ON_LOOPBACK", "LOOPBACK_ENV"]
+__all__ = ["NodeLauncher", "STOP_GRACE_S", "RAY_START_PROGRAM", "LOOPBACK_ENV"]
 
 #: Seconds a SIGTERM'd node gets to exit before it is SIGKILL'd.
 STOP_GRACE_S = 10.0
 
-#: ``ray start`` with every process of the node kept on 127.0.0.1. Ray 2.60 replaces a node
-#: IP of 127.0.0.1 by the host's routable address (``services.resolve_ip_for_localhost``);
-#: its servers then listen on every interface, the Prometheus ``/metrics`` endpoints of the
-#: dashboard, the autoscaler and every node's agent among them, and those ask for no token.
-#: ``ray start`` itself keeps the address as given; the processes it spawns (dashboard,
-#: agents, workers, a job's driver) inherit ``LOOPBACK_ENV``, under which Ray's own
-#: ``get_node_ip_address`` answers 127.0.0.1 (``ray_constants.ENABLE_RAY_CLUSTER``), and
-#: ``ray start`` turns that switch back on for itself, since it would otherwise refuse to
-#: join a worker node.
-RAY_START_ON_LOOPBACK = (
-    "import sys\n"
-    "import ray._private.ray_constants as ray_constants\n"
-    "import ray._private.services as services\n"
-    "ray_constants.ENABLE_RAY_CLUSTER = True\n"
-    "services.resolve_ip_for_localhost = lambda host: host\n"
-    "from ray.scripts.scripts import main\n"
-    "sys.argv[0] = 'ray'\n"
-    "main()\n"
-)
+#: The program each node runs: ``ray start`` with every process of the node kept on 127.0.0.1
+#: (``ray_start``, which says why).
+RAY_START_PROGRAM = str(Path(__file__).with_name("ray_start.py"))
 
 #: Environment under which a Ray process (not ``ray start``) takes 127.0.0.1 for its own
 #: address: a node's children, and a client of a cluster on loopback.
@@ -71,7 +55,7 @@ class NodeLauncher:
               gpus: int, resources: dict[str, float], env: Mapping[str, str]) -> Node:
         """Start ``ray start --block ARGS`` on loopback, its output appended to ``log``."""
         command = [
-            python_of(self.ray_bin), "-c", RAY_START_ON_LOOPBACK, "start", "--block", *args,
+            python_of(self.ray_bin), RAY_START_PROGRAM, "start", "--block", *args,
             f"--node-ip-address={LOOPBACK}", f"--num-gpus={gpus}", f"--temp-dir={temp_dir}",
             f"--object-store-memory={self.object_store_bytes}",
             # Several nodes on one host: let the OS pick every node's ports. The dashboard

@@ -23,10 +23,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sweeps.cluster.host import (LOOPBACK, check_int, check_resources, check_settings, find_ray_bin, free_port,
+from harness.loopback.host import (LOOPBACK, check_int, check_resources, check_settings, find_ray_bin, free_port,
                                  read_json_record, write_json_atomic, write_private)
-from sweeps.cluster.launcher import LOOPBACK_ENV, STOP_GRACE_S, NodeLauncher
-from sweeps.cluster.processes import Node, members, owns, process_table
+from harness.loopback.launcher import LOOPBACK_ENV, STOP_GRACE_S, NodeLauncher
+from harness.loopback.processes import Node, members, owns, process_table
 
 __all__ = ["LocalCluster", "LOOPBACK", "STOP_GRACE_S"]
 
