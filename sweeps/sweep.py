@@ -1,15 +1,22 @@
-"""The sweeps of ``commscale run`` and ``probe``, end to end: plan the job, run it, read its rows back.
+"""The workflows of the commands, end to end: plan the job, run it, read its rows back (the
+command line only parses and renders).
 
 - ``project``: a projection sweep (the cost model, spec or measured calibration);
 - ``run_probe``: ``commscale probe``'s synthetic sweep, leaving no marker behind;
 - ``measure_roi``: a ``mode: roi`` sweep (measure the region of interest, fit the
-  collectives, set the measured overlap beside the spec model's).
+  collectives, set the measured overlap beside the spec model's);
+- ``run_scaling``: ``commscale search --scaling``, the best layout per model and device count;
+- ``measure_winners``: ``commscale search --measure``, the top layouts' kernels and
+  collectives measured beside their projection;
+- ``validate``: ``commscale validate``, every published measurement predicted and its records
+  committed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import pandas as pd
 
@@ -20,13 +27,19 @@ from sweeps.jobs.probe import remove_markers
 from sweeps.jobs.projection import Highlight, projection_job
 from sweeps.jobs.roi import measured_overlap, record_fits, roi_configs, roi_job
 from sweeps.lake import Lake
-from sweeps.lake.kinds import ROI
+from sweeps.lake.kinds import ROI, SCALING
 from sweeps.lake.views import read_rows
 from sweeps.run import RunReport, run_job
 from tasks.fit.alpha_beta import AlphaBetaFit, collective_fits
 from tasks.model.projection.grid import Calibration
 
-__all__ = ["ProjectionSweep", "RoiSweep", "project", "run_probe", "measure_roi"]
+if TYPE_CHECKING:
+    from sweeps.config import SearchSetup
+    from sweeps.jobs.validation import ValidationResult
+    from tasks.model.terms.layout import Layout
+
+__all__ = ["ProjectionSweep", "RoiSweep", "ScalingRun", "WinnersRun", "ValidationRun", "project", "run_probe",
+           "measure_roi", "run_scaling", "measure_winners", "validate"]
 
 
 @dataclass(frozen=True)
@@ -84,3 +97,73 @@ def measure_roi(config: RunConfig, lake: Lake, **run_options: Any) -> RoiSweep:
     overlap = measured_overlap(rows, roi_configs(config), passes=roi.passes, world=roi.world,
                                dtype_bytes=config.sweep.dtype_bytes, hardware=config.hardware)
     return RoiSweep(job, report, rows, fits, overlap)
+
+
+@dataclass(frozen=True)
+class ScalingRun:
+    """``run_scaling``'s result: what the run did and its rows (every status), by model and
+    device count."""
+
+    report: RunReport
+    rows: pd.DataFrame
+
+
+def run_scaling(setup: "SearchSetup", lake: Lake, **run_options: Any) -> ScalingRun:
+    """The scaling sweep of ``setup``'s preset into ``lake`` (``sweeps.jobs.scaling``)."""
+    from sweeps.jobs.scaling import scaling_job
+
+    job = scaling_job(setup)
+    report = run_job(job, lake, chunk_size=1, **run_options)
+    rows = read_rows(lake, SCALING, job.points, status=None).sort_values(["model", "devices"])
+    return ScalingRun(report, rows)
+
+
+@dataclass(frozen=True)
+class WinnersRun:
+    """``measure_winners``' result: the layouts measured, what the run did, its ROI rows
+    (every status) and each layout's measured pieces beside the projected ones."""
+
+    layouts: List["Layout"]
+    report: RunReport
+    rows: pd.DataFrame
+    comparison: pd.DataFrame
+
+
+def measure_winners(setup: "SearchSetup", lake: Lake, top: pd.DataFrame, *, device: str, dtype: str, world: int,
+                    **run_options: Any) -> Optional[WinnersRun]:
+    """Measure the layer GEMMs and collectives of ``top``'s layouts (``sweeps.jobs.winners``)
+    into ``lake``; None when ``top`` holds no layout."""
+    import torch
+
+    from sweeps.jobs.winners import compare, winner_job, winner_points
+    from sweeps.search.results import layout_of
+
+    layouts = [layout_of(row) for _, row in top.iterrows()]
+    if not layouts:
+        return None
+    points = winner_points(setup, layouts, device=device, dtype=dtype, world=world, torch_version=torch.__version__)
+    job = winner_job(setup, points, device=device, dtype=dtype, world=world)
+    report = run_job(job, lake, **run_options)
+    rows = read_rows(lake, ROI, points, status=None)
+    return WinnersRun(layouts, report, rows, compare(setup, layouts, rows))
+
+
+@dataclass(frozen=True)
+class ValidationRun:
+    """``validate``'s result: the records (``result``) and the commit (None: nothing committed,
+    or ``commit`` was off)."""
+
+    result: "ValidationResult"
+    committed: Optional[Any]
+
+
+def validate(lake: Lake, *, datasets: Tuple[str, ...], runs_file: Optional[Path], commit: bool) -> ValidationRun:
+    """Predict every published measurement of ``datasets`` (``runs_file`` in place of the
+    shipped runs) and, if ``commit``, commit the records to ``lake``; a lake that exists but
+    cannot be read is refused before any work."""
+    from sweeps.jobs.validation import commit_validation, load_profiles, run_validation
+
+    if commit and lake.exists():
+        lake.ensure_readable()
+    result = run_validation(load_profiles(), datasets=datasets, runs_file=runs_file)
+    return ValidationRun(result, commit_validation(lake, result) if commit else None)

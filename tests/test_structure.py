@@ -43,6 +43,16 @@ def test_ray_is_imported_under_sweeps_cluster_only(modules):
     assert importers and all(name.startswith("sweeps.cluster.") for name in importers), importers
 
 
+def test_the_command_line_runs_no_job_itself(modules):
+    """Each command's CLI parses and renders; what a command does (run a job, read its rows
+    back, commit) is a workflow of ``sweeps.sweep`` beside the run engine."""
+    engine = ("sweeps.run.run_job", "sweeps.lake.views.read_rows", "sweeps.jobs.validation.commit_validation",
+              "sweeps.jobs.validation.run_validation")
+    found = [f"{name} imports {imported}" for name, module in modules.items() if name.startswith("sweeps.cli")
+             for imported in module.imports if any(imported == e or imported.startswith(e + ".") for e in engine)]
+    assert found == []
+
+
 def test_the_test_support_stands_apart_and_no_program_hides_in_a_string(modules):
     """The loopback cluster is test support (``harness``), which the product never imports;
     a program run as a process of its own is a module (linted, checked), not a string."""

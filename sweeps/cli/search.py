@@ -32,7 +32,7 @@ from sweeps.cli.search_render import (explain, explain_front, front_line, layout
 from sweeps.config import SearchSetup
 from sweeps.errors import ConfigError, UserError
 from sweeps.lake import Lake
-from sweeps.lake.kinds import ROI, SCALING, SEARCH
+from sweeps.lake.kinds import SCALING, SEARCH
 
 __all__ = ["search"]
 
@@ -194,15 +194,12 @@ def _exhaustive(out: Console, setup: SearchSetup, total: int) -> pd.DataFrame:
 
 
 def _run_scaling(out: Console, setup: SearchSetup, lake: Lake, **options) -> None:
-    from sweeps.jobs.scaling import scaling_job
-    from sweeps.lake.views import read_rows
-    from sweeps.run import run_job
     from sweeps.search.results import fsdp_wins, layout_of
+    from sweeps.sweep import run_scaling
 
-    job = scaling_job(setup)
-    report = run_job(job, lake, chunk_size=1, console=console(stderr=True), **options)
+    scaling = run_scaling(setup, lake, console=console(stderr=True), **options)
+    report, rows = scaling.report, scaling.rows
     run_line(out, report, f"[bold]scaling {setup.spec.name}[/] on {setup.hardware.name}, stack {setup.spec.stack}")
-    rows = read_rows(lake, SCALING, job.points, status=None).sort_values(["model", "devices"])
     table = Table(title=f"Best layout per device count, global batch {setup.spec.scaling.global_batch} sequences "
                         f"({setup.hardware.name}, {setup.spec.space.size:,} layouts each)", title_justify="left")
     for name in ("model", "devices", "layout", "family", "tokens/s/device", "vs first", "exposed comm", "memory GB",
@@ -301,29 +298,22 @@ def _run_study(out: Console, setup: SearchSetup, lake: Lake, **options) -> pd.Da
 def _measure(out: Console, setup: SearchSetup, lake: Lake, top: pd.DataFrame, *, device: str, dtype: str, world: int,
              **options) -> None:
     """Measure the ``top`` layouts' layer GEMMs and collectives and print them beside the projection."""
-    import torch
+    from sweeps.sweep import measure_winners
 
-    from sweeps.jobs.winners import compare, winner_job, winner_points
-    from sweeps.lake.views import read_rows
-    from sweeps.run import run_job
-    from sweeps.search.results import layout_of
-
-    layouts = [layout_of(row) for _, row in top.iterrows()]
-    if not layouts:
+    run = measure_winners(setup, lake, top, device=device, dtype=dtype, world=world, console=console(stderr=True),
+                          **options)
+    if run is None:
         out.print("Measure: no feasible layout to measure")
         return
-    points = winner_points(setup, layouts, device=device, dtype=dtype, world=world, torch_version=torch.__version__)
-    job = winner_job(setup, points, device=device, dtype=dtype, world=world)
-    report = run_job(job, lake, console=console(stderr=True), **options)
     out.print()
-    run_line(out, report, f"[bold]measure[/] {len(layouts)} layouts", unit="ROI points", new="measured now")
-    rows = read_rows(lake, ROI, points, status=None)
+    run_line(out, run.report, f"[bold]measure[/] {len(run.layouts)} layouts", unit="ROI points", new="measured now")
+    rows = run.rows
     bad = rows[rows["status"] != "ok"]
     if len(bad):
         out.print(f"[yellow]{len(bad)} points not measured[/]: {bad['reason'].iloc[0]}", soft_wrap=True)
     measured_on = ", ".join(sorted(set(rows["device_model"].dropna()))) or device
-    out.print(_comparison_table(compare(setup, layouts, rows), setup, measured_on=measured_on, device=device,
-                                dtype=dtype, world=world))
+    out.print(_comparison_table(run.comparison, setup, measured_on=measured_on, device=device, dtype=dtype,
+                                world=world))
 
 
 def _comparison_table(frame: pd.DataFrame, setup: SearchSetup, *, measured_on: str, device: str, dtype: str,

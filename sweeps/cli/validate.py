@@ -175,7 +175,7 @@ def validate(*, runs_file: Optional[Path], datasets: Sequence[str], fmt: str, la
     microbenchmarks) with the cost model the search uses, print each beside its published
     value with the signed error (predicted / published - 1), and commit the records to the
     lake (kind validation) unless --no-lake."""
-    from sweeps.jobs.validation import commit_validation, load_profiles, run_validation
+    from sweeps.sweep import validate as run_validate
 
     if runs_file is not None and datasets and "runs" not in datasets:
         raise UserError(f"--runs {runs_file}: replaces the runs dataset, which --dataset {' '.join(datasets)} leaves "
@@ -183,10 +183,9 @@ def validate(*, runs_file: Optional[Path], datasets: Sequence[str], fmt: str, la
     if runs_file is not None and not allow_large:
         _check_runs_size(runs_file)
     lake = Lake(lake_root)
-    if not no_lake and lake.exists():
-        lake.ensure_readable()  # an unusable lake is refused before any work
-    result = run_validation(load_profiles(), datasets=tuple(dict.fromkeys(datasets)) or DATASETS, runs_file=runs_file)
-    records, skipped = result.validation.records, result.validation.skipped
+    run = run_validate(lake, datasets=tuple(dict.fromkeys(datasets)) or DATASETS, runs_file=runs_file,
+                       commit=not no_lake)
+    records, skipped = run.result.validation.records, run.result.validation.skipped
     if out_file is not None:
         out_file.write_text(_text(records, skipped, fmt), encoding="utf-8")
     elif fmt == "table":
@@ -200,7 +199,7 @@ def validate(*, runs_file: Optional[Path], datasets: Sequence[str], fmt: str, la
     if no_lake:
         out.print("Lake: not written (--no-lake); the report is not written either", highlight=False)
         return
-    committed = commit_validation(lake, result)
+    committed = run.committed
     if committed is None:
         out.print(f"Lake: {lake} unchanged (no records to commit)", soft_wrap=True, highlight=False)
     else:
