@@ -78,22 +78,22 @@ SHARDING: Dict[str, ShardingMode] = {
         DpCollective("all_gather", True, "backward"),
         DpCollective("reduce_scatter", False, **_REDUCE_BEHIND_BACKWARD))),
 }
-assert tuple(SHARDING) == ZERO_MODES, "one sharding mode per layout.ZERO_MODES entry, in its order"
+assert tuple(SHARDING) == ZERO_MODES and all(code("zero", name) == i for i, name in enumerate(SHARDING)), \
+    "one sharding mode per layout.ZERO_MODES entry, in its order, numbered as its code"
 
 
 def by_mode(zero, value: Callable[[ShardingMode], object]) -> np.ndarray:
-    """``value(mode)`` for each layout's mode: ``zero`` holds codes (``layout.code``); each
-    value is a scalar or an array shaped like ``zero``."""
+    """``value(mode)`` for each layout's mode: ``zero`` holds codes (``layout.code``, which
+    number the modes in ``SHARDING``'s order); each value is a scalar or an array shaped like
+    ``zero``. One pass over the layouts, whatever the number of modes."""
     zero = np.asarray(zero)
-    modes = list(SHARDING.values())
-    return np.select([zero == code("zero", m.name) for m in modes], [value(m) for m in modes], 0.0)
+    return np.choose(zero, [np.asarray(value(mode), dtype=np.float64) for mode in SHARDING.values()])
 
 
 def shards(zero, state: str) -> np.ndarray:
     """Whether each layout's mode (codes) splits ``state`` ("weights", "gradients",
     "optimizer") over its DP group."""
-    names = [name for name, mode in SHARDING.items() if state in mode.shards]
-    return np.isin(np.asarray(zero), [code("zero", name) for name in names])
+    return np.asarray([state in mode.shards for mode in SHARDING.values()])[np.asarray(zero)]
 
 
 def windows(mode: ShardingMode, per_microbatch: bool) -> Dict[Tuple[str, bool], Tuple[str, ...]]:
