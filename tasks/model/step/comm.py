@@ -171,15 +171,21 @@ def _dp_waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray
     """What of each layout's DP collectives run per micro-batch (or once per step) the step
     waits for, window by window (``only``: that window alone)."""
     hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
+    seen: Dict[tuple, np.ndarray] = {}   # a window's wait, shared by the modes that run the same collectives in it
 
-    def waited(mode) -> np.ndarray:
-        out = np.zeros(np.shape(lay.dp))
-        for (hidden_by, needs_overlap), ops in dp_protocol.windows(mode, per_microbatch).items():
-            if only is not None and hidden_by != only:
-                continue
+    def window_wait(hidden_by: str, needs_overlap: bool, ops: tuple) -> np.ndarray:
+        key = (hidden_by, needs_overlap, ops)
+        if key not in seen:
             t = sum(times[op] for op in ops)
             hides = hidden_by != "none" and (ctx.stack.dp_overlap or not needs_overlap)
-            out = out + (metrics.exposed_communication(0.0, t, hide[hidden_by], ctx.dp_slowdown) if hides else t)
+            seen[key] = metrics.exposed_communication(0.0, t, hide[hidden_by], ctx.dp_slowdown) if hides else t
+        return seen[key]
+
+    def waited(mode):
+        out = 0.0
+        for (hidden_by, needs_overlap), ops in dp_protocol.windows(mode, per_microbatch).items():
+            if only is None or hidden_by == only:
+                out = out + window_wait(hidden_by, needs_overlap, ops)
         return out
 
     return dp_protocol.by_mode(lay.zero, waited)
