@@ -6,7 +6,7 @@ For each layout, per layer and micro-batch:
 
 - **GEMMs**: the forward, input-gradient and weight-gradient GEMMs of one device's layer
   share (the layout's H, heads, SL, micro-batch B and TP), measured one by one and summed.
-- **TP and DP communication**: the layer's collectives (``step_parts.layer_collectives``) at
+- **TP and DP communication**: the layer's collectives (``step.parts.layer_collectives``) at
   their exact message sizes, measured among ``world`` ranks (what the cluster can form: 2 on
   a laptop), fitted α-β per op (``tasks.fit.alpha_beta.collective_fits``) and scaled to the layout's
   group size with the ring formula of the fit (``AlphaBetaFit.predict``).

@@ -35,7 +35,7 @@ class DpCollective:
     the stage's embedding matrices').
 
     ``op``: all_reduce, reduce_scatter or all_gather (its bytes per value:
-    ``step_comm.dp_widths``). ``per_microbatch``: it runs every micro-batch, else once per
+    ``step.comm.dp_widths``). ``per_microbatch``: it runs every micro-batch, else once per
     step. ``hidden_by``: a ``HIDING_WINDOWS`` entry. ``needs_dp_overlap``: it hides only
     when the stack overlaps gradient reduction (``Stack.dp_overlap``); otherwise always where
     its window lasts (a prefetched gather)."""

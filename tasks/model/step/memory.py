@@ -110,7 +110,7 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     parallelism splits those too. Selective recomputation drops the 5*A*SL/H attention
     core; full recomputation keeps only the layer's input, 2*SL*B*H (split by TP under
     sequence parallelism). When full recomputation covers only ``recomputed_share`` of the
-    layers (``step_context.recomputed_share``), the others keep everything, and the result is
+    layers (``step.context.recomputed_share``), the others keep everything, and the result is
     the mean over the layers.
 
     The same accounting for any ``block``: of the 24 split terms, 4*SL*B*H are K and V

@@ -44,7 +44,7 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     layer's DP collectives at one micro-batch, as its sharding mode runs them
     (``dp_protocol.SHARDING``: plain DP an all-reduce, ZeRO-1 a reduce-scatter and an
     all-gather, ZeRO-3 and FSDP two all-gathers and a reduce-scatter), each at its
-    ``step_comm.dp_widths``. Groups of one rank are left out."""
+    ``step.comm.dp_widths``. Groups of one rank are left out."""
     model, p, per_node = ctx.model, float(ctx.dtype_bytes), ctx.hardware.devices_per_node
     out: List[LayerCollective] = []
     if layout.tp > 1:

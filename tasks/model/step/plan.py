@@ -77,10 +77,10 @@ class StepPlan:
 
     ``layouts`` and ``ctx``: what was costed. ``cost``: one layer's compute pieces
     (``layer_cost.LayerCost``). ``compute``: one micro-batch on the busiest stage
-    (``step_compute.compute_per_microbatch``: ``per_microbatch``, ``forward``,
+    (``step.compute.compute_per_microbatch``: ``per_microbatch``, ``forward``,
     ``forward_hide``, ``backward_hide``, ``kernels_per_microbatch``). ``tp``, ``pp``: one
-    micro-batch's TP and PP communication (``step_comm.tp_comm``, ``pp_comm``). ``dp``: the
-    step's DP collectives (``step_comm.dp_comm``). ``optimizer``: the optimizer step.
+    micro-batch's TP and PP communication (``step.comm.tp_comm``, ``pp_comm``). ``dp``: the
+    step's DP collectives (``step.comm.dp_comm``). ``optimizer``: the optimizer step.
     ``params``: parameters on the largest device; ``memory``: its bytes. ``ticks``: the
     pipeline's ticks (``pipeline_ticks``)."""
 
