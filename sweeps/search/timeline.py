@@ -115,8 +115,10 @@ def _chosen_layout(setup: SearchSetup, lake: Optional[Lake]) -> Tuple[Layout, st
     return layout_of(frame.iloc[0]), "the exhaustive optimum of the space (no study of it is stored)"
 
 
-def _overridden(layout: Layout, setup: SearchSetup, overrides: Dict[str, str]) -> Layout:
-    fields = {name: _typed(name, text) for name, text in overrides.items()}
+def _overridden(layout: Layout, setup: SearchSetup, typed: Dict[str, object], overrides: Dict[str, str]) -> Layout:
+    """``layout`` with the ``typed`` fields (``overrides`` as given, for a message); DP follows
+    TP and PP unless given."""
+    fields = dict(typed)
     if "dp" not in fields and ("tp" in fields or "pp" in fields):
         model_parallel = int(fields.get("tp", layout.tp)) * int(fields.get("pp", layout.pp))
         fields["dp"] = max(setup.spec.devices // model_parallel, 1)
@@ -135,11 +137,10 @@ def build_timeline(args: Sequence[str], lake: Optional[Lake]) -> StepTimeline:
     ``ConfigError`` before any work."""
     search_args, layout_args = split_overrides(args)
     setup = load_search(search_args, exhaustive=True)
-    for name, text in layout_args.items():
-        _typed(name, text)
+    typed = {name: _typed(name, text) for name, text in layout_args.items()}
     layout, source = _chosen_layout(setup, lake)
     if layout_args:
-        layout = _overridden(layout, setup, layout_args)
+        layout = _overridden(layout, setup, typed, layout_args)
         source = "overridden (" + ", ".join(f"{LAYOUT_PREFIX}{k}={v}" for k, v in layout_args.items()) + ")"
     ctx = setup.step_context
     # judged for structure only: a layout over memory is still drawn, and said to be

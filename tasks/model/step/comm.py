@@ -159,17 +159,16 @@ def dp_by_window(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarr
     out: Dict[str, np.ndarray] = {}
     for window in dp_protocol.HIDING_WINDOWS:
         for per_microbatch, name in ((True, "microbatch"), (False, "step")):
-            out[f"{name}_{window}"] = dp_protocol.by_mode(lay.zero, lambda mode: sum(
-                (times[op] for (hidden_by, _), ops in dp_protocol.windows(mode, per_microbatch).items()
-                 if hidden_by == window for op in ops), np.zeros(np.shape(lay.dp))))
+            out[f"{name}_{window}"] = _dp_waited(lay, ctx, compute, times, per_microbatch, window, exposed=False)
             out[f"{name}_{window}_exposed"] = _dp_waited(lay, ctx, compute, times, per_microbatch, window)
     return out
 
 
 def _dp_waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray], times: Dict[str, np.ndarray],
-               per_microbatch: bool, only: Optional[str] = None) -> np.ndarray:
+               per_microbatch: bool, only: Optional[str] = None, *, exposed: bool = True) -> np.ndarray:
     """What of each layout's DP collectives run per micro-batch (or once per step) the step
-    waits for, window by window (``only``: that window alone)."""
+    waits for, window by window (``only``: that window alone); with ``exposed`` False, all of
+    their time."""
     hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
     seen: Dict[tuple, np.ndarray] = {}   # a window's wait, shared by the modes that run the same collectives in it
 
@@ -177,7 +176,7 @@ def _dp_waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray
         key = (hidden_by, needs_overlap, ops)
         if key not in seen:
             t = sum(times[op] for op in ops)
-            hides = hidden_by != "none" and (ctx.stack.dp_overlap or not needs_overlap)
+            hides = exposed and hidden_by != "none" and (ctx.stack.dp_overlap or not needs_overlap)
             seen[key] = metrics.exposed_communication(0.0, t, hide[hidden_by], ctx.dp_slowdown) if hides else t
         return seen[key]
 

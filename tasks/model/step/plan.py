@@ -45,11 +45,13 @@ otherwise. Times in seconds, sizes in bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Dict, List, Mapping
 
 import numpy as np
 
 from tasks.model.kernels import layer
+from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step import memory
 from tasks.model.step.comm import dp_comm, embedding_matrices, latency_floor, pp_comm, tp_comm
 from tasks.model.step.compute import compute_per_microbatch, optimizer_time, stage_layer_cost
@@ -70,7 +72,6 @@ STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
 _MEMORY_CODE = len(STATUS_CODES) - 1
 
 
-
 @dataclass(frozen=True)
 class StepPlan:
     """One step's operations for each layout (arrays over layouts).
@@ -86,7 +87,7 @@ class StepPlan:
 
     layouts: StepLayouts
     ctx: StepContext
-    cost: object
+    cost: LayerCost
     compute: Dict[str, np.ndarray]
     tp: Dict[str, np.ndarray]
     pp: Dict[str, np.ndarray]
@@ -96,18 +97,18 @@ class StepPlan:
     memory: np.ndarray
     ticks: np.ndarray
 
-    @property
+    @cached_property
     def exposed_per_microbatch(self) -> np.ndarray:
         """Communication one micro-batch's tick waits for: TP, PP and per-micro-batch DP."""
         return self.tp["exposed"] + self.pp["exposed"] + self.dp["per_microbatch"]
 
-    @property
+    @cached_property
     def tick(self) -> np.ndarray:
         """One tick: a micro-batch's forward and backward on the busiest stage, with the
         communication it waits for."""
         return self.compute["per_microbatch"] + self.exposed_per_microbatch
 
-    @property
+    @cached_property
     def step_time(self) -> np.ndarray:
         """The step: its ticks, then the once-per-step DP collectives and the optimizer."""
         return self.ticks * self.tick + self.dp["per_step"] + self.optimizer
