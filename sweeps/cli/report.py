@@ -65,24 +65,38 @@ def write_and_announce(console: Console, lake: Lake, out_dir: str, *, first_swee
 
 
 def _default_timeline(lake: Lake):
-    """The default search's step timeline for the report (``analysis.report_timeline``):
-    its stored best layout in ``lake``, or the exhaustive optimum."""
-    import json
-
+    """The default search's step timeline for the report (``analysis.report_timeline``): its
+    stored best layout in ``lake``, or the exhaustive optimum. Keyed, without building it, by
+    the search's study (its model, hardware, stack and space), the study's committed files,
+    the cost model's versions and the code that lays a step out; built only when drawn."""
     from analysis.report_cache import digest_of
     from analysis.report_timeline import TimelinePicture
-    from sweeps.search.timeline import build_timeline
+    from sweeps.config import load_search
+    from sweeps.jobs.search import trial_partition
+    from sweeps.lake.kinds import SEARCH
+    from tasks.model.projection.grid import COST_MODEL_VERSION
+    from tasks.model.step import timeline
+    from tasks.model.step.plan import STEP_MODEL_VERSION
 
-    drawn = build_timeline([], lake)
-    setup, meta = drawn.setup, drawn.metadata()
-    title = (f"One projected step: {setup.model.name} on {setup.spec.devices} x {setup.hardware.name}, "
-             f"{drawn.layout.describe()}")
-    about = (f"Layout {drawn.layout.describe()}: {drawn.source} (search preset {setup.preset}, stack "
-             f"{setup.spec.stack}). Step {drawn.step_time_s:.4g} s, of which {drawn.figures['exposed_comm_s']:.4g} s "
-             f"exposed communication; stages drawn: {', '.join(drawn.stage_names.values())}. "
-             "`commscale timeline` writes it as a trace for Perfetto.")
-    return TimelinePicture(drawn.events, drawn.stage_names, title, about,
-                           digest_of(json.dumps(meta, sort_keys=True), len(drawn.events)))
+    setup = load_search([], exhaustive=True)
+    stored = lake.files(SEARCH, trial_partition(setup)) if SEARCH in lake.kinds() else []
+    key = digest_of(setup.study_name, COST_MODEL_VERSION, STEP_MODEL_VERSION, *stored,
+                    digest_of(Path(timeline.__file__).read_text(encoding="utf-8")))
+
+    def build():
+        from sweeps.search.timeline import build_timeline
+
+        drawn = build_timeline([], lake)
+        setup = drawn.setup
+        title = (f"One projected step: {setup.model.name} on {setup.spec.devices} x {setup.hardware.name}, "
+                 f"{drawn.layout.describe()}")
+        about = (f"Layout {drawn.layout.describe()}: {drawn.source} (search preset {setup.preset}, stack "
+                 f"{setup.spec.stack}). Step {drawn.step_time_s:.4g} s, of which "
+                 f"{drawn.figures['exposed_comm_s']:.4g} s exposed communication; stages drawn: "
+                 f"{', '.join(drawn.stage_names.values())}. `commscale timeline` writes it as a trace for Perfetto.")
+        return drawn.events, drawn.stage_names, title, about
+
+    return TimelinePicture(key, build)
 
 
 def _not_written(exc: "ReportFolderError", out_dir: str, page: Path, standalone: bool) -> NoReturn:
