@@ -170,8 +170,18 @@ def _row(**cells: str) -> bytes:
     return HEADER + (",".join(values[n] for n in names) + "\n").encode()
 
 
+def _row_with(columns: str, values: str, **cells: str) -> bytes:
+    """``_row(**cells)`` with ``columns`` added to the header and ``values`` to the row."""
+    header, row = _row(**cells).decode().splitlines()
+    return f"{header.strip()},{columns}\n{row.strip()},{values}\n".encode()
+
+
 #: Bad runs files of ``commscale validate --runs``.
 BAD_RUNS = {
+    "fp8-params-bf16": _row_with("fp8_params", "true"), "fp8-params-word": _row_with("fp8_params", "maybe"),
+    "offload-all": _row_with("offload_layers", "48"), "offload-negative": _row_with("offload_layers", "-1"),
+    "offload-pp": _row_with("offload_layers", "4", pp="2", gpus="16"),
+    "offload-recompute": _row_with("offload_layers,recompute", "4,full"),
     "empty": b"", "header-only": HEADER, "no-columns": b"a,b\n1,2\n", "unknown-column": b"bogus," + HEADER + b"1," +
     ROW.encode(), "long-cell": lambda: _row(source="x" * 200000), "nul": HEADER + b"s\x00," + ROW.encode()[2:],
     "binary": bytes(range(256)) * 8, "latin1": _row(model="caf\xe9").decode().encode("latin-1"),

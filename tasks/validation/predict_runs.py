@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional
@@ -26,7 +27,10 @@ _ZERO = {0: "none", 1: "zero1", 2: "zero1", 3: "zero3"}   # ZeRO-2 communicates 
 
 @dataclass(frozen=True)
 class RunPrediction:
-    """What the step model says of one run: its metric, step time, layout and memory."""
+    """What the step model says of one run: its metric, step time, layout and memory.
+
+    ``memory_limit_gb``: the usable share of the device's HBM (``memory.usable_memory_bytes``,
+    the margin the search plans with); ``hbm_gb``: all of it. Both in 10^9 bytes."""
 
     value: float
     step_time_s: float
@@ -34,6 +38,24 @@ class RunPrediction:
     memory_gb: float
     fits_memory: bool
     memory_limit_gb: float
+    hbm_gb: float = math.inf
+
+    @property
+    def memory_verdict(self) -> str:
+        """"fits" within the usable share; "tight" over it but within the device's HBM (the
+        run fits only if it kept less aside than ``memory.USABLE_HBM_FRACTION`` assumes);
+        "over" beyond the HBM itself, which a run that ran contradicts."""
+        return "fits" if self.fits_memory else "tight" if self.memory_gb <= self.hbm_gb else "over"
+
+    def describe_memory(self) -> str:
+        """The memory a run needs, and against what when it is over the usable share:
+        "72 GB", "186 GB > 180 GB usable, within 200 GB of HBM", "342 GB > 200 GB of HBM"."""
+        needs = f"{self.memory_gb:.0f} GB"
+        if self.memory_verdict == "fits":
+            return needs
+        if self.memory_verdict == "tight":
+            return f"{needs} > {self.memory_limit_gb:.0f} GB usable, within {self.hbm_gb:.0f} GB of HBM"
+        return f"{needs} > {self.hbm_gb:.0f} GB of HBM"
 
 
 def run_model(run: PublishedRun) -> TransformerModel:
@@ -51,11 +73,13 @@ FP16_MAIN_GRAD_BYTES = 2.0
 
 def run_stack(run: PublishedRun) -> Stack:
     """The run's stack: its attention kernel, GEMM precision, overlap switches, element-wise
-    kernels and gradient buffer (fp32, 16 bits for an fp16 run)."""
+    kernels, gradient buffer (fp32, 16 bits for an fp16 run), fp8 weights and offloaded
+    layers."""
     return Stack(attention="flash" if run.flash_attention else "materialised", gemm_precision=run.precision,
                  dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap, pp_overlap=run.pp_overlap,
                  elementwise=run.elementwise,
-                 main_grad_bytes=FP16_MAIN_GRAD_BYTES if run.precision == "fp16" else Stack.main_grad_bytes)
+                 main_grad_bytes=FP16_MAIN_GRAD_BYTES if run.precision == "fp16" else Stack.main_grad_bytes,
+                 fp8_params=run.fp8_params, offload_layers=run.offload_layers)
 
 
 def _layout(run: PublishedRun, micro_batch: int) -> Layout:
@@ -103,7 +127,8 @@ def predict_run(run: PublishedRun, hw: HardwareProfile) -> RunPrediction:
                          sequences=run.global_batch, hw=hw)
     memory_gb = float(out["memory_per_device_bytes"][pick]) / 1e9
     return RunPrediction(value=value, step_time_s=step_s, layout=layouts[pick], memory_gb=memory_gb,
-                         fits_memory=bool(fits[pick]), memory_limit_gb=limit)
+                         fits_memory=bool(fits[pick]), memory_limit_gb=limit,
+                         hbm_gb=float(usable_memory_bytes(hw.hbm_gb, 1.0)) / 1e9)
 
 
 def _plain(name: str) -> str:

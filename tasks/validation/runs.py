@@ -30,6 +30,13 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``elementwise``: fused (``tasks.model.terms.stack.ELEMENTWISE_STYLES``: every stack since
   Megatron-LM of September 2020 fuses biases, the scores' scale and mask; ``eager`` is
   PyTorch's unfused layer, as Megatron-LM ran through its 1.0 release);
+- ``fp8_params`` (a column ``published_runs.csv`` need not have): false; true keeps the linear
+  weights in fp8 only and gathers them in fp8 (``Stack.fp8_params``, Megatron-Core's
+  fp8_param_gather), and asks for ``precision`` fp8;
+- ``offload_layers`` (a column ``published_runs.csv`` need not have): 0; N > 0 offloads N
+  layers' activations to host memory (``Stack.offload_layers``, Megatron-Core's
+  cpu_offloading_num_layers), which Megatron-Core allows with PP 1, no recomputation and
+  fewer layers than the model has;
 - ``precision``: bf16; ``flops_formula``: model; ``unit``: the metric's own (``METRICS``);
 - ``dropout`` (the hidden and attention dropout probability, a column ``published_runs.csv``
   need not have): 0 for a gated MLP, else 0.1, Megatron-LM's default
@@ -64,7 +71,7 @@ from typing import Callable, Dict, List, Optional
 
 from tasks.model.terms.layout import RECOMPUTE_MODES, recompute_layers_problem
 from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
-from tasks.model.terms.stack import ELEMENTWISE_STYLES
+from tasks.model.terms.stack import ELEMENTWISE_STYLES, offload_problem
 from tasks.validation.records import RowError
 
 __all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES", "UNIT_FACTORS",
@@ -86,7 +93,7 @@ REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "glob
 OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", "tp", "pp", "vp", "dp", "gpus",
                     "micro_batch", "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
-                    "unit", "confidence", "notes")
+                    "fp8_params", "offload_layers", "unit", "confidence", "notes")
 
 #: Metrics a run can report -> the unit it is compared in.
 METRICS: Dict[str, str] = {
@@ -170,6 +177,8 @@ class PublishedRun:
     metric: str
     flops_formula: str
     value: float
+    fp8_params: bool = False
+    offload_layers: int = 0
 
     def error(self, field: str, value: object, why: str) -> RowError:
         return row_error(self.path, self.row, field, value, why)
@@ -262,6 +271,16 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
     problem = recompute_layers_problem(recompute, recompute_layers)
     if problem:
         raise r.fail("recompute_layers", recompute_layers, problem)
+    precision = r.choice("precision", _PRECISIONS, "bf16")
+    fp8_params = r.flag("fp8_params", False)
+    if fp8_params and precision != "fp8":
+        raise r.fail("fp8_params", r.text("fp8_params"), f"needs precision fp8, not {precision}: fp8 weights feed "
+                                                          "fp8 GEMMs")
+    offload_layers = r.number("offload_layers", int, 0, minimum=0)
+    layers = r.number("layers", int)
+    problem = offload_problem(offload_layers, layers, pp, recompute)
+    if problem:
+        raise r.fail("offload_layers", offload_layers, problem)
     return PublishedRun(
         path=path, row=row, source=r.text("source"), model=r.text("model"), layers=r.number("layers", int),
         hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden,
@@ -274,10 +293,12 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         pp_overlap=r.flag("pp_overlap", flash),
         dropout=r.probability("dropout", 0.0 if gated else DEFAULT_DROPOUT),
         elementwise=r.choice("elementwise", ELEMENTWISE_STYLES, "fused"), hw=r.text("hw"),
-        precision=r.choice("precision", _PRECISIONS, "bf16"), metric=metric,
+        precision=precision, metric=metric,
         flops_formula=r.choice("flops_formula", _FORMULAS, "model"),
         value=_in_metric_unit(r, metric, r.number("value", float, minimum=1e-12)),
+        fp8_params=fp8_params, offload_layers=offload_layers,
     )
+
 
 
 def _in_metric_unit(r: "_Row", metric: str, value: float) -> float:

@@ -38,8 +38,7 @@ class Validation:
 
 def _run_record(run: PublishedRun, hw: HardwareProfile, dataset: str) -> ValidationRecord:
     pred = predict_run(run, hw)
-    memory = f"{pred.memory_gb:.0f} GB" + ("" if pred.fits_memory else f" > {pred.memory_limit_gb:.0f} GB usable")
-    detail = f"{pred.layout.describe()}; {pred.step_time_s:.3g} s/step; {memory}"
+    detail = f"{pred.layout.describe()}; {pred.step_time_s:.3g} s/step; {pred.describe_memory()}"
     return ValidationRecord(dataset=dataset, source=run.source, row=run.row, model=run.model, hardware=hw.name,
                             metric=run.metric, unit=METRICS[run.metric], published=run.value,
                             predicted=pred.value, error=signed_error(pred.value, run.value), detail=detail,

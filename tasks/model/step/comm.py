@@ -16,6 +16,7 @@ from tasks.model.collectives.nccl import bus_factor, ring_steps, spanning_figure
 from tasks.model.collectives.layer_comm import tp_collective_time, tp_collectives_per_layer
 from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step.context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
+from tasks.model.step.memory import FP8_WEIGHT_BYTES
 
 __all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_widths", "dp_comm", "dp_by_window",
            "dp_traffic", "latency_floor", "embedding_matrices"]
@@ -107,14 +108,18 @@ def _stage_elements(lay: StepLayouts, ctx: StepContext) -> tuple:
     return per_layer, embedding_matrices(lay) * ctx.vocab * float(m.hidden) / lay.tp
 
 
-def dp_widths(ctx: StepContext) -> Dict[str, float]:
-    """Bytes per value of each DP collective: gradients are reduced (all-reduce, reduce-scatter)
-    in the gradient buffer they were accumulated in, ``stack.main_grad_bytes`` (Megatron's DDP
+def dp_widths(ctx: StepContext, embedding: bool = False) -> Dict[str, float]:
+    """Bytes per value of each DP collective on a layer's weights (or, with ``embedding``, on
+    the embedding matrices'): gradients are reduced (all-reduce, reduce-scatter) in the
+    gradient buffer they were accumulated in, ``stack.main_grad_bytes`` (Megatron's DDP
     reduces its buffer as it is: fp32 for bf16 since Megatron-LM forced
     --accumulate-allreduce-grads-in-fp32 for bf16 in April 2021, Megatron-Core's
-    grad_reduce_in_fp32; 16 bits for fp16); weights are gathered at the run's width."""
+    grad_reduce_in_fp32; 16 bits for fp16); weights are gathered at the run's width, a layer's
+    in fp8 under the stack's ``fp8_params`` (``memory.FP8_WEIGHT_BYTES``; the embedding stays
+    16-bit)."""
     grads = float(ctx.stack.main_grad_bytes)
-    return {"all_reduce": grads, "reduce_scatter": grads, "all_gather": float(ctx.dtype_bytes)}
+    weights = FP8_WEIGHT_BYTES if ctx.stack.fp8_params and not embedding else float(ctx.dtype_bytes)
+    return {"all_reduce": grads, "reduce_scatter": grads, "all_gather": weights}
 
 
 def _dp_times(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
@@ -123,15 +128,15 @@ def _dp_times(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
     hw = ctx.hardware
     crosses, local = lay.dp_crosses(hw), lay.dp_local_ranks(hw)
     per_layer, embed = _stage_elements(lay, ctx)
-    widths = dp_widths(ctx)
+    widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
 
     def over_stage(op: str) -> np.ndarray:
         width = widths[op]
         if ctx.vocab <= 0:
             return lay.layers_per_stage * tier_time(op, lay.dp, width * per_layer, crosses, hw, local_ranks=local)
         # One call for both messages: the groups' figures are worked out once.
-        layer_t, embed_t = tier_time(op, lay.dp, width * np.stack(np.broadcast_arrays(per_layer, embed)), crosses, hw,
-                                     local_ranks=local)
+        messages = np.stack(np.broadcast_arrays(width * per_layer, embed_widths[op] * embed))
+        layer_t, embed_t = tier_time(op, lay.dp, messages, crosses, hw, local_ranks=local)
         return lay.layers_per_stage * layer_t + embed_t
 
     return {op: np.where(lay.dp > 1, over_stage(op), 0.0) for op in ("all_reduce", "all_gather", "reduce_scatter")}
@@ -193,9 +198,10 @@ def _dp_waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray
 def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
     """Bytes one device sends over its DP rings per step (nccl-tests' bus bytes)."""
     per_layer, embed = _stage_elements(lay, ctx)
-    widths = dp_widths(ctx)
-    stage = lay.layers_per_stage * per_layer + embed
-    return _per_step(lay, {op: bus_factor(op, lay.dp) * width * stage for op, width in widths.items()})
+    widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
+    return _per_step(lay, {op: bus_factor(op, lay.dp) * (width * lay.layers_per_stage * per_layer
+                                                         + embed_widths[op] * embed)
+                           for op, width in widths.items()})
 
 
 def _per_step(lay: StepLayouts, each: Dict[str, np.ndarray]) -> np.ndarray:

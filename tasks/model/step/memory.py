@@ -28,6 +28,7 @@ __all__ = [
     "fp8_weight_copy_bytes",
     "layer_activation_bytes",
     "in_flight_microbatches",
+    "resident_layers",
     "logits_bytes",
 ]
 
@@ -62,8 +63,10 @@ def weights_sharded(zero) -> np.ndarray:
     return shards(zero, "weights")
 
 
-def model_state_bytes(params, dp, zero):
+def model_state_bytes(params, dp, zero, weight_bytes=WEIGHT_BYTES):
     """Weights, gradients and optimizer states of ``params`` parameters on one device.
+    ``weight_bytes``: the width the model keeps its weights in (``WEIGHT_BYTES``, or
+    ``FP8_WEIGHT_BYTES`` under a stack's ``fp8_params``).
 
     ZeRO (Rajbhandari et al. 2020) divides by the DP degree what it shards
     (``dp_protocol.SHARDING``): zero1 the optimizer states (4 + 12/DP bytes per parameter);
@@ -73,7 +76,7 @@ def model_state_bytes(params, dp, zero):
     """
     params = np.asarray(params, dtype=np.float64)
     dp = np.asarray(dp, dtype=np.float64)
-    weights = np.where(shards(zero, "weights"), WEIGHT_BYTES / dp, WEIGHT_BYTES)
+    weights = np.where(shards(zero, "weights"), weight_bytes / dp, weight_bytes)
     gradients = np.where(shards(zero, "gradients"), GRADIENT_BYTES / dp, GRADIENT_BYTES)
     optimizer = np.where(shards(zero, "optimizer"), OPTIMIZER_BYTES / dp, OPTIMIZER_BYTES)
     return params * (weights + gradients + optimizer)
@@ -158,6 +161,16 @@ def in_flight_microbatches(microbatches, pp, virtual_stages, interleaved):
     microbatches, pp, v = (np.asarray(x, dtype=np.float64) for x in (microbatches, pp, virtual_stages))
     base = np.minimum(microbatches, pp)
     return np.where(interleaved, base * (1.0 + (pp - 1.0) / (pp * v)), base)
+
+
+def resident_layers(layers, pp, offload_layers):
+    """Layers of a stage whose activations stay on the device (``Stack.offload_layers``): all
+    ``layers`` where nothing is offloaded or PP > 1 (Megatron-Core offloads with PP 1 only);
+    else the layers not offloaded, plus the one offloaded layer in transit (Transformer
+    Engine reloads one layer ahead of the backward pass). At least one layer stays."""
+    layers, pp = np.asarray(layers, dtype=np.float64), np.asarray(pp, dtype=np.float64)
+    offloaded = np.minimum(float(offload_layers), layers - 1.0)
+    return np.where((offloaded > 0) & (pp == 1), layers - offloaded + 1.0, layers)
 
 
 def logits_bytes(sl, b, vocab, tp):

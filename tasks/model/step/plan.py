@@ -65,7 +65,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-14"
+STEP_MODEL_VERSION = "step-15"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -138,18 +138,22 @@ def stage_memory(lay: StepLayouts, ctx: StepContext):
     model, block = ctx.model, ctx.block
     h, heads, vocab = float(model.hidden), float(model.heads), ctx.vocab
     per_layer = layer.layer_params(h, heads, block)
-    params = lay.layers_per_stage * per_layer / lay.tp + embedding_matrices(lay) * vocab * h / lay.tp
-    states = memory.model_state_bytes(params, lay.dp, lay.zero)
-    if ctx.stack.fp8:
-        states = states + memory.fp8_weight_copy_bytes(lay.layers_per_stage * per_layer / lay.tp, lay.dp, lay.zero)
-    gathered = np.where(lay.sharded, 2.0 * memory.WEIGHT_BYTES * per_layer / lay.tp, 0.0)
+    layer_params = lay.layers_per_stage * per_layer / lay.tp
+    embedding_params = embedding_matrices(lay) * vocab * h / lay.tp
+    stack = ctx.stack
+    weight_bytes = memory.FP8_WEIGHT_BYTES if stack.fp8_params else memory.WEIGHT_BYTES
+    states = memory.model_state_bytes(layer_params, lay.dp, lay.zero, weight_bytes) \
+        + memory.model_state_bytes(embedding_params, lay.dp, lay.zero)
+    if stack.fp8 and not stack.fp8_params:
+        states = states + memory.fp8_weight_copy_bytes(layer_params, lay.dp, lay.zero)
+    gathered = np.where(lay.sharded, 2.0 * weight_bytes * per_layer / lay.tp, 0.0)
     act = memory.layer_activation_bytes(float(model.seq_len), lay.micro_batch, h, heads, lay.tp,
                                         lay.sequence_parallel, lay.recompute, block,
-                                        fp8_inputs=ctx.stack.fp8, recomputed_share=lay.recomputed_share)
-    first = memory.in_flight_microbatches(lay.microbatches, lay.pp, lay.stages, lay.interleaved) \
-        * lay.layers_per_stage * act
-    last = lay.layers_per_stage * act + memory.logits_bytes(float(model.seq_len), lay.micro_batch, vocab, lay.tp)
-    return params, states + gathered + np.maximum(first, last)
+                                        fp8_inputs=stack.fp8, recomputed_share=lay.recomputed_share)
+    held = memory.resident_layers(lay.layers_per_stage, lay.pp, stack.offload_layers)
+    first = memory.in_flight_microbatches(lay.microbatches, lay.pp, lay.stages, lay.interleaved) * held * act
+    last = held * act + memory.logits_bytes(float(model.seq_len), lay.micro_batch, vocab, lay.tp)
+    return layer_params + embedding_params, states + gathered + np.maximum(first, last)
 
 
 def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[str, np.ndarray]:

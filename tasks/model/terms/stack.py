@@ -12,9 +12,9 @@ pass. Named stacks are the presets of ``conf/stack`` (``megatron-2022``, ``megat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
-__all__ = ["ATTENTION_KINDS", "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack"]
+__all__ = ["ATTENTION_KINDS", "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack", "offload_problem"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
@@ -55,6 +55,23 @@ class Stack:
     DDP: --accumulate-allreduce-grads-in-fp32, forced for bf16 since April 2021; Megatron-Core's
     grad_reduce_in_fp32, which Megatron-Bridge's bf16 recipes set).
     ``elementwise``: one of ``ELEMENTWISE_STYLES``.
+    ``fp8_params``: the linear layers' weights are kept in fp8 only, with no 16-bit copy, and
+    gathered over DP in fp8 (Megatron-Core's ``fp8_param_gather``: "keep the compute param in
+    fp8 (do not use any other intermediate dtype) and perform the param all-gather in fp8",
+    megatron/core/distributed/distributed_data_parallel_config.py; Megatron-Bridge's FP8
+    current-scaling recipe sets it, ``bf16_with_fp8_current_scaling_mixed`` in
+    src/megatron/bridge/training/mixed_precision.py at d9f7643bb). Needs ``gemm_precision``
+    fp8; the embedding and output layer stay 16-bit.
+    ``offload_layers``: the activations of this many of a stage's layers are copied to host
+    memory during the forward pass and back for the backward (Megatron-Core's
+    ``cpu_offloading_num_layers`` through Transformer Engine's CPU offload, which reloads one
+    layer ahead of the backward pass, so one offloaded layer's activations are on the device
+    at a time). Megatron-Core refuses it with PP > 1, with recomputation and for as many
+    layers as the model has (megatron/core/transformer/transformer_config.py,
+    ``__post_init__``); the step model applies it where PP is 1 and never to a stage's last
+    layer. The copies are taken to run behind the layers' compute on their own stream (no
+    time is charged): an assumption, which holds where the host link is as fast as Grace's
+    NVLink-C2C (the GB200 and GB300 recipes that set it).
     """
 
     attention: str = "materialised"
@@ -65,6 +82,8 @@ class Stack:
     pp_overlap: bool = False
     main_grad_bytes: float = 4.0
     elementwise: str = "fused"
+    fp8_params: bool = False
+    offload_layers: int = 0
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:
@@ -74,6 +93,12 @@ class Stack:
                              f"{', '.join(GEMM_PRECISIONS)}")
         if self.elementwise not in ELEMENTWISE_STYLES:
             raise ValueError(f"stack.elementwise={self.elementwise!r}: choose one of {', '.join(ELEMENTWISE_STYLES)}")
+        if self.fp8_params and self.gemm_precision != "fp8":
+            raise ValueError(f"stack.fp8_params=true needs stack.gemm_precision=fp8, not {self.gemm_precision!r}: "
+                             "fp8 weights feed fp8 GEMMs")
+        if isinstance(self.offload_layers, bool) or not isinstance(self.offload_layers, int) \
+                or self.offload_layers < 0:
+            raise ValueError(f"stack.offload_layers={self.offload_layers!r}: a whole number of layers, 0 or more")
         if self.main_grad_bytes not in MAIN_GRAD_WIDTHS:
             raise ValueError(f"stack.main_grad_bytes={self.main_grad_bytes!r}: choose one of "
                              f"{', '.join(f'{w:g}' for w in MAIN_GRAD_WIDTHS)}")
@@ -90,3 +115,17 @@ class Stack:
     def fp8(self) -> bool:
         """The linear GEMMs run in fp8 (Transformer Engine)."""
         return self.gemm_precision == "fp8"
+
+
+def offload_problem(offload_layers: int, layers: int, pp: int, recompute: str) -> Optional[str]:
+    """Why Megatron-Core would refuse to offload ``offload_layers`` layers' activations
+    (megatron/core/transformer/transformer_config.py, ``__post_init__``), or None."""
+    if not offload_layers:
+        return None
+    if offload_layers >= layers:
+        return f"must be below the model's {layers} layers (Megatron-Core offloads fewer layers than it has)"
+    if pp > 1:
+        return f"needs pp 1, not {pp} (Megatron-Core offloads activations without pipeline parallelism only)"
+    if recompute != "none":
+        return f"needs recompute none, not {recompute} (Megatron-Core offloads without recomputation only)"
+    return None

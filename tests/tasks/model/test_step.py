@@ -254,3 +254,36 @@ def test_families():
     assert family(8, 1, 8, "zero1") == "tp+dp"
     assert family(8, 4, 2, "none") == "tp+pp+dp"
     assert family(8, 4, 1, "none") == "tp+pp"
+
+
+def test_fp8_weights_drop_the_16_bit_copy_and_gather_in_fp8(gpt3, h100):
+    """Megatron-Core's fp8_param_gather: a linear weight is 1 byte, not 2 plus its 1-byte fp8
+    copy, and the distributed optimizer gathers it in fp8, half the bytes of a 16-bit gather
+    (the embedding stays 16-bit in memory and on the wire)."""
+    layout = Layout(tp=8, pp=1, dp=8, micro_batch=1, zero="zero1")
+
+    def row(**stack) -> dict:
+        ctx = StepContext(gpt3, h100, devices=64, global_batch=8, memory_fraction=1e6,
+                          stack=Stack(gemm_precision="fp8", **stack))
+        return _one(layout, ctx)
+
+    copy, fp8 = row(), row(fp8_params=True)
+    linear = 96 * layer.layer_params(12288, 96, Block()) / 8
+    assert copy["memory_per_device_bytes"] - fp8["memory_per_device_bytes"] == pytest.approx(2.0 * linear)
+    ring = 7 / 8
+    assert copy["dp_traffic_bytes"] - fp8["dp_traffic_bytes"] == pytest.approx(ring * 1.0 * linear)
+    with pytest.raises(ValueError, match="fp8_params=true needs stack.gemm_precision=fp8"):
+        Stack(fp8_params=True)
+
+
+def test_offloaded_layers_leave_one_in_transit_and_only_without_a_pipeline(gpt3, h100):
+    assert memory.resident_layers(80, 1, 40) == 41          # 40 on the device, one being reloaded
+    assert memory.resident_layers(80, 1, 0) == 80
+    assert memory.resident_layers(10, 2, 4) == 10           # Megatron-Core offloads with PP 1 only
+    assert memory.resident_layers(8, 1, 100) == 2           # at most all but the last layer go
+    ctx = {n: StepContext(gpt3, h100, devices=8, global_batch=8, memory_fraction=1e6, stack=Stack(offload_layers=n))
+           for n in (0, 48)}
+    one, offloaded = (_one(Layout(tp=8, pp=1, dp=1, micro_batch=1), ctx[n]) for n in (0, 48))
+    act = memory.layer_activation_bytes(2048, 1, 12288, 96, 8, False, 0, ctx[0].block)
+    assert one["memory_per_device_bytes"] - offloaded["memory_per_device_bytes"] == pytest.approx(47 * act)
+    assert one["step_time_s"] == offloaded["step_time_s"]   # the copies run behind compute: no time charged

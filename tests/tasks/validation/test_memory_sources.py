@@ -91,11 +91,20 @@ def test_every_shipped_run_fits_in_memory_as_it_ran(file):
     assert judged and {row: (p.memory_gb, p.memory_limit_gb) for row, p in judged.items() if not p.fits_memory} == {}
 
 
-@pytest.mark.xfail(strict=True, reason="four held-out layouts are judged over memory: the Llama 3 405B pre-training "
-                                       "on H100 (its modified pipeline schedule and split are not modelled) and two "
-                                       "Megatron-Bridge GB200 recipes (activation offloading; the pipeline split "
-                                       "that counts the embedding and the loss as layers)")
-def test_every_held_out_run_fits_in_memory_as_it_ran():
+def test_no_held_out_run_needs_more_than_its_devices_memory():
+    """A run that ran held its model states and activations within its device's HBM: the model
+    must not say otherwise (before fp8 weights and activation offloading were modelled, two
+    Megatron-Bridge GB200 recipes needed 200 GB and 342 GB of a 200 GB device)."""
+    judged = _judged("holdout_runs.csv")
+    assert len(judged) == 22
+    assert {row: (p.memory_gb, p.hbm_gb) for row, p in judged.items() if p.memory_verdict == "over"} == {}
+
+
+@pytest.mark.xfail(strict=True, reason="four held-out layouts fit their device's HBM but not the usable share "
+                                       "(memory.USABLE_HBM_FRACTION): the Llama 3 405B pre-training on H100 (its "
+                                       "first and last stages one layer short are not modelled) and two "
+                                       "Megatron-Bridge GB200 recipes (186 and 188 GB of 180 GB usable)")
+def test_every_held_out_run_fits_the_usable_share_as_it_ran():
     judged = _judged("holdout_runs.csv")
     assert {row: (p.memory_gb, p.memory_limit_gb) for row, p in judged.items() if not p.fits_memory} == {}
 

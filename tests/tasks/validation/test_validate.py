@@ -240,3 +240,46 @@ def test_hardware_names_match_their_profile_however_spelled(profiles):
     assert find_profile("DGX-B200", profiles).name == "b200" and find_profile("DGX-GB200", profiles).name == "gb200"
     for unknown in ("TPU-Z", "A100-PCIe-40GB", "H100 PCIe", "V100 16GB", "GH200", "A100-SXM-96GB", "MI250", "MI300"):
         assert find_profile(unknown, profiles) is None, unknown
+
+
+def _with(tmp_path, columns: str, *rows: str) -> Path:
+    path = tmp_path / "extra.csv"
+    path.write_text("\n".join([HEADER + "," + columns, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_fp8_weights_and_offloaded_layers_are_read_and_refused_as_megatron_core_refuses_them(tmp_path):
+    h100 = dict(hw="H100-SXM5-80GB", flash_attention="true")
+    path = _with(tmp_path, "fp8_params,offload_layers", _row(**h100) + ",,", _row(precision="fp8", **h100) + ",true,4")
+    blank, stated = read_runs(path)
+    assert (blank.fp8_params, blank.offload_layers) == (False, 0)
+    assert (run_stack(stated).fp8_params, run_stack(stated).offload_layers) == (True, 4)
+    refused = {
+        "fp8_params='true' needs precision fp8, not bf16": _row(**h100) + ",true,",
+        "offload_layers=24 must be below the model's 24 layers": _row(**h100) + ",,24",
+        "offload_layers=4 needs pp 1, not 2": _row(pp="2", dp="16", **h100) + ",,4",
+        "offload_layers=4 needs recompute none, not full": _row(recompute="full", **h100) + ",,4",
+    }
+    for why, row in refused.items():
+        with pytest.raises(RowError, match=f"row 1: {re.escape(why)}"):
+            read_runs(_with(tmp_path, "fp8_params,offload_layers", row))
+
+
+def test_memory_is_judged_against_the_usable_share_and_against_the_whole_device(tmp_path, profiles):
+    """A run over the usable share but within the device's HBM is "tight"; beyond the HBM,
+    "over": the model then contradicts a run that ran."""
+    big = dict(layers="32", hidden="4096", heads="32", seq="4096", tp="1", pp="1", dp="8", gpus="8",
+               global_batch="16", micro_batch="2", hw="H100-SXM5-80GB", flash_attention="true")
+    (run,) = read_runs(_runs(tmp_path, _row(**big)))
+    hw = find_profile(run.hw, profiles)
+    judged = {n: predict_run(replace(run, layers=n), hw) for n in range(1, 41)}
+    verdicts = [p.memory_verdict for p in judged.values()]
+    order = ["fits", "tight", "over"]
+    assert verdicts == sorted(verdicts, key=order.index) and set(verdicts) == set(order)
+    for p in judged.values():
+        assert p.fits_memory == (p.memory_gb <= p.memory_limit_gb) and p.hbm_gb > p.memory_limit_gb
+        assert (p.memory_verdict == "over") == (p.memory_gb > p.hbm_gb)
+        assert p.describe_memory() == {
+            "fits": f"{p.memory_gb:.0f} GB",
+            "tight": f"{p.memory_gb:.0f} GB > {p.memory_limit_gb:.0f} GB usable, within {p.hbm_gb:.0f} GB of HBM",
+            "over": f"{p.memory_gb:.0f} GB > {p.hbm_gb:.0f} GB of HBM"}[p.memory_verdict]
