@@ -65,7 +65,8 @@ def _lines(rows: pd.DataFrame) -> List[str]:
     error = newest["error"].abs()
     worst = newest.loc[error.idxmax()]
     inside = int((error <= BAND).sum())
-    lines = [f"{line}." for line in headline_lines(headline(newest["dataset"], newest["error"], _fitted(newest)))]
+    lines = [f"{line}." for line in headline_lines(headline(newest["dataset"], newest["error"], _fitted(newest),
+                                                                 newest["unit"]))]
     lines.append(f"Cost model {versions[-1]}: {len(newest)} published figures from {newest['source'].nunique()} "
                  f"sources, {inside} of {len(newest)} within ±{100 * BAND:.0f}%; worst {worst['source']} row "
                  f"{worst['row']} ({worst['metric']}, {100 * worst['error']:+.1f}%).")

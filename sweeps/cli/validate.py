@@ -31,7 +31,8 @@ from sweeps.errors import DataFileError, UserError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import VALIDATION
 from tasks.validation.headline import headline_lines, headline_of
-from tasks.validation.records import DATASETS, DATA_FILES, HELD_OUT, MODEL_VERSION, ValidationRecord, error_summary
+from tasks.validation.records import (DATASETS, DATA_FILES, HELD_OUT, MODEL_VERSION, ValidationRecord, error_summary,
+                                      lean)
 
 __all__ = ["validate", "VALIDATE_FORMATS", "render_records"]
 
@@ -57,13 +58,15 @@ def _by_source(records: Sequence[ValidationRecord]) -> Dict[Tuple[str, str], Lis
     return groups
 
 
-def _errors_text(records: Sequence[ValidationRecord]) -> Tuple[str, str]:
-    """Mean and max |error| of the records no figure was fitted to ("-" where every one was)."""
+def _errors_text(records: Sequence[ValidationRecord]) -> Tuple[str, str, str]:
+    """Mean and max |error| and the lean (``records.lean``) of the records no figure was fitted
+    to ("-" where every one was)."""
     free = [r for r in records if not r.fitted_to]
     if not free:
-        return "-", "-"
+        return "-", "-", "-"
     mean, worst = error_summary(free)
-    return _pct(mean, signed=False), _pct(worst, signed=False)
+    return _pct(mean, signed=False), _pct(worst, signed=False), _pct(lean([r.error for r in free],
+                                                                        [r.unit for r in free]))
 
 
 def _caption(source: str, records: Sequence[ValidationRecord]) -> str:
@@ -73,8 +76,8 @@ def _caption(source: str, records: Sequence[ValidationRecord]) -> str:
     every = tuple(_pct(x, signed=False) for x in error_summary(records))
     if fitted == len(records):
         return f"{source}: every row fitted to (in sample: mean |error| {every[0]}, max |error| {every[1]})"
-    mean, worst = _errors_text(records)
-    text = f"{source}: mean |error| {mean}, max |error| {worst}"
+    mean, worst, leaning = _errors_text(records)
+    text = f"{source}: mean |error| {mean}, max |error| {worst}, lean {leaning}"
     if fitted:
         text += f" ({fitted} fitted row{'s' * (fitted > 1)} left out; with them {every[0]}, {every[1]})"
     return text
@@ -92,9 +95,10 @@ def _source_table(dataset: str, source: str, records: Sequence[ValidationRecord]
 
 
 def _summary_table(groups: Dict[Tuple[str, str], List[ValidationRecord]]) -> Table:
-    table = Table(title="Every source: error = predicted / published - 1 (fitted rows left out of the means)",
+    table = Table(title="Every source: error = predicted / published - 1; lean = signed mean of how much faster "
+                        "than measured the work is predicted to run (fitted rows left out of both)",
                   title_justify="left")
-    for name in ("dataset", "source", "n", "fitted", "mean |error|", "max |error|"):
+    for name in ("dataset", "source", "n", "fitted", "mean |error|", "max |error|", "lean"):
         table.add_column(name, justify="left" if name in ("dataset", "source") else "right")
     for (dataset, source), records in groups.items():
         table.add_row(dataset, source, str(len(records)), str(sum(bool(r.fitted_to) for r in records)),

@@ -13,7 +13,7 @@ from tasks.model.step.plan import STEP_MODEL_VERSION
 
 __all__ = ["MODEL_VERSION", "DATASETS", "HELD_OUT", "DATA_FILES", "GEMM_SWEEPS_FILE", "dataset_files",
            "error_summary", "abs_error_summary", "ValidationRecord", "VALIDATION_SCHEMA", "VALIDATION_SCHEMA_VERSION",
-           "records_table", "signed_error", "RowError", "fitted_figures"]
+           "records_table", "signed_error", "TIME_UNITS", "speed_error", "lean", "RowError", "fitted_figures"]
 
 #: What a record validates: a whole training run, one layer's forward/backward time, one
 #: collective's bus bandwidth at one size, one GEMM's throughput, and a held-out training run
@@ -57,6 +57,26 @@ def abs_error_summary(errors: Sequence[float]) -> Tuple[float, float]:
     """Mean and max |error| (fractions) of signed ``errors`` (at least one)."""
     magnitudes = [abs(e) for e in errors]
     return sum(magnitudes) / len(magnitudes), max(magnitudes)
+
+
+#: Units of a time (a step, a kernel): a prediction above the published time is slower, the
+#: reverse of a rate's (tokens/s, TFLOP/s, MFU, bus bandwidth).
+TIME_UNITS = frozenset({"s", "ms", "us"})
+
+
+def speed_error(error: float, unit: str) -> float:
+    """How much faster the prediction has the work run than it was measured, from a signed
+    ``error`` (``signed_error``) of a figure in ``unit``: the error itself for a rate,
+    1 / (1 + error) - 1 (published / predicted - 1) for a time (``TIME_UNITS``). Positive:
+    the model is optimistic."""
+    return 1.0 / (1.0 + error) - 1.0 if unit in TIME_UNITS else error
+
+
+def lean(errors: Sequence[float], units: Sequence[str]) -> float:
+    """The signed mean of ``speed_error`` over figures (at least one): how far, on average,
+    the model leans to predicting faster (positive) or slower than measured."""
+    speeds = [speed_error(e, u) for e, u in zip(errors, units, strict=True)]
+    return sum(speeds) / len(speeds)
 
 
 def signed_error(predicted: float, published: float) -> float:

@@ -23,7 +23,7 @@ from sweeps.cli import main
 from sweeps.jobs.validation import PARTITION, commit_validation, lake_rows, load_profiles, run_validation
 from sweeps.lake import Lake
 from sweeps.lake.kinds import VALIDATION
-from tasks.validation.records import MODEL_VERSION, VALIDATION_SCHEMA_VERSION
+from tasks.validation.records import MODEL_VERSION, VALIDATION_SCHEMA_VERSION, lean
 
 #: A runs file of one's own: two rows, blank cells taking their defaults (dp from the GPU
 #: count, ffn_hidden 4 x hidden, the fastest micro-batch that fits).
@@ -78,6 +78,9 @@ def test_the_table_has_a_table_per_source_a_summary_and_the_model_version(runs_c
     out = result.stdout
     for source in {r["source"] for r in runs_csv}:
         assert f"runs · {source}" in out and f"{source}: mean |error|" in out
+        mine = [r for r in runs_csv if r["source"] == source]
+        leaning = lean([float(r["error"]) for r in mine], [r["unit"] for r in mine])
+        assert f"{source}: mean |error|" in out and f", lean {100 * leaning:+.1f}%" in out
     for r in runs_csv:  # each row's signed error, as a percentage
         assert f"{100 * float(r['error']):+.1f}%" in out
     assert "Every source" in out and f"Cost model {MODEL_VERSION}" in out

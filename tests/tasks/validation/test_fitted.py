@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from sweeps.jobs.validation import DATA_DIR, load_profiles
-from tasks.validation.headline import headline, headline_of
-from tasks.validation.records import DATASETS, HELD_OUT, signed_error
+from tasks.validation.headline import headline, headline_lines, headline_of
+from tasks.validation.records import DATASETS, HELD_OUT, signed_error, speed_error
 from tasks.validation.validate import validate_all
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -103,8 +103,22 @@ def test_the_headline_leaves_out_fitted_rows_and_sums_held_out_runs_apart(shippe
 
 
 def test_a_fitted_row_however_wrong_moves_no_headline_figure():
-    base = headline(["gemm", "gemm", HELD_OUT], [0.02, -0.04, 0.3], ["", "", ""])
+    base = headline(["gemm", "gemm", HELD_OUT], [0.02, -0.04, 0.3], ["", "", ""], ["TF"] * 3)
     wrong = headline(["gemm", "gemm", HELD_OUT, "gemm"], [0.02, -0.04, 0.3, signed_error(5.0, 1.0)],
-                     ["", "", "", "h100.gemm_ceiling.bf16"])
+                     ["", "", "", "h100.gemm_ceiling.bf16"], ["TF"] * 4)
     assert wrong.shipped == base.shipped and wrong.held_out == base.held_out and wrong.fitted == 1
     assert wrong.with_fitted.worst == pytest.approx(4.0)
+
+
+def test_the_lean_says_which_way_the_model_errs_whatever_the_metric():
+    """A step predicted 20 % short and a throughput predicted 25 % high are the same optimism:
+    the work runs 1.25 times as fast as measured."""
+    assert speed_error(signed_error(0.8, 1.0), "s") == pytest.approx(0.25)
+    assert speed_error(signed_error(1.25, 1.0), "tok/s") == pytest.approx(0.25)
+    assert speed_error(signed_error(12.0, 10.0), "ms") == pytest.approx(10 / 12 - 1)
+    h = headline(["runs", "runs", HELD_OUT], [signed_error(0.8, 1.0), signed_error(1.25, 1.0), -0.1], ["", "", ""],
+                 ["s", "tok/s", "%"])
+    assert h.shipped.lean == pytest.approx(0.25) and h.shipped.mean == pytest.approx((0.2 + 0.25) / 2)
+    assert h.held_out.lean == pytest.approx(-0.1)
+    assert "lean +25.0% (faster than measured)" in headline_lines(h)[0]
+    assert "lean -10.0% (slower than measured)" in headline_lines(h)[-1]
