@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -18,7 +18,8 @@ from tasks.model.step.plan import STATUS_CODES, StepContext, step_columns
 from tasks.validation.runs import PublishedRun
 from tasks.validation.throughput import flops_per_step, metric_value
 
-__all__ = ["MICRO_BATCH_CANDIDATES", "RunPrediction", "run_model", "run_stack", "predict_run", "find_profile"]
+__all__ = ["MICRO_BATCH_CANDIDATES", "RunPrediction", "run_model", "run_stack", "run_hardware", "predict_run",
+           "find_profile"]
 
 #: Micro-batches tried where a run does not say which it used (the fastest that fits wins).
 MICRO_BATCH_CANDIDATES = (1, 2, 4, 8, 16)
@@ -82,6 +83,26 @@ def run_stack(run: PublishedRun) -> Stack:
                  fp8_params=run.fp8_params, offload_layers=run.offload_layers)
 
 
+#: Bits in a byte: a NIC's speed is given in Gb/s, a link tier's bandwidth in GB/s.
+BITS_PER_BYTE = 8.0
+
+
+def run_hardware(run: PublishedRun, hw: HardwareProfile) -> HardwareProfile:
+    """``hw`` as the run's own cluster had it (``PublishedRun.cluster``; unchanged where the row
+    states nothing): its GPUs per node, HBM capacity and bandwidth, and each device's share of
+    the node's scale-out network, nics_per_node x nic_gbps / 8 / gpus_per_node GB/s (a blank
+    count or speed: the profile's one NIC per device, at the profile's per-device speed)."""
+    cluster = run.cluster
+    if not cluster:
+        return hw
+    per_node = int(cluster.get("gpus_per_node", hw.devices_per_node))
+    nic_gbps = cluster.get("nic_gbps", hw.inter_node.bandwidth_GBps * BITS_PER_BYTE)
+    scale_out = cluster.get("nics_per_node", per_node) * nic_gbps / BITS_PER_BYTE / per_node
+    return replace(hw, devices_per_node=per_node, hbm_gb=cluster.get("hbm_gb", hw.hbm_gb),
+                   hbm_tbps=cluster.get("hbm_tbps", hw.hbm_tbps),
+                   inter_node=replace(hw.inter_node, bandwidth_GBps=scale_out))
+
+
 def _layout(run: PublishedRun, micro_batch: int) -> Layout:
     zero = _ZERO.get(run.zero)
     if zero is None:
@@ -104,7 +125,9 @@ def predict_run(run: PublishedRun, hw: HardwareProfile) -> RunPrediction:
     """The run's metric as the step model predicts it. Memory is judged, not enforced: a
     layout over ``memory.usable_memory_bytes`` of its device is still timed and reported as
     not fitting (``memory_limit_gb``: those bytes in 10^9).
+    The run is priced on its own cluster (``run_hardware``).
     Raises ``RowError`` for a layout the model cannot cost (the constraint named)."""
+    hw = run_hardware(run, hw)
     sizes = [run.micro_batch] if run.micro_batch else \
         [b for b in MICRO_BATCH_CANDIDATES if run.global_batch % (run.dp * b) == 0] or [1]
     layouts = [_layout(run, b) for b in sizes]

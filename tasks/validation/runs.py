@@ -37,6 +37,13 @@ Blank cells take these documented defaults (a blank cell means the source does n
   layers' activations to host memory (``Stack.offload_layers``, Megatron-Core's
   cpu_offloading_num_layers), which Megatron-Core allows with PP 1, no recomputation and
   fewer layers than the model has;
+- the cluster the run ran on, where it differs from its hardware profile's (columns
+  ``published_runs.csv`` need not have; blank: the profile's): ``gpus_per_node``;
+  ``nics_per_node`` and ``nic_gbps`` (its scale-out NICs and each one's speed in Gb/s: a
+  device's share of the node's network is nics x speed / gpus_per_node; one of the two
+  blank keeps the profile's one NIC per GPU at the profile's per-device speed); ``hbm_gb``
+  and ``hbm_tbps`` (a memory variant: capacity in datasheet gigabytes, bandwidth in TB/s).
+  ``predict_runs.run_hardware`` prices the run on that cluster;
 - ``precision``: bf16; ``flops_formula``: model; ``unit``: the metric's own (``METRICS``);
 - ``dropout`` (the hidden and attention dropout probability, a column ``published_runs.csv``
   need not have): 0 for a gated MLP, else 0.1, Megatron-LM's default
@@ -63,27 +70,27 @@ unless told to go on.
 from __future__ import annotations
 
 import csv
-import math
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from tasks.model.terms.layout import RECOMPUTE_MODES, recompute_layers_problem
 from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
 from tasks.model.terms.stack import ELEMENTWISE_STYLES, offload_problem
+from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
 
-__all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES", "UNIT_FACTORS",
-           "MAX_RUNS_BYTES", "MAX_RUNS_ROWS", "MAX_NUMBER", "PublishedRun", "read_runs", "runs_size_problem"]
+__all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "CLUSTER_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES",
+           "UNIT_FACTORS", "MAX_RUNS_BYTES", "MAX_RUNS_ROWS", "MAX_NUMBER", "PublishedRun", "read_runs",
+           "runs_size_problem"]
 
 #: The largest runs file, in bytes, and in rows: the shipped one holds 19 rows in 5 KiB, and
 #: reading 10^6 rows takes over ten minutes.
 MAX_RUNS_BYTES = 16 * 2**20
 MAX_RUNS_ROWS = 100_000
-#: The largest number a cell holds (a GPU count, a batch, tokens per second): far beyond any run.
-MAX_NUMBER = 1e15
-
+#: Columns stating the cluster a run ran on where it differs from its profile's (``PublishedRun.cluster``).
+CLUSTER_COLUMNS = ("gpus_per_node", "nics_per_node", "nic_gbps", "hbm_gb", "hbm_tbps")
 #: Columns a runs file must have (the others may be absent or blank).
 REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "global_batch", "hw", "metric", "value")
 #: The other columns a runs file may have: what a row's prediction reads (blank: its
@@ -93,7 +100,7 @@ REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "glob
 OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", "tp", "pp", "vp", "dp", "gpus",
                     "micro_batch", "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
-                    "fp8_params", "offload_layers", "unit", "confidence", "notes")
+                    "fp8_params", "offload_layers", *CLUSTER_COLUMNS, "unit", "confidence", "notes")
 
 #: Metrics a run can report -> the unit it is compared in.
 METRICS: Dict[str, str] = {
@@ -129,14 +136,6 @@ UNMODELLED: Dict[str, str] = {"cp": _NO_CP, "context_parallel": _NO_CP, "ep": _N
 _PRECISIONS = ("bf16", "fp16", "fp8")
 _RECOMPUTE = RECOMPUTE_MODES
 _FORMULAS = ("narayanan", "model")
-#: Other spellings of a choice, read as the choice they name.
-_SPELLINGS = {"bfloat16": "bf16", "float16": "fp16", "fp8-hybrid": "fp8", "fp8_hybrid": "fp8", "fp8-e4m3": "fp8",
-              "false": "none", "no": "none", "true": "full", "yes": "full", "sel": "selective", "block": "full"}
-
-
-def row_error(path: str, row: int, field: str, value: object, why: str) -> RowError:
-    """The error of one cell: "FILE row N: FIELD='VALUE' WHY"."""
-    return RowError(f"{path} row {row}: {field}={value!r} {why}")
 
 
 @dataclass(frozen=True)
@@ -179,74 +178,14 @@ class PublishedRun:
     value: float
     fp8_params: bool = False
     offload_layers: int = 0
+    cluster: Dict[str, float] = dataclass_field(default_factory=dict)
 
     def error(self, field: str, value: object, why: str) -> RowError:
         return row_error(self.path, self.row, field, value, why)
 
 
-class _Row:
-    """Typed reads of one CSV row, each failure naming the row and the field."""
-
-    def __init__(self, path: str, row: int, cells: Dict[str, Optional[str]]):
-        self.path, self.row, self.cells = path, row, cells
-
-    def fail(self, field: str, value: object, why: str) -> RowError:
-        return row_error(self.path, self.row, field, value, why)
-
-    def text(self, field: str, default: Optional[str] = None) -> str:
-        value = (self.cells.get(field) or "").strip()
-        if value:
-            return value
-        if default is None:
-            raise self.fail(field, "", "is blank; the column is required")
-        return default
-
-    def number(self, field: str, cast: Callable, default=None, *, minimum: float = 1):
-        raw = (self.cells.get(field) or "").strip()
-        if not raw:
-            if default is None:
-                raise self.fail(field, "", "is blank; the column is required")
-            return default
-        try:
-            number = float(raw) if raw.isascii() else math.nan
-        except ValueError:
-            number = math.nan
-        if math.isnan(number) and raw.lower().lstrip("+-") != "nan":
-            raise self.fail(field, raw, "is not a number")
-        if not math.isfinite(number) or not number >= minimum:
-            raise self.fail(field, raw, f"must be a finite number of at least {minimum:g}")
-        if number > MAX_NUMBER:
-            raise self.fail(field, raw, f"is beyond {MAX_NUMBER:g}, larger than any run")
-        if cast is int and number != int(number):
-            raise self.fail(field, raw, "must be a whole number")
-        return cast(number)
-
-    def probability(self, field: str, default: float) -> float:
-        value = self.number(field, float, default, minimum=0)
-        if value >= 1:
-            raise self.fail(field, self.text(field), "must be a probability below 1")
-        return value
-
-    def flag(self, field: str, default: bool) -> bool:
-        raw = (self.cells.get(field) or "").strip().lower()
-        if not raw:
-            return default
-        if raw in ("true", "1", "yes", "on", "y", "flash", "fused", "cudnn"):
-            return True
-        if raw in ("false", "0", "no", "off", "n", "standard", "materialised", "materialized"):
-            return False
-        raise self.fail(field, raw, "must be true or false")
-
-    def choice(self, field: str, choices, default: str) -> str:
-        value = self.text(field, default).lower()
-        value = _SPELLINGS.get(value, value) if _SPELLINGS.get(value) in choices else value
-        if value not in choices:
-            raise self.fail(field, value, f"is not one of {', '.join(choices)}")
-        return value
-
-
 def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
-    r = _Row(path, row, cells)
+    r = RowCells(path, row, cells)
     for field, why in UNMODELLED.items():
         if r.number(field, int, 1, minimum=0) > 1:
             raise r.fail(field, r.text(field), f"{why}: this row cannot be predicted")
@@ -296,12 +235,23 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         precision=precision, metric=metric,
         flops_formula=r.choice("flops_formula", _FORMULAS, "model"),
         value=_in_metric_unit(r, metric, r.number("value", float, minimum=1e-12)),
-        fp8_params=fp8_params, offload_layers=offload_layers,
+        fp8_params=fp8_params, offload_layers=offload_layers, cluster=_cluster(r),
     )
 
 
+def _cluster(r: "RowCells") -> Dict[str, float]:
+    """The row's ``CLUSTER_COLUMNS`` that are not blank: whole numbers of GPUs and NICs, NIC
+    speeds and HBM sizes of at least 1 (Gb/s, GB), HBM bandwidths of at least 0.01 TB/s."""
+    out: Dict[str, float] = {}
+    for column in CLUSTER_COLUMNS:
+        whole = column in ("gpus_per_node", "nics_per_node")
+        value = r.number(column, int if whole else float, 0, minimum=0.01 if column == "hbm_tbps" else 1)
+        if value:
+            out[column] = value
+    return out
 
-def _in_metric_unit(r: "_Row", metric: str, value: float) -> float:
+
+def _in_metric_unit(r: "RowCells", metric: str, value: float) -> float:
     """``value`` in ``METRICS[metric]``'s unit, read through the row's ``unit`` cell."""
     unit = (r.cells.get("unit") or "").strip().lower()
     factors = UNIT_FACTORS.get(metric, {})

@@ -39,6 +39,8 @@ class Validation:
 def _run_record(run: PublishedRun, hw: HardwareProfile, dataset: str) -> ValidationRecord:
     pred = predict_run(run, hw)
     detail = f"{pred.layout.describe()}; {pred.step_time_s:.3g} s/step; {pred.describe_memory()}"
+    if run.cluster:
+        detail += "; its cluster: " + ", ".join(f"{name} {value:g}" for name, value in run.cluster.items())
     return ValidationRecord(dataset=dataset, source=run.source, row=run.row, model=run.model, hardware=hw.name,
                             metric=run.metric, unit=METRICS[run.metric], published=run.value,
                             predicted=pred.value, error=signed_error(pred.value, run.value), detail=detail,

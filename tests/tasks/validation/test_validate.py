@@ -13,7 +13,7 @@ import pytest
 
 from sweeps.config import load_preset
 from tasks.model.kernels.layer import Block
-from tasks.validation.predict_runs import find_profile, predict_run, run_model, run_stack
+from tasks.validation.predict_runs import find_profile, predict_run, run_hardware, run_model, run_stack
 from tasks.validation.records import RowError
 from tasks.validation.runs import read_runs
 from tasks.validation.throughput import flops_per_step
@@ -283,3 +283,30 @@ def test_memory_is_judged_against_the_usable_share_and_against_the_whole_device(
             "fits": f"{p.memory_gb:.0f} GB",
             "tight": f"{p.memory_gb:.0f} GB > {p.memory_limit_gb:.0f} GB usable, within {p.hbm_gb:.0f} GB of HBM",
             "over": f"{p.memory_gb:.0f} GB > {p.hbm_gb:.0f} GB of HBM"}[p.memory_verdict]
+
+
+def test_a_run_is_priced_on_the_cluster_its_row_states(tmp_path, profiles):
+    """A quarter of the reference network (2 NICs of 400 Gb/s for 8 GPUs) is the profile with a
+    quarter of its scale-out bandwidth per device; a 96 GB variant has a larger usable share;
+    blank cells leave the profile as it is."""
+    h100 = dict(hw="H100-SXM5-80GB", flash_attention="true", layers="32", hidden="4096", heads="32", seq="4096",
+                tp="1", pp="1", dp="64", gpus="64", global_batch="128", micro_batch="1")
+    columns = "gpus_per_node,nics_per_node,nic_gbps,hbm_gb,hbm_tbps"
+    blank, quarter, variant = read_runs(_with(tmp_path, columns, _row(**h100) + ",,,,,", _row(**h100) + ",,2,400,,",
+                                              _row(**h100) + ",,,,96,3.9"))
+    hw = find_profile(blank.hw, profiles)
+    assert blank.cluster == {} and run_hardware(blank, hw) is hw
+    assert quarter.cluster == {"nics_per_node": 2, "nic_gbps": 400.0}
+    slow = run_hardware(quarter, hw)
+    assert slow.inter_node.bandwidth_GBps == pytest.approx(hw.inter_node.bandwidth_GBps / 4)
+    stated = replace(hw, inter_node=replace(hw.inter_node, bandwidth_GBps=hw.inter_node.bandwidth_GBps / 4))
+    assert predict_run(quarter, hw).step_time_s == pytest.approx(predict_run(blank, stated).step_time_s)
+    assert predict_run(quarter, hw).step_time_s > predict_run(blank, hw).step_time_s
+    big = predict_run(variant, hw)
+    assert big.hbm_gb == pytest.approx(96 * 2**30 / 1e9) and (run_hardware(variant, hw).hbm_tbps == 3.9)
+    for cells, why in ((",0,,,", "nics_per_node='0' must be a finite number of at least 1"),
+                       ("1.5,,,,", "gpus_per_node='1.5' must be a whole number"),
+                       (",,-400,,", "nic_gbps='-400' must be a finite number of at least 1"),
+                       (",,,,0", "hbm_tbps='0' must be a finite number of at least 0.01")):
+        with pytest.raises(RowError, match=re.escape(why)):
+            read_runs(_with(tmp_path, columns, _row(**h100) + "," + cells))
