@@ -66,7 +66,7 @@ class RowCells:
             raise self.fail(field, self.text(field), "must be a probability below 1")
         return value
 
-    def flag(self, field: str, default: bool) -> bool:
+    def flag(self, field: str, default: Optional[bool]) -> Optional[bool]:
         raw = (self.cells.get(field) or "").strip().lower()
         if not raw:
             return default

@@ -67,19 +67,26 @@ def run_model(run: PublishedRun) -> TransformerModel:
                             gated_mlp=run.gated_mlp, dropout=run.dropout)
 
 
-#: The gradient buffer of an fp16 run: Megatron-LM accumulates fp16 runs' gradients in 16
-#: bits (its fp32 accumulation is forced for bf16 only; Shoeybi et al. 2019 kept fp16 grads).
+#: A 16-bit gradient buffer: an fp16 run's (Megatron-LM accumulates fp16 runs' gradients in 16
+#: bits, its fp32 accumulation is forced for bf16 only; Shoeybi et al. 2019 kept fp16 grads),
+#: or a run that turns Megatron-Core's grad_reduce_in_fp32 off.
 FP16_MAIN_GRAD_BYTES = 2.0
+
+
+def _main_grad_bytes(run: PublishedRun) -> float:
+    """The gradient buffer's width: as the row's ``grad_reduce_in_fp32`` says (fp32, or the
+    16 bits of a bf16 or fp16 run), else 16 bits for an fp16 run and fp32 for the others."""
+    fp32 = run.precision != "fp16" if run.grad_reduce_in_fp32 is None else run.grad_reduce_in_fp32
+    return Stack.main_grad_bytes if fp32 else FP16_MAIN_GRAD_BYTES
 
 
 def run_stack(run: PublishedRun) -> Stack:
     """The run's stack: its attention kernel, GEMM precision, overlap switches, element-wise
-    kernels, gradient buffer (fp32, 16 bits for an fp16 run), fp8 weights and offloaded
-    layers."""
+    kernels, gradient buffer (``_main_grad_bytes``), fp8 weights and offloaded layers."""
     return Stack(attention="flash" if run.flash_attention else "materialised", gemm_precision=run.precision,
                  dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap, pp_overlap=run.pp_overlap,
                  elementwise=run.elementwise,
-                 main_grad_bytes=FP16_MAIN_GRAD_BYTES if run.precision == "fp16" else Stack.main_grad_bytes,
+                 main_grad_bytes=_main_grad_bytes(run),
                  fp8_params=run.fp8_params, offload_layers=run.offload_layers)
 
 

@@ -30,6 +30,9 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``elementwise``: fused (``tasks.model.terms.stack.ELEMENTWISE_STYLES``: every stack since
   Megatron-LM of September 2020 fuses biases, the scores' scale and mask; ``eager`` is
   PyTorch's unfused layer, as Megatron-LM ran through its 1.0 release);
+- ``grad_reduce_in_fp32`` (a column ``published_runs.csv`` need not have): true keeps and
+  reduces the weight gradients in fp32 (``Stack.main_grad_bytes`` 4), false in the run's 16
+  bits (2; Megatron-Core's ``grad_reduce_in_fp32``); blank: false for an fp16 run, else true;
 - ``fp8_params`` (a column ``published_runs.csv`` need not have): false; true keeps the linear
   weights in fp8 only and gathers them in fp8 (``Stack.fp8_params``, Megatron-Core's
   fp8_param_gather), and asks for ``precision`` fp8;
@@ -100,7 +103,8 @@ REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "glob
 OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", "tp", "pp", "vp", "dp", "gpus",
                     "micro_batch", "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
-                    "fp8_params", "offload_layers", *CLUSTER_COLUMNS, "unit", "confidence", "notes")
+                    "grad_reduce_in_fp32", "fp8_params", "offload_layers", *CLUSTER_COLUMNS, "unit", "confidence",
+                    "notes")
 
 #: Metrics a run can report -> the unit it is compared in.
 METRICS: Dict[str, str] = {
@@ -178,6 +182,7 @@ class PublishedRun:
     value: float
     fp8_params: bool = False
     offload_layers: int = 0
+    grad_reduce_in_fp32: Optional[bool] = None
     cluster: Dict[str, float] = dataclass_field(default_factory=dict)
 
     def error(self, field: str, value: object, why: str) -> RowError:
@@ -236,6 +241,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         flops_formula=r.choice("flops_formula", _FORMULAS, "model"),
         value=_in_metric_unit(r, metric, r.number("value", float, minimum=1e-12)),
         fp8_params=fp8_params, offload_layers=offload_layers, cluster=_cluster(r),
+        grad_reduce_in_fp32=r.flag("grad_reduce_in_fp32", None),
     )
 
 

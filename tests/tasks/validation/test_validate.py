@@ -310,3 +310,14 @@ def test_a_run_is_priced_on_the_cluster_its_row_states(tmp_path, profiles):
                        (",,,,0", "hbm_tbps='0' must be a finite number of at least 0.01")):
         with pytest.raises(RowError, match=re.escape(why)):
             read_runs(_with(tmp_path, columns, _row(**h100) + "," + cells))
+
+
+def test_a_row_says_whether_gradients_are_reduced_in_fp32(tmp_path, profiles):
+    """Megatron-Core's grad_reduce_in_fp32: off, a bf16 run keeps and reduces 16-bit gradients;
+    on, an fp16 run reduces fp32 ones; blank keeps the precision's default."""
+    a100 = dict(hw="A100-SXM-80GB", dp="32", gpus="32")
+    blank, off, fp16_on = read_runs(_with(tmp_path, "grad_reduce_in_fp32", _row(**a100) + ",",
+                                          _row(**a100) + ",false", _row(precision="fp16", **a100) + ",true"))
+    assert [run_stack(r).main_grad_bytes for r in (blank, off, fp16_on)] == [4.0, 2.0, 4.0]
+    hw = find_profile(blank.hw, profiles)
+    assert predict_run(off, hw).step_time_s < predict_run(blank, hw).step_time_s   # half the bytes reduced
