@@ -33,6 +33,9 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``grad_reduce_in_fp32`` (a column ``published_runs.csv`` need not have): true keeps and
   reduces the weight gradients in fp32 (``Stack.main_grad_bytes`` 4), false in the run's 16
   bits (2; Megatron-Core's ``grad_reduce_in_fp32``); blank: false for an fp16 run, else true;
+- ``dp_engine`` (a column ``published_runs.csv`` need not have): megatron; how the framework
+  runs the sharding modes' collectives (``Stack.dp_engine``, ``stack.DP_ENGINE_NAMES``:
+  deepspeed-zero3-2021 for DeepSpeed's ZeRO-3 of early 2021);
 - ``fp8_params`` (a column ``published_runs.csv`` need not have): false; true keeps the linear
   weights in fp8 only and gathers them in fp8 (``Stack.fp8_params``, Megatron-Core's
   fp8_param_gather), and asks for ``precision`` fp8;
@@ -80,7 +83,7 @@ from typing import Dict, List, Optional
 
 from tasks.model.terms.layout import RECOMPUTE_MODES, recompute_layers_problem
 from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
-from tasks.model.terms.stack import ELEMENTWISE_STYLES, offload_problem
+from tasks.model.terms.stack import DP_ENGINE_NAMES, ELEMENTWISE_STYLES, offload_problem
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
 
@@ -103,8 +106,8 @@ REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "glob
 OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", "tp", "pp", "vp", "dp", "gpus",
                     "micro_batch", "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
-                    "grad_reduce_in_fp32", "fp8_params", "offload_layers", *CLUSTER_COLUMNS, "unit", "confidence",
-                    "notes")
+                    "grad_reduce_in_fp32", "dp_engine", "fp8_params", "offload_layers", *CLUSTER_COLUMNS, "unit",
+                    "confidence", "notes")
 
 #: Metrics a run can report -> the unit it is compared in.
 METRICS: Dict[str, str] = {
@@ -183,6 +186,7 @@ class PublishedRun:
     fp8_params: bool = False
     offload_layers: int = 0
     grad_reduce_in_fp32: Optional[bool] = None
+    dp_engine: str = "megatron"
     cluster: Dict[str, float] = dataclass_field(default_factory=dict)
 
     def error(self, field: str, value: object, why: str) -> RowError:
@@ -242,6 +246,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         value=_in_metric_unit(r, metric, r.number("value", float, minimum=1e-12)),
         fp8_params=fp8_params, offload_layers=offload_layers, cluster=_cluster(r),
         grad_reduce_in_fp32=r.flag("grad_reduce_in_fp32", None),
+        dp_engine=r.choice("dp_engine", DP_ENGINE_NAMES, "megatron"),
     )
 
 

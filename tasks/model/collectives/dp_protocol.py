@@ -16,13 +16,15 @@ after the optimizer step).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, FrozenSet, Tuple
+from typing import Callable, Dict, FrozenSet, Optional, Tuple
 
 import numpy as np
 
 from tasks.model.terms.layout import ZERO_MODES, code
+from tasks.model.terms.stack import DP_ENGINE_NAMES
 
-__all__ = ["DpCollective", "ShardingMode", "SHARDING", "HIDING_WINDOWS", "by_mode", "shards", "windows"]
+__all__ = ["DpCollective", "ShardingMode", "SHARDING", "HIDING_WINDOWS", "DpEngine", "DP_ENGINES", "sharding_for",
+           "by_mode", "shards", "windows"]
 
 #: What compute a DP collective may run behind: the micro-batch's forward or backward on
 #: the stage, or nothing (the step waits for all of it).
@@ -38,12 +40,15 @@ class DpCollective:
     ``step.comm.dp_widths``). ``per_microbatch``: it runs every micro-batch, else once per
     step. ``hidden_by``: a ``HIDING_WINDOWS`` entry. ``needs_dp_overlap``: it hides only
     when the stack overlaps gradient reduction (``Stack.dp_overlap``); otherwise always where
-    its window lasts (a prefetched gather)."""
+    its window lasts (a prefetched gather). ``under_recompute``: it runs for the layers full
+    recomputation repeats, so its count per micro-batch is the layout's recomputed share (a
+    weight gather again before the repeated forward)."""
 
     op: str
     per_microbatch: bool
     hidden_by: str
     needs_dp_overlap: bool = False
+    under_recompute: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,12 +87,85 @@ assert tuple(SHARDING) == ZERO_MODES and all(code("zero", name) == i for i, name
     "one sharding mode per layout.ZERO_MODES entry, in its order, numbered as its code"
 
 
-def by_mode(zero, value: Callable[[ShardingMode], object]) -> np.ndarray:
+@dataclass(frozen=True)
+class DpEngine:
+    """How a framework runs the collectives of the sharding modes in ``modes`` (stack data;
+    ``Stack.dp_engine`` names one of ``DP_ENGINES``; the other modes run as ``SHARDING`` has
+    them). ``per_tensor``: one collective per weight tensor of a layer
+    (``layer.layer_tensors``), where Megatron-style engines run one per layer's weights (a
+    bucket); ``serialized_gathers``: the device is synchronised before each weight gather, so
+    no gather hides behind compute; ``regather_under_recompute``: full recomputation gathers
+    the weights once more for the repeated forward; ``copy_per_rank``: each collective goes
+    through PyTorch's list API, which copies the DP group's ranks' parts one copy kernel per
+    rank (``kernel_launch_us`` each) on the communication stream."""
+
+    name: str
+    modes: FrozenSet[str] = frozenset()
+    per_tensor: bool = False
+    serialized_gathers: bool = False
+    regather_under_recompute: bool = False
+    copy_per_rank: bool = False
+
+
+#: The engines, in ``stack.DP_ENGINE_NAMES`` order. Sources:
+#: "megatron": the modes as ``SHARDING`` states them (one collective per layer, gathers
+#: prefetched behind compute): Megatron-LM's DDP and distributed optimizer, PyTorch FSDP.
+#: "deepspeed-zero3-2021": DeepSpeed's ZeRO stage 3 as of v0.3.13 (microsoft/DeepSpeed, tag
+#: v0.3.13, March 2021; Narayanan et al. 2021 compared against that season's release):
+#: deepspeed/runtime/zero/partition_parameters.py ``_allgather_param`` gathers one parameter
+#: per ``torch.distributed.all_gather`` call into a list of world-size partitions after
+#: ``torch.cuda.synchronize()``, and ``_reduce_scatter_gradient`` reduce-scatters one
+#: gradient per call from a list; stage3.py ``fetch_sub_module`` gathers a module's
+#: parameters when its forward (or backward) hook fires, so a recomputed forward gathers
+#: them again, and ``_synchronize_communication`` waits for them with another device
+#: synchronisation. PyTorch's ProcessGroupNCCL::allgather and reduce_scatter copy a list's
+#: parts to or from a flat buffer one ``copy_`` per rank (pytorch/pytorch
+#: torch/lib/c10d/ProcessGroupNCCL.cpp at 00f5dfd57: "Copy the flattened output tensors to
+#: the outputs").
+DP_ENGINES: Dict[str, DpEngine] = {
+    "megatron": DpEngine("megatron"),
+    "deepspeed-zero3-2021": DpEngine("deepspeed-zero3-2021", frozenset({"zero3"}), per_tensor=True,
+                                     serialized_gathers=True, regather_under_recompute=True, copy_per_rank=True),
+}
+assert tuple(DP_ENGINES) == DP_ENGINE_NAMES, "one engine per stack.DP_ENGINE_NAMES entry, in its order"
+
+
+def _as_engine_runs(mode: ShardingMode, engine: DpEngine) -> ShardingMode:
+    """``mode`` as ``engine`` runs it: its gathers hidden by nothing where the engine
+    serialises them, and a gather again under recomputation where it re-gathers."""
+    if mode.name not in engine.modes:
+        return mode
+
+    def gather_window(c: DpCollective) -> str:
+        return "none" if engine.serialized_gathers and c.op == "all_gather" else c.hidden_by
+
+    collectives = tuple(DpCollective(c.op, c.per_microbatch, gather_window(c), c.needs_dp_overlap, c.under_recompute)
+                        for c in mode.collectives)
+    if engine.regather_under_recompute:
+        collectives += (DpCollective("all_gather", True, "none" if engine.serialized_gathers else "forward",
+                                     under_recompute=True),)
+    return ShardingMode(mode.name, mode.shards, collectives)
+
+
+def sharding_for(engine: str) -> Dict[str, ShardingMode]:
+    """``SHARDING`` as the engine named ``engine`` (a ``DP_ENGINES`` key) runs it: ``SHARDING``
+    itself for an engine that runs no mode its own way (read afresh, so a changed entry
+    reaches every consumer)."""
+    chosen = DP_ENGINES[engine]
+    if not chosen.modes:
+        return SHARDING
+    return {name: _as_engine_runs(mode, chosen) for name, mode in SHARDING.items()}
+
+
+def by_mode(zero, value: Callable[[ShardingMode], object],
+            table: Optional[Dict[str, ShardingMode]] = None) -> np.ndarray:
     """``value(mode)`` for each layout's mode: ``zero`` holds codes (``layout.code``, which
     number the modes in ``SHARDING``'s order); each value is a scalar or an array shaped like
-    ``zero``. One pass over the layouts, whatever the number of modes."""
+    ``zero``. ``table``: the modes as an engine runs them (``sharding_for``; default
+    ``SHARDING``). One pass over the layouts, whatever the number of modes."""
     zero = np.asarray(zero)
-    return np.choose(zero, [np.asarray(value(mode), dtype=np.float64) for mode in SHARDING.values()])
+    modes = (SHARDING if table is None else table).values()
+    return np.choose(zero, [np.asarray(value(mode), dtype=np.float64) for mode in modes])
 
 
 def shards(zero, state: str) -> np.ndarray:
@@ -96,13 +174,13 @@ def shards(zero, state: str) -> np.ndarray:
     return np.asarray([state in mode.shards for mode in SHARDING.values()])[np.asarray(zero)]
 
 
-def windows(mode: ShardingMode, per_microbatch: bool) -> Dict[Tuple[str, bool], Tuple[str, ...]]:
-    """The ops of ``mode``'s collectives that run per micro-batch (or once per step), grouped
-    by what hides them: {(hidden_by, needs_dp_overlap): ops in running order}. Collectives
-    sharing a window hide together: the window's compute covers their sum."""
-    grouped: Dict[Tuple[str, bool], Tuple[str, ...]] = {}
+def windows(mode: ShardingMode, per_microbatch: bool) -> Dict[Tuple[str, bool], Tuple[DpCollective, ...]]:
+    """The collectives of ``mode`` that run per micro-batch (or once per step), grouped by
+    what hides them: {(hidden_by, needs_dp_overlap): collectives in running order}.
+    Collectives sharing a window hide together: the window's compute covers their sum."""
+    grouped: Dict[Tuple[str, bool], Tuple[DpCollective, ...]] = {}
     for c in mode.collectives:
         if c.per_microbatch == per_microbatch:
             key = (c.hidden_by, c.needs_dp_overlap)
-            grouped[key] = grouped.get(key, ()) + (c.op,)
+            grouped[key] = grouped.get(key, ()) + (c,)
     return grouped

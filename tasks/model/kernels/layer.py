@@ -34,6 +34,7 @@ __all__ = [
     "tp_allreduce_bytes",
     "tp_allreduces_per_layer",
     "layer_params",
+    "layer_tensors",
     "dp_gradient_bytes",
     "attention_core_flops",
     "training_flops_per_layer",
@@ -320,6 +321,21 @@ def layer_params(h, heads=None, block: Block = STUDY_BLOCK):
     kv_share = 1.0 if block.kv_heads is None or heads is None else block.kv_heads / np.asarray(heads, np.float64)
     attention = h * (h + 2.0 * h * kv_share) + h * h
     return attention + block.mlp_matrices * h * block.width(h)
+
+
+def layer_tensors(h, heads=None, block: Block = STUDY_BLOCK) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
+    """The weight tensors of one layer, as an engine that moves one tensor per collective sees
+    them (all TP ranks together; elements each): (the matrices, whose sum is ``layer_params``:
+    QKV, attention output and the MLP's ``mlp_matrices``; the vectors: a bias per matrix and a
+    LayerNorm weight and bias before attention and before the MLP, as Megatron-LM's GPT layer
+    has them). The vectors are O(H) and left out of ``layer_params``; a layer without biases
+    has fewer of them."""
+    kv_share = 1.0 if block.kv_heads is None or heads is None else block.kv_heads / float(heads)
+    ffn = float(block.width(h))
+    matrices = (h * (h + 2.0 * h * kv_share), h * h) + (h * ffn,) * block.mlp_matrices
+    mlp_biases = (ffn,) * (block.mlp_matrices - 1) + (float(h),)
+    vectors = (h + 2.0 * h * kv_share, float(h)) + mlp_biases + (float(h),) * 4
+    return tuple(float(m) for m in matrices), tuple(float(v) for v in vectors)
 
 
 def dp_gradient_bytes(h, tp, p: float, heads=None, block: Block = STUDY_BLOCK):

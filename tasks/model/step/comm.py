@@ -124,22 +124,55 @@ def dp_widths(ctx: StepContext, embedding: bool = False) -> Dict[str, float]:
 
 def _dp_times(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
     """Each DP op on all of a stage's weight tensors (one collective per layer and one for
-    the stage's embedding matrices), on the tiers the DP group spans; 0 at DP 1."""
+    the stage's embedding matrices, or one per weight tensor where the stack's DP engine moves
+    them so: ``_per_tensor_layer_time``), on the tiers the DP group spans; 0 at DP 1."""
     hw = ctx.hardware
     crosses, local = lay.dp_crosses(hw), lay.dp_local_ranks(hw)
     per_layer, embed = _stage_elements(lay, ctx)
     widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
+    engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
+    by_tensor = engine_layouts(lay, ctx) if engine.per_tensor else None
 
     def over_stage(op: str) -> np.ndarray:
         width = widths[op]
         if ctx.vocab <= 0:
-            return lay.layers_per_stage * tier_time(op, lay.dp, width * per_layer, crosses, hw, local_ranks=local)
-        # One call for both messages: the groups' figures are worked out once.
-        messages = np.stack(np.broadcast_arrays(width * per_layer, embed_widths[op] * embed))
-        layer_t, embed_t = tier_time(op, lay.dp, messages, crosses, hw, local_ranks=local)
+            layer_t, embed_t = tier_time(op, lay.dp, width * per_layer, crosses, hw, local_ranks=local), 0.0
+        else:
+            # One call for both messages: the groups' figures are worked out once.
+            messages = np.stack(np.broadcast_arrays(width * per_layer, embed_widths[op] * embed))
+            layer_t, embed_t = tier_time(op, lay.dp, messages, crosses, hw, local_ranks=local)
+        if by_tensor is not None:
+            layer_t = np.where(by_tensor, _per_tensor_layer_time(op, width, lay, ctx, engine), layer_t)
+            embed_t = embed_t + np.where(by_tensor, _rank_copies(engine, lay, ctx) * embedding_matrices(lay), 0.0)
         return lay.layers_per_stage * layer_t + embed_t
 
     return {op: np.where(lay.dp > 1, over_stage(op), 0.0) for op in ("all_reduce", "all_gather", "reduce_scatter")}
+
+
+def engine_layouts(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """Whether each layout's sharding mode is one the stack's DP engine runs its own way
+    (``dp_protocol.DpEngine.modes``)."""
+    engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
+    return dp_protocol.by_mode(lay.zero, lambda mode: mode.name in engine.modes) > 0
+
+
+def _rank_copies(engine: dp_protocol.DpEngine, lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """Seconds one collective spends copying its ranks' parts, one kernel per rank, where the
+    engine goes through PyTorch's list API (``DpEngine.copy_per_rank``); else 0."""
+    return lay.dp * ctx.hardware.kernel_launch_us * 1e-6 if engine.copy_per_rank else np.zeros_like(lay.dp)
+
+
+def _per_tensor_layer_time(op: str, width: float, lay: StepLayouts, ctx: StepContext,
+                           engine: dp_protocol.DpEngine) -> np.ndarray:
+    """``op`` over one layer's weights moved one tensor per collective (``layer.layer_tensors``,
+    each 1/TP on a device, at ``width`` bytes per value), each call with its ranks' copies
+    (``_rank_copies``)."""
+    m = ctx.model
+    matrices, vectors = layer.layer_tensors(float(m.hidden), float(m.heads), ctx.block)
+    tensors = np.asarray(matrices + vectors)[:, None] * width / lay.tp
+    hw = ctx.hardware
+    each = tier_time(op, lay.dp, tensors, lay.dp_crosses(hw), hw, local_ranks=lay.dp_local_ranks(hw))
+    return each.sum(axis=0) + len(matrices + vectors) * _rank_copies(engine, lay, ctx)
 
 
 def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -152,7 +185,7 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
     times = _dp_times(lay, ctx)
     return {"per_microbatch": _dp_waited(lay, ctx, compute, times, True),
             "per_step": _dp_waited(lay, ctx, compute, times, False),
-            "total": _per_step(lay, times), "traffic": dp_traffic(lay, ctx)}
+            "total": _per_step(lay, ctx, times), "traffic": dp_traffic(lay, ctx)}
 
 
 def dp_by_window(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -177,41 +210,48 @@ def _dp_waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray
     hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
     seen: Dict[tuple, np.ndarray] = {}   # a window's wait, shared by the modes that run the same collectives in it
 
-    def window_wait(hidden_by: str, needs_overlap: bool, ops: tuple) -> np.ndarray:
-        key = (hidden_by, needs_overlap, ops)
+    def window_wait(hidden_by: str, needs_overlap: bool, collectives: tuple) -> np.ndarray:
+        key = (hidden_by, needs_overlap, tuple((c.op, c.under_recompute) for c in collectives))
         if key not in seen:
-            t = sum(times[op] for op in ops)
+            t = sum(times[c.op] * _repeats(lay, c) for c in collectives)
             hides = exposed and hidden_by != "none" and (ctx.stack.dp_overlap or not needs_overlap)
             seen[key] = metrics.exposed_communication(0.0, t, hide[hidden_by], ctx.dp_slowdown) if hides else t
         return seen[key]
 
     def waited(mode):
         out = 0.0
-        for (hidden_by, needs_overlap), ops in dp_protocol.windows(mode, per_microbatch).items():
+        for (hidden_by, needs_overlap), collectives in dp_protocol.windows(mode, per_microbatch).items():
             if only is None or hidden_by == only:
-                out = out + window_wait(hidden_by, needs_overlap, ops)
+                out = out + window_wait(hidden_by, needs_overlap, collectives)
         return out
 
-    return dp_protocol.by_mode(lay.zero, waited)
+    return dp_protocol.by_mode(lay.zero, waited, dp_protocol.sharding_for(ctx.stack.dp_engine))
+
+
+def _repeats(lay: StepLayouts, c: dp_protocol.DpCollective):
+    """How many times ``c`` runs where it runs once: the recomputed share of the layers for a
+    collective run under recomputation (``DpCollective.under_recompute``), else 1."""
+    return lay.recomputed_share if c.under_recompute else 1.0
 
 
 def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
     """Bytes one device sends over its DP rings per step (nccl-tests' bus bytes)."""
     per_layer, embed = _stage_elements(lay, ctx)
     widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
-    return _per_step(lay, {op: bus_factor(op, lay.dp) * (width * lay.layers_per_stage * per_layer
-                                                         + embed_widths[op] * embed)
-                           for op, width in widths.items()})
+    return _per_step(lay, ctx, {op: bus_factor(op, lay.dp) * (width * lay.layers_per_stage * per_layer
+                                                              + embed_widths[op] * embed)
+                                for op, width in widths.items()})
 
 
-def _per_step(lay: StepLayouts, each: Dict[str, np.ndarray]) -> np.ndarray:
-    """A step's sum over the collectives of each layout's sharding mode, given ``each`` op's
-    figure (time or bytes) over a stage: a per-micro-batch collective counts once per
-    micro-batch."""
+def _per_step(lay: StepLayouts, ctx: StepContext, each: Dict[str, np.ndarray]) -> np.ndarray:
+    """A step's sum over the collectives of each layout's sharding mode, as the stack's DP
+    engine runs them, given ``each`` op's figure (time or bytes) over a stage: a
+    per-micro-batch collective counts once per micro-batch (times ``_repeats``)."""
     def mode_sum(mode):
-        return sum((lay.microbatches if c.per_microbatch else 1.0) * each[c.op] for c in mode.collectives)
+        return sum((lay.microbatches if c.per_microbatch else 1.0) * _repeats(lay, c) * each[c.op]
+                   for c in mode.collectives)
 
-    return dp_protocol.by_mode(lay.zero, mode_sum)
+    return dp_protocol.by_mode(lay.zero, mode_sum, dp_protocol.sharding_for(ctx.stack.dp_engine))
 
 
 def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels_per_mb: np.ndarray) -> np.ndarray:
@@ -229,11 +269,16 @@ def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels
     tp_collectives = lay.layers_per_stage * tp_collectives_per_layer(lay.recomputed_share) \
         + (1.0 if ctx.vocab > 0 else 0.0)
 
+    table = dp_protocol.sharding_for(ctx.stack.dp_engine)
+    if dp_protocol.DP_ENGINES[ctx.stack.dp_engine].per_tensor:
+        tensors = sum(len(t) for t in layer.layer_tensors(float(ctx.model.hidden), float(ctx.model.heads), ctx.block))
+        dp_alpha = {op: np.where(engine_layouts(lay, ctx), tensors, 1.0) * a for op, a in dp_alpha.items()}
+
     def alpha_of(mode, per_microbatch: bool):
-        return sum(dp_alpha[c.op] for c in mode.collectives if c.per_microbatch == per_microbatch)
+        return sum(dp_alpha[c.op] * _repeats(lay, c) for c in mode.collectives if c.per_microbatch == per_microbatch)
 
     alpha_mb = (tp_collectives * ring_steps("all_reduce", lay.tp) * alpha_tp
                 + np.where(lay.pp > 1, 2.0 * lay.stages * alpha_pp, 0.0)
-                + dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, True)))
-    alpha_step = dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, False))
+                + dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, True), table))
+    alpha_step = dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, False), table)
     return ticks * (kernels_per_mb * hw.kernel_launch_us * 1e-6 + alpha_mb) + alpha_step

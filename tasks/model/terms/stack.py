@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-__all__ = ["ATTENTION_KINDS", "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack", "offload_problem"]
+__all__ = ["ATTENTION_KINDS", "DP_ENGINE_NAMES", "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack",
+           "offload_problem"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
@@ -28,6 +29,10 @@ GEMM_PRECISIONS: Tuple[str, ...] = ("bf16", "fp16", "fp8")
 #: and Transformer Engine keep them, PyTorch AMP's gradients of fp32 weights are fp32), or
 #: the 16-bit gradients of fp16 Megatron-LM (2).
 MAIN_GRAD_WIDTHS: Tuple[float, ...] = (2.0, 4.0)
+#: How a framework runs the sharding modes' collectives (``collectives.dp_protocol.DP_ENGINES``
+#: holds what each does, with its sources): "megatron" as ``dp_protocol.SHARDING`` states
+#: them, "deepspeed-zero3-2021" DeepSpeed's ZeRO-3 of early 2021.
+DP_ENGINE_NAMES: Tuple[str, ...] = ("megatron", "deepspeed-zero3-2021")
 #: How the layer's memory-bound work runs. "fused": as Megatron-LM from September 2020 on
 #: and every later stack run it, biases in the GEMMs' epilogues or fused with GELU and
 #: dropout, the scores' scale and mask inside the softmax kernel, heads split without
@@ -72,6 +77,8 @@ class Stack:
     layer. The copies are taken to run behind the layers' compute on their own stream (no
     time is charged): an assumption, which holds where the host link is as fast as Grace's
     NVLink-C2C (the GB200 and GB300 recipes that set it).
+    ``dp_engine``: one of ``DP_ENGINE_NAMES``, how the framework runs the sharding modes'
+    collectives (``collectives.dp_protocol.DP_ENGINES``).
     """
 
     attention: str = "materialised"
@@ -84,6 +91,7 @@ class Stack:
     elementwise: str = "fused"
     fp8_params: bool = False
     offload_layers: int = 0
+    dp_engine: str = "megatron"
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:
@@ -93,6 +101,8 @@ class Stack:
                              f"{', '.join(GEMM_PRECISIONS)}")
         if self.elementwise not in ELEMENTWISE_STYLES:
             raise ValueError(f"stack.elementwise={self.elementwise!r}: choose one of {', '.join(ELEMENTWISE_STYLES)}")
+        if self.dp_engine not in DP_ENGINE_NAMES:
+            raise ValueError(f"stack.dp_engine={self.dp_engine!r}: choose one of {', '.join(DP_ENGINE_NAMES)}")
         if self.fp8_params and self.gemm_precision != "fp8":
             raise ValueError(f"stack.fp8_params=true needs stack.gemm_precision=fp8, not {self.gemm_precision!r}: "
                              "fp8 weights feed fp8 GEMMs")

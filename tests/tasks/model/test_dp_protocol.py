@@ -13,6 +13,7 @@ from tasks.model.collectives import dp_protocol
 from tasks.model.step import memory
 from tasks.model.collectives.dp_protocol import SHARDING, DpCollective, ShardingMode
 from tasks.model.terms.layout import ZERO_MODES, Layout, code
+from tasks.model.terms.stack import DP_ENGINE_NAMES
 from tasks.model.step.plan import StepContext, step_columns
 from tasks.model.step.parts import layer_collectives
 
@@ -76,3 +77,42 @@ def test_the_per_layer_collectives_are_the_modes_collectives(gpt3, h100, zero):
     for c in SHARDING[zero].collectives:
         expected[c.op] = expected.get(c.op, 0) + 1
     assert listed == expected
+
+
+def test_an_engine_changes_only_the_modes_it_runs():
+    """Megatron's engine is SHARDING itself; DeepSpeed's ZeRO-3 of 2021 serialises its ZeRO-3
+    gathers and gathers again under recomputation, and leaves the other modes alone."""
+    assert dp_protocol.sharding_for("megatron") == SHARDING
+    deepspeed = dp_protocol.sharding_for("deepspeed-zero3-2021")
+    assert {name: mode for name, mode in deepspeed.items() if name != "zero3"} == \
+        {name: mode for name, mode in SHARDING.items() if name != "zero3"}
+    gathers = [c for c in deepspeed["zero3"].collectives if c.op == "all_gather"]
+    assert [(c.hidden_by, c.under_recompute) for c in gathers] == [("none", False), ("none", False), ("none", True)]
+    assert [c for c in deepspeed["zero3"].collectives if c.op == "reduce_scatter"] == \
+        [c for c in SHARDING["zero3"].collectives if c.op == "reduce_scatter"]
+    assert tuple(dp_protocol.DP_ENGINES) == DP_ENGINE_NAMES
+
+
+def test_deepspeeds_zero3_moves_one_tensor_per_call_serialised_and_copies_per_rank(gpt3, h100):
+    from dataclasses import replace
+
+    from tasks.model.kernels.layer import layer_tensors
+    from tasks.model.terms.stack import Stack
+
+    def row(recompute: str, engine: str, launch_us: float = h100.kernel_launch_us) -> dict:
+        hw = replace(h100, kernel_launch_us=launch_us)
+        ctx = StepContext(gpt3, hw, devices=64, global_batch=8, memory_fraction=1e6, stack=Stack(dp_engine=engine))
+        return _row(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero="zero3", recompute=recompute), ctx)
+
+    megatron, deepspeed = row("full", "megatron"), row("full", "deepspeed-zero3-2021")
+    stage_params = 96 * 12 * 12288**2 / 8 + 2 * 50257 * 12288 / 8
+    assert deepspeed["dp_traffic_bytes"] - megatron["dp_traffic_bytes"] == pytest.approx(7 / 8 * 2 * stage_params)
+    assert row("none", "deepspeed-zero3-2021")["dp_traffic_bytes"] == pytest.approx(row("none", "megatron")
+                                                                                    ["dp_traffic_bytes"])
+    assert deepspeed["exposed_comm_s"] > megatron["exposed_comm_s"]
+    assert deepspeed["step_time_s"] > megatron["step_time_s"]
+    # each call copies its 8 ranks' parts, one kernel each: 12 tensors a layer, 2 embedding matrices, 3 collectives
+    matrices, vectors = layer_tensors(12288.0, 96)
+    calls = 3 * (96 * (len(matrices) + len(vectors)) + 2)
+    copies = row("none", "deepspeed-zero3-2021")["dp_comm_s"] - row("none", "deepspeed-zero3-2021", 0.0)["dp_comm_s"]
+    assert copies == pytest.approx(calls * 8 * h100.kernel_launch_us * 1e-6)
