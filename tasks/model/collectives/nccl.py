@@ -38,6 +38,21 @@ min(scale-up busbw, L x NIC busbw), and of its steps 2(nodes-1) (all-reduce) or 
 cross the network and pay the scale-out α (tuning.cc, ``nInterSteps``). L = 1 is one rank
 per node: every step and every byte on the scale-out tier.
 
+**At scale** (NVIDIA/nccl src/graph/tuning.cc at 5067397c, ``ncclTopoTuneModel``): NCCL
+gives a ring a base latency per call plus a latency per step, with its own per-step figures
+on NVLink (ring LL 0.6, LL128 1.9, Simple 3.4 us; an intra-node step of a ring that crosses
+nodes at least the network post overhead, 1 us, 3 us under Simple). A profile's α is fitted
+on 8-GPU ladders, where it carries the call's fixed cost too, so charging it once per rank
+makes a ring of thousands of ranks pay that cost thousands of times. ``ring_latency``
+charges the fitted α for the steps of a ``FIT_RANKS`` group and NCCL's per-step cost for the
+rest (the network α for steps that cross nodes, as before). Beyond that group NCCL may run
+an all-reduce across nodes as a tree: 2 x log2(nodes) network tree steps (5.0 / 8.5 / 14 us
+against the ring's 2.7 LL, scaled to the profile's network α) after the node's own ring, at
+0.92 of the bus bandwidth (LL 1/3.8 of it, LL128 120/128) and an algorithm bandwidth of half
+of it, times tuning.cc's correction for mid-sized messages (``TREE_CORRECTION``);
+``tier_time`` takes the faster, as NCCL's tuner does. Groups up to ``FIT_RANKS`` ranks keep
+the fitted ring alone.
+
 **All-to-all** (expert parallelism) exchanges with each of the n-1 peers (n-1 steps,
 factor (n-1)/n); across nodes each rank sends (n-L)/n of its message through its own
 NIC, so its busbw there is min(scale-up busbw, NIC busbw x (n-1)/(n-L)).
@@ -53,8 +68,9 @@ import numpy as np
 from tasks.model.terms.specs import HardwareProfile, LinkTier
 
 __all__ = ["COLLECTIVE_OPS", "MODELLED_OPS", "ALGORITHMS", "Protocol", "PROTOCOLS", "NVLS_MIN_RANKS", "bus_factor",
-           "ring_steps", "collective_time", "tier_figures", "nvls_busbw", "spanning_figures", "tier_time",
-           "predicted_busbw"]
+           "ring_steps", "collective_time", "tier_figures", "nvls_busbw", "spanning_figures", "ring_latency",
+           "tier_time", "predicted_busbw", "RING_STEP_US_NVLINK", "TREE_STEP_US_NVLINK", "TREE_STEP_US_NET",
+           "RING_STEP_US_NET_LL", "NET_OVERHEAD_US", "FIT_RANKS", "TREE_BANDWIDTH_SHARE", "TREE_CORRECTION"]
 
 #: The collectives commscale models and measures.
 COLLECTIVE_OPS: Tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter")
@@ -153,6 +169,78 @@ def spanning_figures(op: str, n, crosses_nodes, hw: HardwareProfile, *, local_ra
             np.where(crosses, np.minimum(bw_in, nic), bw_in))
 
 
+#: NCCL's per-step latencies in us, per protocol (LL, LL128, Simple), of a ring and a tree step
+#: on NVLink and of a tree step on the network; the network ring LL step they are scaled
+#: against; the network post overhead that bounds an intra-node step of a multi-node ring
+#: (x3 under Simple). NVIDIA/nccl src/graph/tuning.cc at 5067397c (hwLatencies, getNetOverhead).
+RING_STEP_US_NVLINK = (0.6, 1.9, 3.4)
+TREE_STEP_US_NVLINK = (0.6, 1.25, 4.0)
+TREE_STEP_US_NET = (5.0, 8.5, 14.0)
+RING_STEP_US_NET_LL = 2.7
+NET_OVERHEAD_US = 1.0
+#: The tree's bus bandwidth share per protocol (tuning.cc: busBw x .92; LL x 1/3.8, LL128
+#: x 120/128 across nodes), and its bandwidth correction by message size, index
+#: log2(bytes / 64) below 23 (tuning.cc ``treeCorrectionFactor``, at 5067397c).
+TREE_BANDWIDTH_SHARE = (0.92 / 3.8, 0.92 * 120.0 / 128.0, 0.92)
+TREE_CORRECTION = (
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+)
+
+
+#: The group a profile's α was fitted on: every ladder of conf/data/collective_ladders.csv with
+#: small messages is one 8-GPU node. Up to it a ring pays steps x α as fitted; beyond it the
+#: at-scale structure applies.
+FIT_RANKS = 8
+
+
+def ring_latency(op: str, n, crosses_nodes, hw: HardwareProfile, *, local_ranks=1) -> np.ndarray:
+    """Per-protocol latency in s of a ring ``op`` among ``n`` ranks, shape (len(PROTOCOLS),
+    ...) (module docstring, "At scale"): steps x α x the protocol's scale (``spanning_figures``'
+    α) up to the steps of a ``FIT_RANKS`` group, as fitted; each step beyond pays NCCL's own
+    per-step latency where it stays in a node (an NVLink step, at least the network post
+    overhead when the ring crosses nodes) and the profile's network α where it crosses."""
+    _check(op)
+    n = np.asarray(n, dtype=np.float64)
+    crosses = np.asarray(crosses_nodes, dtype=bool)
+    local = np.minimum(np.maximum(np.asarray(local_ranks, dtype=np.float64), 1.0), n)
+    alpha = spanning_figures(op, n, crosses, hw, local_ranks=local)[0]
+    a_out = hw.inter_node.latency_us * 1e-6
+    steps = ring_steps(op, n)
+    fitted = np.minimum(steps, ring_steps(op, float(FIT_RANKS)))
+    out_share = np.where(crosses, ring_steps(op, n / local), 0.0) / np.maximum(steps, 1.0)
+    out = []
+    for p, nvlink_us in zip(PROTOCOLS, RING_STEP_US_NVLINK):
+        overhead = NET_OVERHEAD_US * (3.0 if p.name == "Simple" else 1.0)
+        intra_step = np.where(crosses, max(nvlink_us, overhead), nvlink_us) * 1e-6
+        beyond = out_share * a_out * p.latency_scale + (1.0 - out_share) * intra_step
+        out.append(fitted * alpha * p.latency_scale + (steps - fitted) * beyond)
+    return np.stack(np.broadcast_arrays(*out))
+
+
+def _tree_time(n, message_bytes, crosses_nodes, hw: HardwareProfile, local_ranks, busbw) -> np.ndarray:
+    """A tree all-reduce across nodes in s (module docstring, "At scale"), for groups beyond
+    ``FIT_RANKS``; NaN elsewhere. Inside each node its ranks pay the fitted ring's latency of
+    their node's group; across nodes 2 x log2(nodes) network tree steps."""
+    n = np.asarray(n, dtype=np.float64)
+    local = np.minimum(np.maximum(np.asarray(local_ranks, dtype=np.float64), 1.0), n)
+    nodes = np.maximum(n / local, 1.0)
+    message = np.asarray(message_bytes, dtype=np.float64)
+    size_index = np.floor(np.log2(np.maximum(message / 64.0, 1.0))).astype(np.int64)
+    in_table = size_index < len(TREE_CORRECTION[0])
+    a_in, a_out = hw.intra_node.latency_us * 1e-6, hw.inter_node.latency_us * 1e-6
+    best = None
+    for i, p in enumerate(PROTOCOLS):
+        inside = ring_steps("all_reduce", local) * a_in * p.latency_scale
+        latency = inside + 2.0 * np.log2(nodes) * a_out * TREE_STEP_US_NET[i] / RING_STEP_US_NET_LL
+        correction = np.where(in_table, np.asarray(TREE_CORRECTION[i])[np.minimum(size_index, 22)], 1.0)
+        t = latency + 2.0 * message / (busbw * TREE_BANDWIDTH_SHARE[i] * correction)
+        best = t if best is None else np.minimum(best, t)
+    usable = np.asarray(crosses_nodes, dtype=bool) & (nodes > 1) & (n > FIT_RANKS)
+    return np.where(usable, best, np.nan)
+
+
 def _nvls_time(n, message_bytes, crosses_nodes, hw: HardwareProfile):
     """In-switch all-reduce time in s; NaN where NVLS is not available (across nodes, too
     few ranks, or no in-switch reduction on the scale-up tier)."""
@@ -177,8 +265,13 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
     all-reduce inside a node where the hardware has it, the in-switch reduction (as NCCL
     picks); "ring" or "nvls" forces one (NaN where "nvls" is not available)."""
     _check_algorithm(algorithm)
-    alpha, busbw = spanning_figures(op, n, crosses_nodes, hw, local_ranks=local_ranks)
-    ring = collective_time(op, n, message_bytes, alpha, busbw)
+    busbw = spanning_figures(op, n, crosses_nodes, hw, local_ranks=local_ranks)[1]
+    latency = ring_latency(op, n, crosses_nodes, hw, local_ranks=local_ranks)
+    wire = bus_factor(op, n) * np.asarray(message_bytes, dtype=np.float64) / busbw
+    ring = np.min(np.stack(np.broadcast_arrays(*(latency[i] + wire / p.bandwidth_share
+                                                 for i, p in enumerate(PROTOCOLS)))), axis=0)
+    if op == "all_reduce" and algorithm is None:
+        ring = np.fmin(ring, _tree_time(n, message_bytes, crosses_nodes, hw, local_ranks, busbw))
     if algorithm == "ring" or (algorithm is None and (op != "all_reduce" or hw.intra_node.nvls_efficiency <= 0)):
         return ring
     switch = _nvls_time(n, message_bytes, crosses_nodes, hw) if op == "all_reduce" else np.full_like(ring, np.nan)

@@ -100,11 +100,39 @@ def test_a_ring_across_nodes_runs_through_l_nics(profiles):
 
 
 def test_crossing_nodes_by_default_is_one_rank_per_node_on_the_scale_out_tier(profiles):
+    """One rank per node: every ring step on the scale-out tier at its α and bandwidth (NCCL's
+    tree, which a group beyond ``FIT_RANKS`` may take instead, only ever shortens it)."""
     hw = profiles["h100"]
     alpha, busbw = c.tier_figures(hw.inter_node)
     sizes = np.array([2.0**12, 2.0**22, 2.0**32])
-    assert c.tier_time("all_reduce", 16, sizes, True, hw) == pytest.approx(
-        c.collective_time("all_reduce", 16, sizes, alpha, busbw))
+    ring = c.collective_time("all_reduce", 16, sizes, alpha, busbw)
+    assert c.tier_time("all_reduce", 16, sizes, True, hw, algorithm="ring") == pytest.approx(ring)
+    assert np.all(c.tier_time("all_reduce", 16, sizes, True, hw) <= ring * (1 + 1e-12))
+
+
+def test_a_fitted_ring_up_to_its_group_and_nccls_steps_beyond(profiles):
+    """Up to the ladders' 8 ranks the ring's latency is the fitted α's, steps x α; each step
+    beyond costs NCCL's NVLink step inside a node (at least the network post overhead when
+    the ring crosses nodes) and the network α across; a small all-reduce over many nodes
+    runs as NCCL's tree, log2(nodes) network steps each way."""
+    hw = profiles["a100-80gb"]
+    alpha_in, alpha_out = hw.intra_node.latency_us * 1e-6, hw.inter_node.latency_us * 1e-6
+    for op in ("all_reduce", "all_gather", "reduce_scatter"):
+        fitted = c.ring_steps(op, 8) * alpha_in * np.array([p.latency_scale for p in c.PROTOCOLS])
+        assert c.ring_latency(op, 8, False, hw) == pytest.approx(fitted)
+    share = 191 / 1535                                       # the ring's steps that cross nodes, 8 ranks a node
+    alpha = alpha_in + share * (alpha_out - alpha_in)
+    at_scale = c.ring_latency("all_gather", 1536, True, hw, local_ranks=8)[0]
+    beyond = share * alpha_out + (1 - share) * c.NET_OVERHEAD_US * 1e-6
+    assert at_scale == pytest.approx(7 * alpha + 1528 * beyond)
+    assert at_scale < 0.4 * 1535 * alpha                     # the charge once per rank it replaces
+    small, big = 2.0**12, 2.0**34
+    ring = c.tier_time("all_reduce", 1024, small, True, hw, local_ranks=8, algorithm="ring")
+    assert c.tier_time("all_reduce", 1024, small, True, hw, local_ranks=8) < ring / 10
+    assert c.tier_time("all_reduce", 1024, big, True, hw, local_ranks=8) == pytest.approx(
+        c.tier_time("all_reduce", 1024, big, True, hw, local_ranks=8, algorithm="ring"))
+    assert c.tier_time("all_reduce", 8, small, True, hw, local_ranks=4) == pytest.approx(
+        c.tier_time("all_reduce", 8, small, True, hw, local_ranks=4, algorithm="ring"))   # within the fit: a ring
 
 
 def test_all_to_all_has_its_own_bus_factor_and_crosses_nodes_through_its_own_nic(profiles):
