@@ -12,7 +12,7 @@ import numpy as np
 from tasks.model.collectives import dp_protocol
 from tasks.model.kernels import layer
 from tasks.model.terms import metrics
-from tasks.model.collectives.nccl import bus_factor, ring_steps, spanning_figures, tier_figures, tier_time
+from tasks.model.collectives.nccl import bus_factor, ring_latency, tier_figures, tier_time
 from tasks.model.collectives.layer_comm import tp_collective_time, tp_collectives_per_layer
 from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step.context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
@@ -256,16 +256,17 @@ def _per_step(lay: StepLayouts, ctx: StepContext, each: Dict[str, np.ndarray]) -
 
 def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels_per_mb: np.ndarray) -> np.ndarray:
     """The latency floor (Erdil and Schneider-Joseph, arXiv 2411.01137): the step's time if
-    every kernel and collective moved no bytes and did no FLOPs, launches and α steps only
-    (each group's per-step α on the tiers it spans, ``collectives.spanning_figures``)."""
+    every kernel and collective moved no bytes and did no FLOPs, launches and latency steps
+    only (each group's ring latency under its lowest-latency protocol on the tiers it spans,
+    ``collectives.nccl.ring_latency``)."""
     hw = ctx.hardware
-    alpha_tp = spanning_figures("all_reduce", lay.tp, lay.tp_crosses(hw), hw,
-                                local_ranks=np.minimum(lay.tp, hw.devices_per_node))[0]
-    alpha_dp = spanning_figures("all_gather", lay.dp, lay.dp_crosses(hw), hw, local_ranks=lay.dp_local_ranks(hw))[0]
+    tp_latency = ring_latency("all_reduce", lay.tp, lay.tp_crosses(hw), hw,
+                              local_ranks=np.minimum(lay.tp, hw.devices_per_node))[0]
     alpha_pp = np.where(lay.pp_crosses(hw), hw.inter_node.latency_us, hw.intra_node.latency_us) * 1e-6
     dp_collectives = lay.layers_per_stage + (1.0 if ctx.vocab > 0 else 0.0)
-    dp_alpha = {op: dp_collectives * ring_steps(op, lay.dp) * alpha_dp for op in ("all_reduce", "all_gather",
-                                                                                    "reduce_scatter")}
+    dp_alpha = {op: dp_collectives * ring_latency(op, lay.dp, lay.dp_crosses(hw), hw,
+                                                  local_ranks=lay.dp_local_ranks(hw))[0]
+                for op in ("all_reduce", "all_gather", "reduce_scatter")}
     tp_collectives = lay.layers_per_stage * tp_collectives_per_layer(lay.recomputed_share) \
         + (1.0 if ctx.vocab > 0 else 0.0)
 
@@ -277,7 +278,7 @@ def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels
     def alpha_of(mode, per_microbatch: bool):
         return sum(dp_alpha[c.op] * _repeats(lay, c) for c in mode.collectives if c.per_microbatch == per_microbatch)
 
-    alpha_mb = (tp_collectives * ring_steps("all_reduce", lay.tp) * alpha_tp
+    alpha_mb = (tp_collectives * tp_latency
                 + np.where(lay.pp > 1, 2.0 * lay.stages * alpha_pp, 0.0)
                 + dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, True), table))
     alpha_step = dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, False), table)
