@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 from sweeps.errors import UserError
+from tasks.model.collectives.dp_protocol import DP_ENGINES
 from tasks.model.terms.layout import Layout
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack
@@ -122,9 +123,18 @@ def chunk_split(case: ExportCase) -> List[int]:
 
 def check_common(case: ExportCase, framework: str) -> None:
     """What no export expresses: a model that is not a decoder (each writes causal GPT-style
-    pretraining), a stack without a causal mask."""
+    pretraining), a stack without a causal mask, a sharding mode run by another framework's
+    DP engine (``dp_protocol.DP_ENGINES``), and fp8 weights or offloaded layers (not written
+    yet)."""
     if case.model.architecture != "decoder":
         raise Unexpressible(framework, f"model {case.model.name} is an {case.model.architecture} model; the export "
                                        "writes decoder (GPT-style) pretraining")
     if not case.stack.causal:
         raise Unexpressible(framework, "stack.causal=false: decoder pretraining masks attention causally")
+    engine = DP_ENGINES[case.stack.dp_engine]
+    if case.layout.zero in engine.modes:
+        raise Unexpressible(framework, f"stack.dp_engine={engine.name} with zero={case.layout.zero}: that engine is "
+                                       f"another framework's; the export writes {framework}'s own")
+    for field, value in (("fp8_params", case.stack.fp8_params), ("offload_layers", case.stack.offload_layers)):
+        if value:
+            raise Unexpressible(framework, f"stack.{field}={value!r}: the export does not write it yet")

@@ -162,3 +162,17 @@ def test_tp_overlap_without_sequence_parallelism_and_an_uneven_split_are_told_ap
     flags, _ = parse(export("megatron", uneven))
     stages = flags["--pipeline-model-parallel-layout"].split("|")
     assert stages[0] == f"Et*{-(-uneven.model.layers // len(stages))}"
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo", "torchtitan"])
+def test_another_frameworks_dp_engine_and_unwritten_switches_are_refused_naming_them(cases, framework):
+    """A ZeRO-3 layout costed on DeepSpeed's engine is not what any of these frameworks runs;
+    fp8 weights and offloaded layers are not written yet: each refused, never dropped."""
+    zero3 = next(case for label, case in cases if case.layout.zero == "zero3")
+    deepspeed = dataclasses.replace(zero3, stack=dataclasses.replace(zero3.stack, dp_engine="deepspeed-zero3-2021"))
+    with pytest.raises(Unexpressible, match="stack.dp_engine=deepspeed-zero3-2021 with zero=zero3"):
+        export(framework, deepspeed)
+    for field, value in (("fp8_params", True), ("offload_layers", 4)):
+        stack = dataclasses.replace(zero3.stack, gemm_precision="fp8", **{field: value})
+        with pytest.raises(Unexpressible, match=f"stack.{field}="):
+            export(framework, dataclasses.replace(zero3, stack=stack))
