@@ -6,6 +6,8 @@ preset costs the stack of its model's era."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 import yaml
@@ -130,4 +132,6 @@ def test_config_composes_searches_and_stacks_and_presets_lists_stacks():
     bad = CliRunner().invoke(main, ["config", "stack", "megatron-core-2024", "tp_overlap=maybe"])
     assert bad.exit_code == 2 and "stack.tp_overlap" in bad.output
     presets = CliRunner().invoke(main, ["presets"])
-    assert "stack: megatron-2022, megatron-core-2024, megatron-core-2024-fp8" in presets.output
+    shipped = sorted(path.stem for path in (Path(__file__).resolve().parents[3] / "conf" / "stack").glob("*.yaml"))
+    assert {"megatron-2022", "megatron-core-2024", "megatron-core-2024-fp8", "deepspeed-zero3-2021"} <= set(shipped)
+    assert f"stack: {', '.join(shipped)}" in presets.output
