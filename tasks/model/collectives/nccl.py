@@ -201,11 +201,15 @@ def ring_latency(op: str, n, crosses_nodes, hw: HardwareProfile, *, local_ranks=
     α) up to the steps of a ``FIT_RANKS`` group, as fitted; each step beyond pays NCCL's own
     per-step latency where it stays in a node (an NVLink step, at least the network post
     overhead when the ring crosses nodes) and the profile's network α where it crosses."""
-    _check(op)
+    alpha = spanning_figures(op, n, crosses_nodes, hw, local_ranks=local_ranks)[0]
+    return _ring_latency(op, n, crosses_nodes, local_ranks, alpha, hw)
+
+
+def _ring_latency(op: str, n, crosses_nodes, local_ranks, alpha, hw: HardwareProfile) -> np.ndarray:
+    """``ring_latency`` given the group's ``spanning_figures`` α (worked out once by the caller)."""
     n = np.asarray(n, dtype=np.float64)
     crosses = np.asarray(crosses_nodes, dtype=bool)
     local = np.minimum(np.maximum(np.asarray(local_ranks, dtype=np.float64), 1.0), n)
-    alpha = spanning_figures(op, n, crosses, hw, local_ranks=local)[0]
     a_out = hw.inter_node.latency_us * 1e-6
     steps = ring_steps(op, n)
     fitted = np.minimum(steps, ring_steps(op, float(FIT_RANKS)))
@@ -265,12 +269,12 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
     all-reduce inside a node where the hardware has it, the in-switch reduction (as NCCL
     picks); "ring" or "nvls" forces one (NaN where "nvls" is not available)."""
     _check_algorithm(algorithm)
-    busbw = spanning_figures(op, n, crosses_nodes, hw, local_ranks=local_ranks)[1]
-    latency = ring_latency(op, n, crosses_nodes, hw, local_ranks=local_ranks)
+    alpha, busbw = spanning_figures(op, n, crosses_nodes, hw, local_ranks=local_ranks)
+    latency = _ring_latency(op, n, crosses_nodes, local_ranks, alpha, hw)
     wire = bus_factor(op, n) * np.asarray(message_bytes, dtype=np.float64) / busbw
     ring = np.min(np.stack(np.broadcast_arrays(*(latency[i] + wire / p.bandwidth_share
                                                  for i, p in enumerate(PROTOCOLS)))), axis=0)
-    if op == "all_reduce" and algorithm is None:
+    if op == "all_reduce" and algorithm is None and np.any(np.asarray(crosses_nodes) & (np.asarray(n) > FIT_RANKS)):
         ring = np.fmin(ring, _tree_time(n, message_bytes, crosses_nodes, hw, local_ranks, busbw))
     if algorithm == "ring" or (algorithm is None and (op != "all_reduce" or hw.intra_node.nvls_efficiency <= 0)):
         return ring

@@ -142,7 +142,7 @@ def _dp_times(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
             messages = np.stack(np.broadcast_arrays(width * per_layer, embed_widths[op] * embed))
             layer_t, embed_t = tier_time(op, lay.dp, messages, crosses, hw, local_ranks=local)
         if by_tensor is not None:
-            layer_t = np.where(by_tensor, _per_tensor_layer_time(op, width, lay, ctx, engine), layer_t)
+            layer_t = np.where(by_tensor, _per_tensor_layer_time(op, width, lay, ctx, engine, crosses, local), layer_t)
             embed_t = embed_t + np.where(by_tensor, _rank_copies(engine, lay, ctx) * embedding_matrices(lay), 0.0)
         return lay.layers_per_stage * layer_t + embed_t
 
@@ -163,15 +163,14 @@ def _rank_copies(engine: dp_protocol.DpEngine, lay: StepLayouts, ctx: StepContex
 
 
 def _per_tensor_layer_time(op: str, width: float, lay: StepLayouts, ctx: StepContext,
-                           engine: dp_protocol.DpEngine) -> np.ndarray:
+                           engine: dp_protocol.DpEngine, crosses, local) -> np.ndarray:
     """``op`` over one layer's weights moved one tensor per collective (``layer.layer_tensors``,
-    each 1/TP on a device, at ``width`` bytes per value), each call with its ranks' copies
-    (``_rank_copies``)."""
+    each 1/TP on a device, at ``width`` bytes per value), on the DP group's tiers (``crosses``,
+    ``local``: as ``_dp_times`` found them), each call with its ranks' copies (``_rank_copies``)."""
     m = ctx.model
     matrices, vectors = layer.layer_tensors(float(m.hidden), float(m.heads), ctx.block)
     tensors = np.asarray(matrices + vectors)[:, None] * width / lay.tp
-    hw = ctx.hardware
-    each = tier_time(op, lay.dp, tensors, lay.dp_crosses(hw), hw, local_ranks=lay.dp_local_ranks(hw))
+    each = tier_time(op, lay.dp, tensors, crosses, ctx.hardware, local_ranks=local)
     return each.sum(axis=0) + len(matrices + vectors) * _rank_copies(engine, lay, ctx)
 
 
