@@ -34,6 +34,7 @@ from tasks.model.kernels.gemm_published import CURVE_FROM, read_gemm_rows
 from tasks.validation.headline import headline_lines, headline_of
 from tasks.validation.microbench_check import JUDGED_FROM_BYTES, ladder_row_bytes
 from tasks.validation.records import DATA_FILES, HELD_OUT, ValidationRecord, error_summary, lean
+from tasks.validation.validate import SUSTAINED_WORDS
 
 
 def _line(name: str, figure: str, met: bool, target: str) -> None:
@@ -113,7 +114,7 @@ def _feasible(by: Dict[str, List[ValidationRecord]], zero3: List[ValidationRecor
         _line(f"{name} within HBM", f"{len(runs) - len(over)} of {len(runs)}", not over, "every run")
         for r in [*tight, *over]:
             print(f"{'':44s}   {'tight' if r in tight else 'over'}: row {r.row} {r.model} on {r.hardware}: "
-                  f"{r.detail.split('; ')[-1]}")
+                  f"{next(part for part in r.detail.split('; ') if ' GB' in part)}")
 
 
 def main() -> None:
@@ -141,6 +142,17 @@ def held_out(runs: List[ValidationRecord]) -> None:
     """The held-out runs' errors, per source and per row (no target: never fitted to)."""
     print("\nheld-out runs (holdout_runs.csv; no target, nothing fitted to them)")
     _per_source(runs, rows=True)
+    _sustained(runs)
+
+
+def _sustained(runs: List[ValidationRecord]) -> None:
+    """The held-out runs by the sustained rate their compute rests on (each run's detail,
+    ``validate.SUSTAINED_WORDS``): count, mean |error| and lean of each kind."""
+    for basis, words in SUSTAINED_WORDS.items():
+        mine = [r for r in runs if words in r.detail.split("; ")]
+        if mine:
+            mean, worst = error_summary(mine)
+            print(f"  {words:44s} {len(mine):2d} rows, mean {mean:.1%}, max {worst:.1%}, lean {_lean(mine):+.1%}")
 
 
 if __name__ == "__main__":

@@ -57,6 +57,23 @@ def _check_gemm_ceiling(hw: HardwareProfile) -> None:
         if tile_ceiling < ceiling:
             raise ConfigError(f"hardware.gemm_tile_ceiling.{dtype}", tile_ceiling,
                               f"is below gemm_ceiling {ceiling}: the law could never reach the measured best")
+    _check_gemm_sustained(hw)
+
+
+def _check_gemm_sustained(hw: HardwareProfile) -> None:
+    """Each ``gemm_sustained`` key is a known dtype with a fraction in (0, 1], at or below
+    that dtype's ceiling (a device sustains no more than it bursts to)."""
+    for dtype, sustained in hw.gemm_sustained.items():
+        check_choices("hardware.gemm_sustained", [dtype], list(GEMM_DTYPES), verb="has a key that is no dtype; use")
+        check_range(f"hardware.gemm_sustained.{dtype}", sustained, FRACTION)
+        try:
+            ceiling = gemm_ceiling(hw, dtype)
+        except MissingFigure:
+            raise ConfigError(f"hardware.gemm_sustained.{dtype}", sustained,
+                              f"has no hardware.gemm_ceiling.{dtype} to stand below; add that first") from None
+        if sustained > ceiling:
+            raise ConfigError(f"hardware.gemm_sustained.{dtype}", sustained,
+                              f"is above gemm_ceiling {ceiling}: a device sustains no more than its short-run best")
 
 
 def validate_model(model: TransformerModel) -> None:

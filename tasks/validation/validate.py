@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from tasks.model.kernels.roofline import MissingFigure, gemm_ceiling, peak_flops
+from tasks.model.kernels.sustained import sustained_basis
 from tasks.model.terms.specs import HardwareProfile
 from tasks.validation import layers_check, microbench_check
 from tasks.validation.predict_runs import find_profile, predict_run
@@ -26,7 +27,19 @@ from tasks.validation.records import (DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, HE
                                       ValidationRecord, signed_error)
 from tasks.validation.runs import METRICS, PublishedRun, read_runs
 
-__all__ = ["Validation", "validate_runs", "validate_all"]
+__all__ = ["Validation", "validate_runs", "validate_all", "sustained_note"]
+
+#: How a run's detail names the sustained rate its compute rests on
+#: (``tasks.model.kernels.sustained.sustained_basis``).
+SUSTAINED_WORDS = {"measured": "sustained rate measured", "assumed": "sustained rate assumed",
+                   "none": "no sustained rate: short-run ceiling assumed"}
+
+
+def sustained_note(hw: HardwareProfile, precision: str) -> str:
+    """The words a run's detail gives the sustained rate its compute rests on: measured for
+    its device and precision, assumed (a sibling's measurement), or none (the short-run
+    ceiling taken to hold through training)."""
+    return SUSTAINED_WORDS[sustained_basis(hw, precision)]
 
 @dataclass
 class Validation:
@@ -38,7 +51,8 @@ class Validation:
 
 def _run_record(run: PublishedRun, hw: HardwareProfile, dataset: str) -> ValidationRecord:
     pred = predict_run(run, hw)
-    detail = f"{pred.layout.describe()}; {pred.step_time_s:.3g} s/step; {pred.describe_memory()}"
+    detail = (f"{pred.layout.describe()}; {pred.step_time_s:.3g} s/step; {pred.describe_memory()}; "
+              f"{sustained_note(hw, run.precision)}")
     if run.cluster:
         detail += "; its cluster: " + ", ".join(f"{name} {value:g}" for name, value in run.cluster.items())
     return ValidationRecord(dataset=dataset, source=run.source, row=run.row, model=run.model, hardware=hw.name,

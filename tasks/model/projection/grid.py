@@ -18,6 +18,7 @@ from tasks.model.kernels import layer
 from tasks.model.terms import metrics
 from tasks.model.collectives.layer_comm import dp_gradient_time, tp_layer_time
 from tasks.model.kernels.layer_cost import layer_cost
+from tasks.model.kernels.sustained import training_device
 from tasks.model.projection.operators import MODELLED_CLASSES, op_family
 from tasks.model.projection.opmodel import MeasuredRange, OperatorModel, predict
 from tasks.model.terms.specs import HardwareProfile, LinkTier, fingerprint
@@ -39,7 +40,7 @@ __all__ = [
 #: Bumped whenever a formula or assumption of the cost model changes its numbers; part
 #: of every result key, so a changed model never reuses an old result.
 #: What each version changed, and which numbers moved: docs/changelog.md.
-COST_MODEL_VERSION = "spec-9"
+COST_MODEL_VERSION = "spec-10"
 
 #: Version of the projection table's schema (the lake's ``schema_version`` column).
 #: 2 added ``status`` and ``reason``; 3 the uncertainty band of a measured calibration.
@@ -108,8 +109,9 @@ PROJECTION_SCHEMA = pa.schema(list(POINT_SCHEMA) + [pa.field(n, t) for n, t in _
 def layer_times(h, heads, sl, b, tp, p, hw: HardwareProfile):
     """Forward GEMM, backward GEMM and element-wise time of one layer of the study's block
     (method.md §3: multi-head attention, a 4H MLP, the score matrix materialised), per
-    device: ``tasks.model.kernels.layer_cost`` for the study's stack."""
-    cost = layer_cost(h, heads, sl, b, tp, hw, p=p)
+    device at the rates it sustains in training (``tasks.model.kernels.sustained``):
+    ``tasks.model.kernels.layer_cost`` for the study's stack."""
+    cost = layer_cost(h, heads, sl, b, tp, training_device(hw), p=p)
     return cost.gemm_fwd, cost.gemm_bwd, cost.elementwise_fwd + cost.elementwise_bwd
 
 

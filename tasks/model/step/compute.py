@@ -34,7 +34,7 @@ def stage_layer_cost(lay: StepLayouts, ctx: StepContext, shapes: Optional[Distin
     m = ctx.model
     shapes = distinct_shapes(lay) if shapes is None else shapes
     cost = layer_cost(np.full(len(shapes.tp), float(m.hidden)), float(m.heads), float(m.seq_len), shapes.micro_batch,
-                      shapes.tp, ctx.hardware, p=float(ctx.dtype_bytes), block=ctx.block, stack=ctx.stack,
+                      shapes.tp, ctx.device, p=float(ctx.dtype_bytes), block=ctx.block, stack=ctx.stack,
                       sequence_parallel=shapes.sequence_parallel)
     spread = {name: shapes.spread(getattr(cost, name), np.shape(lay.tp))
               for name in LayerCost.__dataclass_fields__ if not name.startswith("kernels_")}
@@ -61,7 +61,7 @@ def _output_layer(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctS
     gemms = layer.training_gemms("logits", tokens, ctx.vocab / tp, float(ctx.model.hidden))
     accumulate = grad_accumulation_time(ctx.vocab * float(ctx.model.hidden) / tp, ctx.hardware, ctx.stack)
     loss = cross_entropy_time(tokens * ctx.vocab / tp, ctx.hardware)
-    times = [roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.hardware, precision, ctx.dtype_bytes) for g in gemms]
+    times = [roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.device, precision, ctx.dtype_bytes) for g in gemms]
     forward = loss + times[0]
     return shapes.spread(forward, np.shape(lay.tp)), shapes.spread(accumulate + loss + sum(times), np.shape(lay.tp))
 

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping, NamedTuple
 
 import numpy as np
 
 from tasks.model.kernels.layer import Block
+from tasks.model.kernels.sustained import training_device
 from tasks.model.terms.layout import code
 from tasks.model.step.memory import USABLE_HBM_FRACTION, usable_memory_bytes, weights_sharded
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
@@ -41,6 +43,12 @@ class StepContext:
     @property
     def memory_limit_bytes(self) -> float:
         return float(usable_memory_bytes(self.hardware.hbm_gb, self.memory_fraction))
+
+    @cached_property
+    def device(self) -> HardwareProfile:
+        """The hardware as the step's compute runs on it: at the rates it sustains through
+        training (``tasks.model.kernels.sustained.training_device``)."""
+        return training_device(self.hardware)
 
     @property
     def block(self) -> Block:

@@ -112,6 +112,11 @@ class HardwareProfile:
     ``gemm_tile_overhead_us``: the time a wave of
     output tiles spends outside its K loop (``None``: the law's default, see
     ``roofline.tile_overhead_s``).
+    ``gemm_sustained``: dtype -> the fraction of that dtype's peak the best-shaped large GEMM
+    sustains once the device runs at its power limit with its clock settled (a measured
+    maximum sustainable matmul FLOP/s), at or below ``gemm_ceiling``; a training step runs
+    its compute at this rate (``tasks.model.kernels.sustained``). A dtype without an entry
+    is taken to sustain its ceiling.
     """
 
     name: str = MISSING
@@ -128,6 +133,7 @@ class HardwareProfile:
     gemm_tile_ceiling: Dict[str, float] = field(default_factory=dict)
     peak_fp8_tflops: Optional[float] = None
     gemm_tile_overhead_us: Optional[float] = None
+    gemm_sustained: Dict[str, float] = field(default_factory=dict)
     intra_node: LinkTier = field(default_factory=LinkTier)
     inter_node: LinkTier = field(default_factory=LinkTier)
     sources: Dict[str, str] = field(default_factory=dict)
