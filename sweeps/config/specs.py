@@ -39,41 +39,34 @@ def validate_hardware(hw: HardwareProfile) -> None:
 
 def _check_gemm_ceiling(hw: HardwareProfile) -> None:
     """Each ``gemm_ceiling`` key is a known dtype with a fraction in (0, 1]; bf16 is there.
-    Each ``gemm_tile_ceiling`` key too, at or above that dtype's ceiling."""
+    Each ``gemm_tile_ceiling`` key too, at or above that dtype's ceiling; each
+    ``gemm_sustained`` key at or below it (a device sustains no more than it bursts to)."""
     for dtype, ceiling in hw.gemm_ceiling.items():
         check_choices("hardware.gemm_ceiling", [dtype], list(GEMM_DTYPES), verb="has a key that is no dtype; use")
         check_range(f"hardware.gemm_ceiling.{dtype}", ceiling, FRACTION)
     if "bf16" not in hw.gemm_ceiling:
         raise ConfigError("hardware.gemm_ceiling", dict(hw.gemm_ceiling), "needs a bf16 entry (the default dtype "
                                                                          "of the GEMM law)")
-    for dtype, tile_ceiling in hw.gemm_tile_ceiling.items():
-        check_choices("hardware.gemm_tile_ceiling", [dtype], list(GEMM_DTYPES), verb="has a key that is no dtype; use")
-        check_range(f"hardware.gemm_tile_ceiling.{dtype}", tile_ceiling, FRACTION)
+    _check_beside_ceiling(hw, "gemm_tile_ceiling", above=True,
+                          why="is below gemm_ceiling {}: the law could never reach the measured best")
+    _check_beside_ceiling(hw, "gemm_sustained", above=False,
+                          why="is above gemm_ceiling {}: a device sustains no more than its short-run best")
+
+
+def _check_beside_ceiling(hw: HardwareProfile, name: str, *, above: bool, why: str) -> None:
+    """Each key of the per-dtype table ``name`` is a known dtype with a fraction in (0, 1]
+    that has a ceiling to compare with, and stands at or ``above`` it (else at or below)."""
+    for dtype, fraction in getattr(hw, name).items():
+        check_choices(f"hardware.{name}", [dtype], list(GEMM_DTYPES), verb="has a key that is no dtype; use")
+        check_range(f"hardware.{name}.{dtype}", fraction, FRACTION)
         try:
             ceiling = gemm_ceiling(hw, dtype)
         except MissingFigure:
-            raise ConfigError(f"hardware.gemm_tile_ceiling.{dtype}", tile_ceiling,
-                              f"has no hardware.gemm_ceiling.{dtype} to stand above; add that first") from None
-        if tile_ceiling < ceiling:
-            raise ConfigError(f"hardware.gemm_tile_ceiling.{dtype}", tile_ceiling,
-                              f"is below gemm_ceiling {ceiling}: the law could never reach the measured best")
-    _check_gemm_sustained(hw)
-
-
-def _check_gemm_sustained(hw: HardwareProfile) -> None:
-    """Each ``gemm_sustained`` key is a known dtype with a fraction in (0, 1], at or below
-    that dtype's ceiling (a device sustains no more than it bursts to)."""
-    for dtype, sustained in hw.gemm_sustained.items():
-        check_choices("hardware.gemm_sustained", [dtype], list(GEMM_DTYPES), verb="has a key that is no dtype; use")
-        check_range(f"hardware.gemm_sustained.{dtype}", sustained, FRACTION)
-        try:
-            ceiling = gemm_ceiling(hw, dtype)
-        except MissingFigure:
-            raise ConfigError(f"hardware.gemm_sustained.{dtype}", sustained,
-                              f"has no hardware.gemm_ceiling.{dtype} to stand below; add that first") from None
-        if sustained > ceiling:
-            raise ConfigError(f"hardware.gemm_sustained.{dtype}", sustained,
-                              f"is above gemm_ceiling {ceiling}: a device sustains no more than its short-run best")
+            raise ConfigError(f"hardware.{name}.{dtype}", fraction,
+                              f"has no hardware.gemm_ceiling.{dtype} to stand {'above' if above else 'below'}; "
+                              "add that first") from None
+        if (fraction < ceiling) if above else (fraction > ceiling):
+            raise ConfigError(f"hardware.{name}.{dtype}", fraction, why.format(ceiling))
 
 
 def validate_model(model: TransformerModel) -> None:

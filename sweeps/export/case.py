@@ -84,6 +84,14 @@ class ExportCase:
         return self.stack.dp_overlap and self.layout.dp > 1
 
     @property
+    def gather_overlap(self) -> bool:
+        """The step model hides the layout's weight gathers behind compute: zero3's, prefetched
+        wherever DP communication overlaps, or zero1's once the stack overlaps it with the next
+        forward pass (``Stack.param_gather_overlap``). Megatron-Core's overlap_param_gather."""
+        return self.dp_overlap and (self.sharding == "zero3"
+                                    or (self.sharding == "zero1" and self.stack.param_gather_overlap))
+
+    @property
     def nodes(self) -> int:
         return math.ceil(self.devices / self.hardware.devices_per_node)
 

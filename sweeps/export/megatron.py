@@ -26,8 +26,10 @@ before its arguments were generated from config dataclasses); the constraints qu
 - Stack: ``--bf16``/``--fp16`` (``--fp8-format hybrid`` for fp8 GEMMs); materialised
   attention is ``--attention-backend unfused``, a fused kernel ``fused`` (Transformer
   Engine's); ``--overlap-grad-reduce`` where DP traffic hides behind the backward pass
-  (and ``--overlap-param-gather`` for zero3, whose gathers the step model prefetches;
-  zero1's gather after the optimizer step is costed exposed, so it is not overlapped);
+  (and ``--overlap-param-gather`` for zero3, whose gathers the step model prefetches, and
+  for zero1 where the stack overlaps its gather with the next forward pass,
+  ``param_gather_overlap``; otherwise zero1's gather after the optimizer step is costed
+  exposed, so it is not overlapped);
   ``--tp-comm-overlap`` (which needs sequence parallelism); an interleaved pipeline
   overlaps its sends by default, ``--no-overlap-p2p-communication`` where the stack does
   not; the fp32 gradient buffer is forced for bf16, asked with
@@ -91,8 +93,8 @@ def _sharding(case: ExportCase) -> List[Flag]:
                                  ("--ckpt-format", "fsdp_dtensor")]}[mode]
     if case.dp_overlap:
         out.append(("--overlap-grad-reduce", None))
-        if mode == "zero3":
-            out.append(("--overlap-param-gather", None))
+    if case.gather_overlap:
+        out.append(("--overlap-param-gather", None))
     return out
 
 

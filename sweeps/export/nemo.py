@@ -109,7 +109,7 @@ def _stack(case: ExportCase) -> List[str]:
     overlaps = {"tp_comm_overlap": case.tp_overlap,
                 "overlap_p2p_comm": lay.schedule == "interleaved" and stack.pp_overlap,
                 "overlap_grad_reduce": case.dp_overlap,
-                "overlap_param_gather": case.dp_overlap and case.sharding == "zero3"}
+                "overlap_param_gather": case.gather_overlap}
     arguments = ", ".join(f"{name}={value!r}" for name, value in overlaps.items())
     return lines + [f"recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, {arguments}))"]
 

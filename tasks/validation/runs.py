@@ -36,6 +36,10 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``dp_engine`` (a column ``published_runs.csv`` need not have): megatron; how the framework
   runs the sharding modes' collectives (``Stack.dp_engine``, ``stack.DP_ENGINE_NAMES``:
   deepspeed-zero3-2021 for DeepSpeed's ZeRO-3 of early 2021);
+- ``param_gather_overlap`` (a column ``published_runs.csv`` need not have): false; true runs
+  the distributed optimizer's gather of the updated weights behind the next step's forward
+  pass (``Stack.param_gather_overlap``: Megatron-Core's overlap_param_gather, apex's
+  DistributedFusedAdam overlap_param_sync), and asks for ``dp_overlap``;
 - ``fp8_params`` (a column ``published_runs.csv`` need not have): false; true keeps the linear
   weights in fp8 only and gathers them in fp8 (``Stack.fp8_params``, Megatron-Core's
   fp8_param_gather), and asks for ``precision`` fp8;
@@ -106,7 +110,8 @@ REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "glob
 OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", "tp", "pp", "vp", "dp", "gpus",
                     "micro_batch", "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
-                    "grad_reduce_in_fp32", "dp_engine", "fp8_params", "offload_layers", *CLUSTER_COLUMNS, "unit",
+                    "grad_reduce_in_fp32", "dp_engine", "param_gather_overlap", "fp8_params", "offload_layers",
+                    *CLUSTER_COLUMNS, "unit",
                     "confidence", "notes")
 
 #: Metrics a run can report -> the unit it is compared in.
@@ -187,6 +192,7 @@ class PublishedRun:
     offload_layers: int = 0
     grad_reduce_in_fp32: Optional[bool] = None
     dp_engine: str = "megatron"
+    param_gather_overlap: bool = False
     cluster: Dict[str, float] = dataclass_field(default_factory=dict)
 
     def error(self, field: str, value: object, why: str) -> RowError:
@@ -225,6 +231,11 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         raise r.fail("fp8_params", r.text("fp8_params"), f"needs precision fp8, not {precision}: fp8 weights feed "
                                                           "fp8 GEMMs")
     offload_layers = r.number("offload_layers", int, 0, minimum=0)
+    dp_overlap, param_gather_overlap = r.flag("dp_overlap", flash), r.flag("param_gather_overlap", False)
+    if param_gather_overlap and not dp_overlap:
+        raise r.fail("param_gather_overlap", r.text("param_gather_overlap"), "needs dp_overlap true: Megatron-LM "
+                                                                              "overlaps the weight gather only with "
+                                                                              "the gradient reduction")
     layers = r.number("layers", int)
     problem = offload_problem(offload_layers, layers, pp, recompute)
     if problem:
@@ -237,7 +248,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         global_batch=r.number("global_batch", int), micro_batch=r.number("micro_batch", int, 0, minimum=0) or None,
         zero=r.number("zero", int, 0, minimum=0), recompute=recompute, recompute_layers=recompute_layers,
         sequence_parallel=r.flag("sequence_parallel", False), flash_attention=flash,
-        dp_overlap=r.flag("dp_overlap", flash), tp_overlap=r.flag("tp_overlap", False),
+        dp_overlap=dp_overlap, tp_overlap=r.flag("tp_overlap", False),
         pp_overlap=r.flag("pp_overlap", flash),
         dropout=r.probability("dropout", 0.0 if gated else DEFAULT_DROPOUT),
         elementwise=r.choice("elementwise", ELEMENTWISE_STYLES, "fused"), hw=r.text("hw"),
@@ -246,7 +257,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         value=_in_metric_unit(r, metric, r.number("value", float, minimum=1e-12)),
         fp8_params=fp8_params, offload_layers=offload_layers, cluster=_cluster(r),
         grad_reduce_in_fp32=r.flag("grad_reduce_in_fp32", None),
-        dp_engine=r.choice("dp_engine", DP_ENGINE_NAMES, "megatron"),
+        dp_engine=r.choice("dp_engine", DP_ENGINE_NAMES, "megatron"), param_gather_overlap=param_gather_overlap,
     )
 
 

@@ -21,10 +21,10 @@ from typing import Callable, Dict, FrozenSet, Optional, Tuple
 import numpy as np
 
 from tasks.model.terms.layout import ZERO_MODES, code
-from tasks.model.terms.stack import DP_ENGINE_NAMES
+from tasks.model.terms.stack import DP_ENGINE_NAMES, Stack
 
 __all__ = ["DpCollective", "ShardingMode", "SHARDING", "HIDING_WINDOWS", "DpEngine", "DP_ENGINES", "sharding_for",
-           "by_mode", "shards", "windows"]
+           "sharding_of", "by_mode", "shards", "windows"]
 
 #: What compute a DP collective may run behind: the micro-batch's forward or backward on
 #: the stage, or nothing (the step waits for all of it).
@@ -147,14 +147,29 @@ def _as_engine_runs(mode: ShardingMode, engine: DpEngine) -> ShardingMode:
     return ShardingMode(mode.name, mode.shards, collectives)
 
 
-def sharding_for(engine: str) -> Dict[str, ShardingMode]:
+def sharding_for(engine: str, *, param_gather_overlap: bool = False) -> Dict[str, ShardingMode]:
     """``SHARDING`` as the engine named ``engine`` (a ``DP_ENGINES`` key) runs it: ``SHARDING``
     itself for an engine that runs no mode its own way (read afresh, so a changed entry
-    reaches every consumer)."""
+    reaches every consumer). With ``param_gather_overlap`` (``Stack.param_gather_overlap``)
+    ZeRO-1's once-per-step weight gather runs behind the forward pass instead of before it."""
     chosen = DP_ENGINES[engine]
-    if not chosen.modes:
-        return SHARDING
-    return {name: _as_engine_runs(mode, chosen) for name, mode in SHARDING.items()}
+    table = SHARDING if not chosen.modes else {name: _as_engine_runs(mode, chosen) for name, mode in SHARDING.items()}
+    if not param_gather_overlap:
+        return table
+    return {**table, "zero1": _gather_behind_forward(table["zero1"])}
+
+
+def _gather_behind_forward(mode: ShardingMode) -> ShardingMode:
+    """``mode`` with its once-per-step weight gathers hidden by the forward pass."""
+    collectives = tuple(DpCollective(c.op, c.per_microbatch, "forward", c.needs_dp_overlap, c.under_recompute)
+                        if c.op == "all_gather" and not c.per_microbatch else c for c in mode.collectives)
+    return ShardingMode(mode.name, mode.shards, collectives)
+
+
+def sharding_of(stack: Stack) -> Dict[str, ShardingMode]:
+    """The sharding modes as ``stack`` runs them: ``sharding_for`` its DP engine and its
+    weight-gather overlap."""
+    return sharding_for(stack.dp_engine, param_gather_overlap=stack.param_gather_overlap)
 
 
 def by_mode(zero, value: Callable[[ShardingMode], object],

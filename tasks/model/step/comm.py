@@ -224,7 +224,7 @@ def _dp_waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray
                 out = out + window_wait(hidden_by, needs_overlap, collectives)
         return out
 
-    return dp_protocol.by_mode(lay.zero, waited, dp_protocol.sharding_for(ctx.stack.dp_engine))
+    return dp_protocol.by_mode(lay.zero, waited, dp_protocol.sharding_of(ctx.stack))
 
 
 def _repeats(lay: StepLayouts, c: dp_protocol.DpCollective):
@@ -250,7 +250,7 @@ def _per_step(lay: StepLayouts, ctx: StepContext, each: Dict[str, np.ndarray]) -
         return sum((lay.microbatches if c.per_microbatch else 1.0) * _repeats(lay, c) * each[c.op]
                    for c in mode.collectives)
 
-    return dp_protocol.by_mode(lay.zero, mode_sum, dp_protocol.sharding_for(ctx.stack.dp_engine))
+    return dp_protocol.by_mode(lay.zero, mode_sum, dp_protocol.sharding_of(ctx.stack))
 
 
 def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels_per_mb: np.ndarray) -> np.ndarray:
@@ -269,7 +269,7 @@ def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels
     tp_collectives = lay.layers_per_stage * tp_collectives_per_layer(lay.recomputed_share) \
         + (1.0 if ctx.vocab > 0 else 0.0)
 
-    table = dp_protocol.sharding_for(ctx.stack.dp_engine)
+    table = dp_protocol.sharding_of(ctx.stack)
     if dp_protocol.DP_ENGINES[ctx.stack.dp_engine].per_tensor:
         tensors = sum(len(t) for t in layer.layer_tensors(float(ctx.model.hidden), float(ctx.model.heads), ctx.block))
         dp_alpha = {op: np.where(engine_layouts(lay, ctx), tensors, 1.0) * a for op, a in dp_alpha.items()}

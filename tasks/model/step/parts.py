@@ -14,7 +14,7 @@ from tasks.model.kernels import layer
 from tasks.model.terms import metrics
 from tasks.model.collectives.nccl import tier_time
 from tasks.model.collectives.layer_comm import tp_collectives_per_layer
-from tasks.model.collectives.dp_protocol import sharding_for
+from tasks.model.collectives.dp_protocol import sharding_of
 from tasks.model.terms.layout import Layout
 from tasks.model.step.plan import StepContext
 from tasks.model.step.comm import dp_widths, tp_collective, tp_exposed_per_pass
@@ -42,7 +42,7 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     TP (4 all-reduces, 6 under full recomputation, the mean over the layers when it recomputes
     only some; with sequence parallelism a reduce-scatter and an all-gather each) and the
     layer's DP collectives at one micro-batch, as its sharding mode runs them
-    (``dp_protocol.sharding_for`` the stack's DP engine: plain DP an all-reduce, ZeRO-1 a reduce-scatter and an
+    (``dp_protocol.sharding_of`` the stack: plain DP an all-reduce, ZeRO-1 a reduce-scatter and an
     all-gather, ZeRO-3 and FSDP two all-gathers and a reduce-scatter), each at its
     ``step.comm.dp_widths``. Groups of one rank are left out."""
     model, p, per_node = ctx.model, float(ctx.dtype_bytes), ctx.hardware.devices_per_node
@@ -55,7 +55,7 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
         out += [LayerCollective("tp", op, count, layout.tp, message, layout.tp > per_node) for op in ops]
     if layout.dp > 1:
         dp_ops: Dict[str, int] = {}
-        for c in sharding_for(ctx.stack.dp_engine)[layout.zero].collectives:
+        for c in sharding_of(ctx.stack)[layout.zero].collectives:
             if not c.under_recompute or layout.recompute == "full":
                 dp_ops[c.op] = dp_ops.get(c.op, 0) + 1
         widths = dp_widths(ctx)

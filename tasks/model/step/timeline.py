@@ -38,7 +38,9 @@ class PassTimes:
     ``exposed`` and ``total`` map a pass ("forward", "backward") to its compute, the
     communication it waits for by track, and all of each track's communication.
     ``step_tail``: what follows a stage's last backward, in order: (track, name, exposed,
-    total). ``ticks``, ``step_s``: the plan's ticks and step time."""
+    total); a weight gather the stack overlaps with the next step's forward
+    (``Stack.param_gather_overlap``) is drawn last, its wait where the step waits for it.
+    ``ticks``, ``step_s``: the plan's ticks and step time."""
 
     forward_s: float
     backward_s: float
@@ -72,7 +74,9 @@ def pass_times(plan: StepPlan, row: int = 0) -> PassTimes:
                           "dp": at(dp["microbatch_backward"]) + at(dp["microbatch_none"])}}
     tail = (("dp", "reduce gradients", at(dp["step_backward_exposed"]), at(dp["step_backward"])),
             ("compute", "optimizer step", at(plan.optimizer), at(plan.optimizer)),
-            ("dp", "gather updated weights", at(dp["step_none_exposed"]), at(dp["step_none"])))
+            ("dp", "gather updated weights", at(dp["step_none_exposed"]), at(dp["step_none"])),
+            ("dp", "gather updated weights behind the next forward", at(dp["step_forward_exposed"]),
+             at(dp["step_forward"])))
     return PassTimes(forward_s=compute_s["forward"] + sum(exposed["forward"].values()),
                      backward_s=compute_s["backward"] + sum(exposed["backward"].values()),
                      compute=compute_s, exposed=exposed, total=total, step_tail=tail,

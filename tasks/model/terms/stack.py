@@ -79,6 +79,17 @@ class Stack:
     NVLink-C2C (the GB200 and GB300 recipes that set it).
     ``dp_engine``: one of ``DP_ENGINE_NAMES``, how the framework runs the sharding modes'
     collectives (``collectives.dp_protocol.DP_ENGINES``).
+    ``param_gather_overlap``: the distributed optimizer's (ZeRO-1's) gather of the updated
+    weights is issued bucket by bucket after the optimizer step and waited for in the
+    forward pre-hooks of the next step, so it runs behind the first micro-batch's forward
+    pass (Megatron-Core's ``overlap_param_gather``, "overlap param all-gather with forward
+    compute", megatron/core/distributed/distributed_data_parallel_config.py at d98e8a64dd;
+    apex's DistributedFusedAdam ``overlap_param_sync``, which NeMo 24.07's launcher configs
+    set; Megatron-Bridge sets ``overlap_param_gather`` whenever DP > 1,
+    src/megatron/bridge/training/comm_overlap.py at 067f987df). Off, the step waits for the
+    gather after the optimizer step. Megatron-LM asks for ``dp_overlap`` with it
+    (megatron/training/arguments.py: "Must use --overlap-param-gather with
+    --overlap-grad-reduce").
     """
 
     attention: str = "materialised"
@@ -92,6 +103,7 @@ class Stack:
     fp8_params: bool = False
     offload_layers: int = 0
     dp_engine: str = "megatron"
+    param_gather_overlap: bool = False
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:
@@ -106,6 +118,9 @@ class Stack:
         if self.fp8_params and self.gemm_precision != "fp8":
             raise ValueError(f"stack.fp8_params=true needs stack.gemm_precision=fp8, not {self.gemm_precision!r}: "
                              "fp8 weights feed fp8 GEMMs")
+        if self.param_gather_overlap and not self.dp_overlap:
+            raise ValueError("stack.param_gather_overlap=true needs stack.dp_overlap=true: Megatron-LM overlaps the "
+                             "weight gather only with the gradient reduction (--overlap-grad-reduce)")
         if isinstance(self.offload_layers, bool) or not isinstance(self.offload_layers, int) \
                 or self.offload_layers < 0:
             raise ValueError(f"stack.offload_layers={self.offload_layers!r}: a whole number of layers, 0 or more")

@@ -132,12 +132,16 @@ def test_every_feasible_layout_round_trips_through_megatron_lms_own_arguments_or
         assert int(flags["--global-batch-size"]) == case.global_batch
         assert (flags["--attention-backend"] == "unfused") == (case.stack.attention == "materialised")
         assert ("--tp-comm-overlap" in flags) == (case.stack.tp_overlap and case.layout.tp > 1)
+        gathers_hidden = case.sharding == "zero3" or (case.sharding == "zero1" and case.stack.param_gather_overlap)
+        assert ("--overlap-param-gather" in flags) == (case.dp_overlap and gathers_hidden)
+        assert "--overlap-param-gather" not in flags or "--overlap-grad-reduce" in flags   # validate_args asks it
         exported.append(case.layout)
     # Every branch was met: interleaved and uneven pipelines, each ZeRO mode, each recomputation.
     assert {lay.zero for lay in exported} >= {"none", "zero1", "zero3"}
     assert {lay.recompute for lay in exported} == {"none", "selective", "full"}
     assert any(lay.schedule == "interleaved" for lay in exported)
     assert any(lay.recompute_layers for lay in exported)
+    assert any(case.sharding == "zero1" and case.stack.param_gather_overlap for _, case, _ in exports("megatron"))
     assert len(exported) > len(cases) // 2
 
 

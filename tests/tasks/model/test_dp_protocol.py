@@ -116,3 +116,32 @@ def test_deepspeeds_zero3_moves_one_tensor_per_call_serialised_and_copies_per_ra
     calls = 3 * (96 * (len(matrices) + len(vectors)) + 2)
     copies = row("none", "deepspeed-zero3-2021")["dp_comm_s"] - row("none", "deepspeed-zero3-2021", 0.0)["dp_comm_s"]
     assert copies == pytest.approx(calls * 8 * h100.kernel_launch_us * 1e-6)
+
+
+def test_a_stack_that_overlaps_the_weight_gather_hides_zero1s_gather_behind_the_forward(gpt3, h100):
+    """Megatron-Core's overlap_param_gather: ZeRO-1's once-per-step gather moves from no window
+    to the forward pass's; no other mode or collective changes. A zero1 step then waits less,
+    by no more than the gather's time; an FSDP step not at all."""
+    from tasks.model.step.plan import StepContext, step_columns
+    from tasks.model.terms.layout import Layout, encode
+    from tasks.model.terms.stack import Stack
+
+    plain, overlapped = Stack(attention="flash"), Stack(attention="flash", param_gather_overlap=True)
+    assert dp_protocol.sharding_of(plain) == SHARDING
+    table = dp_protocol.sharding_of(overlapped)
+    assert {n: m for n, m in table.items() if n != "zero1"} == {n: m for n, m in SHARDING.items() if n != "zero1"}
+    assert [(c.op, c.per_microbatch, c.hidden_by) for c in table["zero1"].collectives] == \
+        [("reduce_scatter", False, "backward"), ("all_gather", False, "forward")]
+
+    def step(stack, zero):
+        lay = Layout(tp=8, pp=1, dp=64, micro_batch=1, zero=zero, sequence_parallel=True)
+        cols = lay.columns()
+        for name in ("schedule", "zero", "recompute"):
+            cols[name] = encode(name, [getattr(lay, name)])
+        out = step_columns(cols, StepContext(gpt3, h100, devices=512, global_batch=512, stack=stack,
+                                             memory_fraction=float("inf")))
+        return float(out["step_time_s"][0]), float(out["dp_comm_s"][0])
+
+    (before, dp_time), (after, same_dp_time) = step(plain, "zero1"), step(overlapped, "zero1")
+    assert before - dp_time < after < before and same_dp_time == dp_time
+    assert step(plain, "fsdp") == step(overlapped, "fsdp")

@@ -265,3 +265,10 @@ def test_a_fused_stack_drops_out_inside_the_residual_add():
             == (2, 3 * tokens, 3 * tokens))
     assert all(fused[n].bwd_bytes == eager[n].bwd_bytes == 3 * tokens and fused[n].bwd_count == 2 for n in fused)
     assert set(plain) == {"residual_add"} and plain["residual_add"].fwd_bytes == 3 * tokens
+
+
+def test_the_weight_gather_overlaps_only_where_the_gradient_reduction_does():
+    """Megatron-LM refuses --overlap-param-gather without --overlap-grad-reduce; so does a stack."""
+    assert Stack(param_gather_overlap=True).param_gather_overlap
+    with pytest.raises(ValueError, match="stack.param_gather_overlap=true needs stack.dp_overlap=true"):
+        Stack(dp_overlap=False, param_gather_overlap=True)

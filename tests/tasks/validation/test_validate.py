@@ -323,6 +323,18 @@ def test_a_row_says_whether_gradients_are_reduced_in_fp32(tmp_path, profiles):
     assert predict_run(off, hw).step_time_s < predict_run(blank, hw).step_time_s   # half the bytes reduced
 
 
+def test_a_row_says_whether_the_weight_gather_overlaps_the_next_forward(tmp_path, profiles):
+    """param_gather_overlap: true hides a distributed-optimizer run's weight gather behind the
+    forward pass (a shorter step); without dp_overlap it is refused naming the column."""
+    a100 = dict(hw="A100-SXM-80GB", dp="32", gpus="32", zero="1", flash_attention="true")
+    blank, on = read_runs(_with(tmp_path, "param_gather_overlap", _row(**a100) + ",", _row(**a100) + ",true"))
+    assert (run_stack(blank).param_gather_overlap, run_stack(on).param_gather_overlap) == (False, True)
+    hw = find_profile(blank.hw, profiles)
+    assert predict_run(on, hw).step_time_s < predict_run(blank, hw).step_time_s
+    with pytest.raises(RowError, match="param_gather_overlap='true' needs dp_overlap true"):
+        read_runs(_with(tmp_path, "param_gather_overlap", _row(**{**a100, "dp_overlap": "false"}) + ",true"))
+
+
 def test_the_zero3_table_is_priced_as_deepspeed_ran_it(tmp_path, profiles):
     """Narayanan et al.'s ZeRO-3 rows ran on DeepSpeed's ZeRO-3 of early 2021: priced as that
     engine ran (one gather per parameter, serialised, again under recomputation), every row
