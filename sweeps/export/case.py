@@ -129,11 +129,12 @@ def chunk_split(case: ExportCase) -> List[int]:
     return [size + 1] * extra + [size] * (chunks - extra)
 
 
-def check_common(case: ExportCase, framework: str) -> None:
+def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False) -> None:
     """What no export expresses: a model that is not a decoder (each writes causal GPT-style
     pretraining), a stack without a causal mask, a sharding mode run by another framework's
     DP engine (``dp_protocol.DP_ENGINES``), and fp8 weights or offloaded layers (not written
-    yet)."""
+    yet); a fused cross entropy (``Stack.cross_entropy``) where the export does not write it
+    (``fused_loss``)."""
     if case.model.architecture != "decoder":
         raise Unexpressible(framework, f"model {case.model.name} is an {case.model.architecture} model; the export "
                                        "writes decoder (GPT-style) pretraining")
@@ -143,6 +144,9 @@ def check_common(case: ExportCase, framework: str) -> None:
     if case.layout.zero in engine.modes:
         raise Unexpressible(framework, f"stack.dp_engine={engine.name} with zero={case.layout.zero}: that engine is "
                                        f"another framework's; the export writes {framework}'s own")
-    for field, value in (("fp8_params", case.stack.fp8_params), ("offload_layers", case.stack.offload_layers)):
+    fused = case.stack.cross_entropy != "unfused" and not fused_loss
+    unwritten = (("fp8_params", case.stack.fp8_params), ("offload_layers", case.stack.offload_layers),
+                 ("cross_entropy", case.stack.cross_entropy if fused else None))
+    for field, value in unwritten:
         if value:
             raise Unexpressible(framework, f"stack.{field}={value!r}: the export does not write it yet")

@@ -33,7 +33,8 @@ before its arguments were generated from config dataclasses); the constraints qu
   ``--tp-comm-overlap`` (which needs sequence parallelism); an interleaved pipeline
   overlaps its sends by default, ``--no-overlap-p2p-communication`` where the stack does
   not; the fp32 gradient buffer is forced for bf16, asked with
-  ``--accumulate-allreduce-grads-in-fp32`` for fp16.
+  ``--accumulate-allreduce-grads-in-fp32`` for fp16; Transformer Engine's fused cross
+  entropy is ``--cross-entropy-loss-fusion --cross-entropy-fusion-impl te``.
 """
 
 from __future__ import annotations
@@ -156,6 +157,8 @@ def _stack(case: ExportCase) -> List[Flag]:
                 ("--no-bias-swiglu-fusion" if case.model.gated_mlp else "--no-bias-gelu-fusion", None)]
     if case.tp_overlap:
         out.append(("--tp-comm-overlap", None))
+    if stack.cross_entropy == "te":
+        out += [("--cross-entropy-loss-fusion", None), ("--cross-entropy-fusion-impl", "te")]
     if lay.schedule == "interleaved" and not stack.pp_overlap:
         if lay.pp <= 2:
             raise Unexpressible(NAME, f"an interleaved schedule over PP {lay.pp} without overlapped sends "
@@ -166,7 +169,7 @@ def _stack(case: ExportCase) -> List[Flag]:
 
 def flags(case: ExportCase) -> List[Flag]:
     """The flags of ``case``, in order (name, value; None for a switch), or ``Unexpressible``."""
-    check_common(case, NAME)
+    check_common(case, NAME, fused_loss=True)
     check_core(case, NAME)
     return _model(case) + _layout(case) + _stack(case)
 

@@ -82,14 +82,14 @@ def _main_grad_bytes(run: PublishedRun) -> float:
 
 def run_stack(run: PublishedRun) -> Stack:
     """The run's stack: its attention kernel, GEMM precision, overlap switches, element-wise
-    kernels, gradient buffer (``_main_grad_bytes``), fp8 weights, offloaded layers, DP engine and
-    weight-gather overlap."""
+    kernels, gradient buffer (``_main_grad_bytes``), fp8 weights, offloaded layers, DP engine,
+    weight-gather overlap and cross entropy."""
     return Stack(attention="flash" if run.flash_attention else "materialised", gemm_precision=run.precision,
                  dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap, pp_overlap=run.pp_overlap,
                  elementwise=run.elementwise,
                  main_grad_bytes=_main_grad_bytes(run),
                  fp8_params=run.fp8_params, offload_layers=run.offload_layers, dp_engine=run.dp_engine,
-                 param_gather_overlap=run.param_gather_overlap)
+                 param_gather_overlap=run.param_gather_overlap, cross_entropy=run.cross_entropy)
 
 
 #: Bits in a byte: a NIC's speed is given in Gb/s, a link tier's bandwidth in GB/s.

@@ -40,6 +40,9 @@ Blank cells take these documented defaults (a blank cell means the source does n
   the distributed optimizer's gather of the updated weights behind the next step's forward
   pass (``Stack.param_gather_overlap``: Megatron-Core's overlap_param_gather, apex's
   DistributedFusedAdam overlap_param_sync), and asks for ``dp_overlap``;
+- ``cross_entropy`` (a column ``published_runs.csv`` need not have): unfused; how the loss over
+  the logits runs (``Stack.cross_entropy``, ``stack.CROSS_ENTROPY_IMPLS``: te for Transformer
+  Engine's fused kernels, Megatron-Core's cross_entropy_loss_fusion with impl te);
 - ``fp8_params`` (a column ``published_runs.csv`` need not have): false; true keeps the linear
   weights in fp8 only and gathers them in fp8 (``Stack.fp8_params``, Megatron-Core's
   fp8_param_gather), and asks for ``precision`` fp8;
@@ -87,7 +90,7 @@ from typing import Dict, List, Optional
 
 from tasks.model.terms.layout import RECOMPUTE_MODES, recompute_layers_problem
 from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
-from tasks.model.terms.stack import DP_ENGINE_NAMES, ELEMENTWISE_STYLES, offload_problem
+from tasks.model.terms.stack import CROSS_ENTROPY_IMPLS, DP_ENGINE_NAMES, ELEMENTWISE_STYLES, offload_problem
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
 
@@ -110,7 +113,8 @@ REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "glob
 OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", "tp", "pp", "vp", "dp", "gpus",
                     "micro_batch", "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
-                    "grad_reduce_in_fp32", "dp_engine", "param_gather_overlap", "fp8_params", "offload_layers",
+                    "grad_reduce_in_fp32", "dp_engine", "param_gather_overlap", "cross_entropy", "fp8_params",
+                    "offload_layers",
                     *CLUSTER_COLUMNS, "unit",
                     "confidence", "notes")
 
@@ -193,6 +197,7 @@ class PublishedRun:
     grad_reduce_in_fp32: Optional[bool] = None
     dp_engine: str = "megatron"
     param_gather_overlap: bool = False
+    cross_entropy: str = "unfused"
     cluster: Dict[str, float] = dataclass_field(default_factory=dict)
 
     def error(self, field: str, value: object, why: str) -> RowError:
@@ -226,20 +231,10 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
     if problem:
         raise r.fail("recompute_layers", recompute_layers, problem)
     precision = r.choice("precision", _PRECISIONS, "bf16")
-    fp8_params = r.flag("fp8_params", False)
-    if fp8_params and precision != "fp8":
-        raise r.fail("fp8_params", r.text("fp8_params"), f"needs precision fp8, not {precision}: fp8 weights feed "
-                                                          "fp8 GEMMs")
-    offload_layers = r.number("offload_layers", int, 0, minimum=0)
-    dp_overlap, param_gather_overlap = r.flag("dp_overlap", flash), r.flag("param_gather_overlap", False)
-    if param_gather_overlap and not dp_overlap:
-        raise r.fail("param_gather_overlap", r.text("param_gather_overlap"), "needs dp_overlap true: Megatron-LM "
-                                                                              "overlaps the weight gather only with "
-                                                                              "the gradient reduction")
-    layers = r.number("layers", int)
-    problem = offload_problem(offload_layers, layers, pp, recompute)
+    switches = _stack_switches(r, precision, flash)
+    problem = offload_problem(switches["offload_layers"], r.number("layers", int), pp, recompute)
     if problem:
-        raise r.fail("offload_layers", offload_layers, problem)
+        raise r.fail("offload_layers", switches["offload_layers"], problem)
     return PublishedRun(
         path=path, row=row, source=r.text("source"), model=r.text("model"), layers=r.number("layers", int),
         hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden,
@@ -248,17 +243,34 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         global_batch=r.number("global_batch", int), micro_batch=r.number("micro_batch", int, 0, minimum=0) or None,
         zero=r.number("zero", int, 0, minimum=0), recompute=recompute, recompute_layers=recompute_layers,
         sequence_parallel=r.flag("sequence_parallel", False), flash_attention=flash,
-        dp_overlap=dp_overlap, tp_overlap=r.flag("tp_overlap", False),
-        pp_overlap=r.flag("pp_overlap", flash),
+        tp_overlap=r.flag("tp_overlap", False), pp_overlap=r.flag("pp_overlap", flash),
         dropout=r.probability("dropout", 0.0 if gated else DEFAULT_DROPOUT),
         elementwise=r.choice("elementwise", ELEMENTWISE_STYLES, "fused"), hw=r.text("hw"),
         precision=precision, metric=metric,
         flops_formula=r.choice("flops_formula", _FORMULAS, "model"),
         value=_in_metric_unit(r, metric, r.number("value", float, minimum=1e-12)),
-        fp8_params=fp8_params, offload_layers=offload_layers, cluster=_cluster(r),
-        grad_reduce_in_fp32=r.flag("grad_reduce_in_fp32", None),
-        dp_engine=r.choice("dp_engine", DP_ENGINE_NAMES, "megatron"), param_gather_overlap=param_gather_overlap,
+        cluster=_cluster(r), **switches,
     )
+
+
+def _stack_switches(r: "RowCells", precision: str, flash: bool) -> Dict[str, object]:
+    """The row's stack switches that other cells constrain, by ``PublishedRun`` field: fp8
+    weights (which ask for precision fp8), offloaded layers, the DP overlap and the weight
+    gather's (which asks for it), the gradient width, the DP engine and the loss."""
+    fp8_params = r.flag("fp8_params", False)
+    if fp8_params and precision != "fp8":
+        raise r.fail("fp8_params", r.text("fp8_params"), f"needs precision fp8, not {precision}: fp8 weights feed "
+                                                          "fp8 GEMMs")
+    dp_overlap, param_gather_overlap = r.flag("dp_overlap", flash), r.flag("param_gather_overlap", False)
+    if param_gather_overlap and not dp_overlap:
+        raise r.fail("param_gather_overlap", r.text("param_gather_overlap"), "needs dp_overlap true: Megatron-LM "
+                                                                              "overlaps the weight gather only with "
+                                                                              "the gradient reduction")
+    return {"fp8_params": fp8_params, "offload_layers": r.number("offload_layers", int, 0, minimum=0),
+            "dp_overlap": dp_overlap, "param_gather_overlap": param_gather_overlap,
+            "grad_reduce_in_fp32": r.flag("grad_reduce_in_fp32", None),
+            "dp_engine": r.choice("dp_engine", DP_ENGINE_NAMES, "megatron"),
+            "cross_entropy": r.choice("cross_entropy", CROSS_ENTROPY_IMPLS, "unfused")}
 
 
 def _cluster(r: "RowCells") -> Dict[str, float]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Dict
+
 import numpy as np
 
 from tasks.model.kernels import layer
@@ -119,17 +121,26 @@ def grad_accumulation_time(weights, hw: HardwareProfile, stack: Stack):
 #: subtracts it (read and write 8), exponentiates (8), sums (4) and divides by the sum (8),
 #: keeping the softmax for the backward, which scales it by the incoming gradient (8) and
 #: casts it back to 16 bits (read 4, write 2).
-CROSS_ENTROPY_BYTES_PER_LOGIT = 6.0 + 4.0 + 8.0 + 8.0 + 4.0 + 8.0 + 8.0 + 6.0
-#: Kernels of that cross entropy: cast, max, subtract, exp, sum, divide; scale, cast back.
-CROSS_ENTROPY_KERNELS = 8
+#: Transformer Engine's fused cross entropy (Megatron-Core's cross_entropy_loss_fusion with
+#: cross_entropy_fusion_impl "te": transformer_engine/common/triton/cross_entropy.py and
+#: pytorch/triton/cross_entropy.py at d0067d0da) reads the 16-bit logits twice in its
+#: forward, an online softmax's max and sum (2) and a second pass (2) that writes the fp32
+#: gradient at once (4); the backward scales that gradient by the incoming one (read and
+#: write 8: Megatron's per-token loss weights are no scalar 1), and autograd casts it to the
+#: logits' 16 bits (read 4, write 2).
+#: Bytes per logit, by ``stack.CROSS_ENTROPY_IMPLS`` entry.
+CROSS_ENTROPY_BYTES_PER_LOGIT: Dict[str, float] = {"unfused": 6.0 + 4.0 + 8.0 + 8.0 + 4.0 + 8.0 + 8.0 + 6.0,
+                                                   "te": 2.0 + 2.0 + 4.0 + 8.0 + 6.0}
+#: Kernels of each: unfused cast, max, subtract, exp, sum, divide; scale, cast back. TE's
+#: online softmax and gradient passes; scale, cast.
+CROSS_ENTROPY_KERNELS: Dict[str, int] = {"unfused": 8, "te": 4}
 
 
-def cross_entropy_time(logits, hw: HardwareProfile):
+def cross_entropy_time(logits, hw: HardwareProfile, impl: str = "unfused"):
     """Seconds of the loss over ``logits`` logits per device (tokens x vocabulary / TP),
-    forward and backward: ``CROSS_ENTROPY_BYTES_PER_LOGIT`` each at the achieved HBM bandwidth.
-    A fused cross entropy (Transformer Engine's, cross_entropy_loss_fusion) moves less and is
-    not modelled."""
-    return roofline.memory_bound_time(CROSS_ENTROPY_BYTES_PER_LOGIT * logits, hw)
+    forward and backward, as the stack's implementation ``impl`` runs it
+    (``CROSS_ENTROPY_BYTES_PER_LOGIT[impl]`` at the achieved HBM bandwidth)."""
+    return roofline.memory_bound_time(CROSS_ENTROPY_BYTES_PER_LOGIT[impl] * logits, hw)
 
 
 def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, block: Block = STUDY_BLOCK,

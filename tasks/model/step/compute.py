@@ -60,7 +60,7 @@ def _output_layer(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctS
     tokens = float(ctx.model.seq_len) * b
     gemms = layer.training_gemms("logits", tokens, ctx.vocab / tp, float(ctx.model.hidden))
     accumulate = grad_accumulation_time(ctx.vocab * float(ctx.model.hidden) / tp, ctx.hardware, ctx.stack)
-    loss = cross_entropy_time(tokens * ctx.vocab / tp, ctx.hardware)
+    loss = cross_entropy_time(tokens * ctx.vocab / tp, ctx.hardware, ctx.stack.cross_entropy)
     times = [roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.device, precision, ctx.dtype_bytes) for g in gemms]
     forward = loss + times[0]
     return shapes.spread(forward, np.shape(lay.tp)), shapes.spread(accumulate + loss + sum(times), np.shape(lay.tp))
@@ -87,7 +87,7 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
         "backward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.gemm_bwd + cost.attention_bwd,
                                                                          ctx.flop_vs_bw),
         "kernels_per_microbatch": lay.layers_per_stage * (3 * cost.kernels_fwd + repeated)
-        + (3 + CROSS_ENTROPY_KERNELS if ctx.vocab > 0 else 0),
+        + (3 + CROSS_ENTROPY_KERNELS[ctx.stack.cross_entropy] if ctx.vocab > 0 else 0),
     }
 
 

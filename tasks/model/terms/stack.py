@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-__all__ = ["ATTENTION_KINDS", "DP_ENGINE_NAMES", "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack",
-           "offload_problem"]
+__all__ = ["ATTENTION_KINDS", "CROSS_ENTROPY_IMPLS", "DP_ENGINE_NAMES", "ELEMENTWISE_STYLES", "GEMM_PRECISIONS",
+           "MAIN_GRAD_WIDTHS", "Stack", "offload_problem"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
@@ -39,6 +39,12 @@ DP_ENGINE_NAMES: Tuple[str, ...] = ("megatron", "deepspeed-zero3-2021")
 #: copies; "eager": as PyTorch runs an unfused layer (Megatron-LM through its 1.0 release,
 #: 2019-20), each of those a kernel of its own (``tasks.model.kernels.layer.EAGER_KERNELS``).
 ELEMENTWISE_STYLES: Tuple[str, ...] = ("fused", "eager")
+#: How the loss over the logits runs. "unfused": Megatron's vocabulary-parallel cross entropy
+#: in fp32, one kernel per step (Megatron-Core's default, cross_entropy_loss_fusion off);
+#: "te": Transformer Engine's fused Triton kernels (cross_entropy_loss_fusion with
+#: cross_entropy_fusion_impl "te", which Megatron-Bridge's GPT provider and performance
+#: recipes set). Their bytes: ``tasks.model.kernels.layer_cost.CROSS_ENTROPY_BYTES_PER_LOGIT``.
+CROSS_ENTROPY_IMPLS: Tuple[str, ...] = ("unfused", "te")
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,7 @@ class Stack:
     gather after the optimizer step. Megatron-LM asks for ``dp_overlap`` with it
     (megatron/training/arguments.py: "Must use --overlap-param-gather with
     --overlap-grad-reduce").
+    ``cross_entropy``: one of ``CROSS_ENTROPY_IMPLS``, how the loss over the logits runs.
     """
 
     attention: str = "materialised"
@@ -104,6 +111,7 @@ class Stack:
     offload_layers: int = 0
     dp_engine: str = "megatron"
     param_gather_overlap: bool = False
+    cross_entropy: str = "unfused"
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:
@@ -113,6 +121,9 @@ class Stack:
                              f"{', '.join(GEMM_PRECISIONS)}")
         if self.elementwise not in ELEMENTWISE_STYLES:
             raise ValueError(f"stack.elementwise={self.elementwise!r}: choose one of {', '.join(ELEMENTWISE_STYLES)}")
+        if self.cross_entropy not in CROSS_ENTROPY_IMPLS:
+            raise ValueError(f"stack.cross_entropy={self.cross_entropy!r}: choose one of "
+                             f"{', '.join(CROSS_ENTROPY_IMPLS)}")
         if self.dp_engine not in DP_ENGINE_NAMES:
             raise ValueError(f"stack.dp_engine={self.dp_engine!r}: choose one of {', '.join(DP_ENGINE_NAMES)}")
         if self.fp8_params and self.gemm_precision != "fp8":

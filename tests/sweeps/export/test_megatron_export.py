@@ -64,6 +64,8 @@ ARGUMENTS: Dict[str, object] = {
     "--no-bias-swiglu-fusion": "switch",  # line 2165
     "--tp-comm-overlap": "switch",  # line 2090
     "--no-overlap-p2p-communication": "switch",  # line 2591
+    "--cross-entropy-loss-fusion": "switch",  # line 2182
+    "--cross-entropy-fusion-impl": ("native", "te"),  # line 2185
 }
 
 
@@ -180,3 +182,10 @@ def test_another_frameworks_dp_engine_and_unwritten_switches_are_refused_naming_
         stack = dataclasses.replace(zero3.stack, gemm_precision="fp8", **{field: value})
         with pytest.raises(Unexpressible, match=f"stack.{field}="):
             export(framework, dataclasses.replace(zero3, stack=stack))
+    fused = dataclasses.replace(zero3, stack=dataclasses.replace(zero3.stack, cross_entropy="te"))
+    if framework == "megatron":   # Megatron-LM writes Transformer Engine's fused loss; the others do not yet
+        flags, _ = parse(export(framework, fused))
+        assert "--cross-entropy-loss-fusion" in flags and flags["--cross-entropy-fusion-impl"] == "te"
+    else:
+        with pytest.raises(Unexpressible, match="stack.cross_entropy='te'"):
+            export(framework, fused)

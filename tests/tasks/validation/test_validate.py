@@ -335,6 +335,18 @@ def test_a_row_says_whether_the_weight_gather_overlaps_the_next_forward(tmp_path
         read_runs(_with(tmp_path, "param_gather_overlap", _row(**{**a100, "dp_overlap": "false"}) + ",true"))
 
 
+def test_a_row_says_how_its_loss_runs(tmp_path, profiles):
+    """cross_entropy: te prices the loss as Transformer Engine's fused kernels (a shorter
+    step); blank is Megatron's unfused loss; another name is refused naming the column."""
+    h100 = dict(hw="H100-SXM5-80GB", flash_attention="true", vocab="51200")
+    blank, te = read_runs(_with(tmp_path, "cross_entropy", _row(**h100) + ",", _row(**h100) + ",te"))
+    assert (run_stack(blank).cross_entropy, run_stack(te).cross_entropy) == ("unfused", "te")
+    hw = find_profile(blank.hw, profiles)
+    assert predict_run(te, hw).step_time_s < predict_run(blank, hw).step_time_s
+    with pytest.raises(RowError, match="cross_entropy"):
+        read_runs(_with(tmp_path, "cross_entropy", _row(**h100) + ",liger"))
+
+
 def test_the_zero3_table_is_priced_as_deepspeed_ran_it(tmp_path, profiles):
     """Narayanan et al.'s ZeRO-3 rows ran on DeepSpeed's ZeRO-3 of early 2021: priced as that
     engine ran (one gather per parameter, serialised, again under recomputation), every row
