@@ -14,7 +14,6 @@ Vectorised over NumPy arrays; seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import Dict
 
 import numpy as np

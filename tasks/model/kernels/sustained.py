@@ -29,7 +29,7 @@ from typing import Dict
 from tasks.model.kernels.roofline import gemm_ceiling
 from tasks.model.terms.specs import HardwareProfile
 
-__all__ = ["SUSTAINED_BASES", "sustained_fraction", "sustained_ratio", "sustained_basis", "training_device"]
+__all__ = ["SUSTAINED_BASES", "sustained_ratio", "sustained_basis", "training_device"]
 
 #: Where a profile's sustained rate for a dtype comes from: "measured" (a sustained matmul
 #: measurement of that device), "assumed" (a ``gemm_sustained`` entry whose source is an
@@ -41,13 +41,6 @@ SUSTAINED_BASES = ("measured", "assumed", "none")
 def _entry(hw: HardwareProfile, dtype: str) -> str:
     """The key of ``hw.gemm_sustained`` holding ``dtype`` (fp16 falls back to bf16's)."""
     return "bf16" if dtype == "fp16" and "fp16" not in hw.gemm_sustained else dtype
-
-
-def sustained_fraction(hw: HardwareProfile, dtype: str = "bf16") -> float:
-    """The fraction of ``dtype``'s peak the best-shaped GEMM sustains in training:
-    ``hw.gemm_sustained[dtype]``, else the ceiling (``roofline.gemm_ceiling``)."""
-    key = _entry(hw, dtype)
-    return float(hw.gemm_sustained[key]) if key in hw.gemm_sustained else gemm_ceiling(hw, dtype)
 
 
 def sustained_ratio(hw: HardwareProfile, dtype: str = "bf16") -> float:
