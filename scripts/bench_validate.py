@@ -27,12 +27,13 @@ The whole-step model's speed (layouts per second on one core) is ``scripts/bench
 
 from __future__ import annotations
 
+import statistics
 from typing import Dict, List
 
 from sweeps.jobs.validation import DATA_DIR, load_profiles, run_validation
 from tasks.model.kernels.gemm_published import CURVE_FROM, read_gemm_rows
 from tasks.validation.headline import headline_lines, headline_of
-from tasks.validation.microbench_check import JUDGED_FROM_BYTES, ladder_row_bytes
+from tasks.validation.microbench_check import AT_SCALE_RANKS, JUDGED_FROM_BYTES, ladder_row_bytes, ladder_row_ranks
 from tasks.validation.records import DATA_FILES, HELD_OUT, ValidationRecord, error_summary, lean
 from tasks.validation.validate import SUSTAINED_WORDS
 
@@ -79,10 +80,18 @@ def _microbenchmarks(by: Dict[str, List[ValidationRecord]]) -> None:
         figure = ", ".join(f"{r.metric} {r.error:+.1%}" for r in pair)
         _line(f"Korthikanti Table 4: {pair[0].detail.split(' ', 2)[2]}", figure, worst <= 0.10, "each within 10%")
     sizes = ladder_row_bytes(DATA_DIR / DATA_FILES["collectives"])
-    ladder = [r for r in by["collectives"] if r.model == "all_reduce" and sizes[r.row] >= JUDGED_FROM_BYTES]
+    ranks = ladder_row_ranks(DATA_DIR / DATA_FILES["collectives"])
+    judged = [r for r in by["collectives"] if r.model == "all_reduce" and sizes[r.row] >= JUDGED_FROM_BYTES]
+    ladder = [r for r in judged if ranks[r.row] < AT_SCALE_RANKS]
     worst = error_summary(ladder)[1]
     _line("collective ladders: all-reduce from 1 MiB", f"{len(ladder)} points ({_in_sample(ladder)}), worst "
           f"{worst:.1%}", worst <= 0.15, "each within 15%")
+    at_scale = [r for r in judged if ranks[r.row] >= AT_SCALE_RANKS]
+    for source in sorted({r.source for r in at_scale}):
+        errors = sorted(r.error for r in at_scale if r.source == source)
+        median = statistics.median(errors)
+        print(f"{'at scale: ' + source:44s} {len(errors)} points from 1 MiB, errors {errors[0]:+.1%} .. "
+              f"{errors[-1]:+.1%}, median {median:+.1%}   (no target)")
     judged = {r.row for r in read_gemm_rows(DATA_DIR / DATA_FILES["gemm"]) if r.kind == "curve" and r.tolerance}
     curve = [r for r in by["gemm"] if r.source.endswith("curve") and r.row in judged]
     mamf = [r for r in by["gemm"] if r.source.endswith("MAMF")]

@@ -16,8 +16,9 @@ from tasks.model.kernels.roofline import MissingFigure
 from tasks.model.terms.specs import HardwareProfile
 from tasks.validation.records import MODEL_VERSION, ValidationRecord, fitted_figures, signed_error
 
-__all__ = ["LADDER_SYSTEM_PROFILES", "JUDGED_FROM_BYTES", "ladder_algorithm", "size_label", "read_ladder_rows",
-           "ladder_row_bytes", "fitted_cells", "validate_ladders", "validate_gemms"]
+__all__ = ["LADDER_SYSTEM_PROFILES", "JUDGED_FROM_BYTES", "AT_SCALE_RANKS", "ladder_algorithm", "size_label",
+           "read_ladder_rows", "ladder_row_bytes", "ladder_row_ranks", "fitted_cells", "validate_ladders",
+           "validate_gemms"]
 
 #: Ladder systems of ``collective_ladders.csv`` -> hardware profiles (``conf/hardware``), one by one.
 LADDER_SYSTEM_PROFILES: Dict[str, str] = {
@@ -27,9 +28,13 @@ LADDER_SYSTEM_PROFILES: Dict[str, str] = {
     "8xB200-SXM (NVLink5)": "b200",
     "4 nodes x 8xB200 (8x400G EFA per node)": "b200",
     "8xMI300X (XGMI)": "mi300x",
+    "2 racks x 64 GB200 (NVL72 racks; 32 trays of 4)": "gb200",
 }
 #: The ladder target judges every point from this size up (1 MiB).
 JUDGED_FROM_BYTES = 1 << 20
+#: Ladders of at least this many ranks are the at-scale check, shown apart without a target
+#: (no profile figure is fitted to them; the one on hand is a vendor's example run).
+AT_SCALE_RANKS = 64
 
 
 def ladder_algorithm(name: str) -> Optional[str]:
@@ -56,6 +61,11 @@ def read_ladder_rows(path: Path) -> List[Dict[str, str]]:
 def ladder_row_bytes(path: Path) -> Dict[int, int]:
     """Each ladder row's message size in bytes, by its 1-based row number (a record's ``row``)."""
     return {i: int(row["bytes"]) for i, row in enumerate(read_ladder_rows(path), start=1)}
+
+
+def ladder_row_ranks(path: Path) -> Dict[int, int]:
+    """Each ladder row's rank count, by its 1-based row number (a record's ``row``)."""
+    return {i: int(row["gpus"]) for i, row in enumerate(read_ladder_rows(path), start=1)}
 
 
 def fitted_cells(path: Path) -> Dict[int, str]:
