@@ -114,9 +114,7 @@ OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", 
                     "micro_batch", "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
                     "grad_reduce_in_fp32", "dp_engine", "param_gather_overlap", "cross_entropy", "fp8_params",
-                    "offload_layers",
-                    *CLUSTER_COLUMNS, "unit",
-                    "confidence", "notes")
+                    "offload_layers", *CLUSTER_COLUMNS, "unit", "confidence", "notes")
 
 #: Metrics a run can report -> the unit it is compared in.
 METRICS: Dict[str, str] = {

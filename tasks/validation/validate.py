@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from tasks.model.kernels.roofline import MissingFigure, gemm_ceiling, peak_flops
-from tasks.model.kernels.sustained import sustained_basis
+from tasks.model.kernels.sustained import SUSTAINED_BASES, sustained_basis
 from tasks.model.terms.specs import HardwareProfile
 from tasks.validation import layers_check, microbench_check
 from tasks.validation.predict_runs import find_profile, predict_run
@@ -27,12 +27,12 @@ from tasks.validation.records import (DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, HE
                                       ValidationRecord, signed_error)
 from tasks.validation.runs import METRICS, PublishedRun, read_runs
 
-__all__ = ["Validation", "validate_runs", "validate_all", "sustained_note"]
+__all__ = ["Validation", "validate_runs", "validate_all", "SUSTAINED_WORDS", "sustained_note"]
 
 #: How a run's detail names the sustained rate its compute rests on
 #: (``tasks.model.kernels.sustained.sustained_basis``).
-SUSTAINED_WORDS = {"measured": "sustained rate measured", "assumed": "sustained rate assumed",
-                   "none": "no sustained rate: short-run ceiling assumed"}
+SUSTAINED_WORDS = dict(zip(SUSTAINED_BASES, ("sustained rate measured", "sustained rate assumed",
+                                             "no sustained rate: short-run ceiling assumed"), strict=True))
 
 
 def sustained_note(hw: HardwareProfile, precision: str) -> str:

@@ -15,7 +15,7 @@ after the optimizer step).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, FrozenSet, Optional, Tuple
 
 import numpy as np
@@ -139,12 +139,11 @@ def _as_engine_runs(mode: ShardingMode, engine: DpEngine) -> ShardingMode:
     def gather_window(c: DpCollective) -> str:
         return "none" if engine.serialized_gathers and c.op == "all_gather" else c.hidden_by
 
-    collectives = tuple(DpCollective(c.op, c.per_microbatch, gather_window(c), c.needs_dp_overlap, c.under_recompute)
-                        for c in mode.collectives)
+    collectives = tuple(replace(c, hidden_by=gather_window(c)) for c in mode.collectives)
     if engine.regather_under_recompute:
         collectives += (DpCollective("all_gather", True, "none" if engine.serialized_gathers else "forward",
                                      under_recompute=True),)
-    return ShardingMode(mode.name, mode.shards, collectives)
+    return replace(mode, collectives=collectives)
 
 
 def sharding_for(engine: str, *, param_gather_overlap: bool = False) -> Dict[str, ShardingMode]:
@@ -161,9 +160,8 @@ def sharding_for(engine: str, *, param_gather_overlap: bool = False) -> Dict[str
 
 def _gather_behind_forward(mode: ShardingMode) -> ShardingMode:
     """``mode`` with its once-per-step weight gathers hidden by the forward pass."""
-    collectives = tuple(DpCollective(c.op, c.per_microbatch, "forward", c.needs_dp_overlap, c.under_recompute)
-                        if c.op == "all_gather" and not c.per_microbatch else c for c in mode.collectives)
-    return ShardingMode(mode.name, mode.shards, collectives)
+    return replace(mode, collectives=tuple(replace(c, hidden_by="forward") if c.op == "all_gather"
+                                           and not c.per_microbatch else c for c in mode.collectives))
 
 
 def sharding_of(stack: Stack) -> Dict[str, ShardingMode]:

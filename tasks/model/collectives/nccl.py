@@ -125,10 +125,18 @@ def collective_time(op: str, n, message_bytes, latency_s, busbw_Bps, *,
     protocol of latency scale 1 and ``busbw_Bps`` the bus bandwidth of share 1.
     ``protocols=(Protocol("line", 1.0, 1.0),)`` gives the plain α-β line."""
     steps_alpha = ring_steps(op, n) * latency_s
+    return _fastest_protocol(op, n, message_bytes, busbw_Bps, [steps_alpha * p.latency_scale for p in protocols],
+                             protocols)
+
+
+def _fastest_protocol(op: str, n, message_bytes, busbw_Bps, latencies, protocols: Tuple[Protocol, ...] = PROTOCOLS):
+    """The fastest of ``protocols`` in s, each its latency (``latencies``, one per protocol, in
+    s) plus the bus bytes at its share of ``busbw_Bps``."""
     wire = bus_factor(op, n) * np.asarray(message_bytes, dtype=np.float64) / busbw_Bps
-    best = steps_alpha * protocols[0].latency_scale + wire / protocols[0].bandwidth_share
-    for p in protocols[1:]:
-        best = np.minimum(best, steps_alpha * p.latency_scale + wire / p.bandwidth_share)
+    best = None
+    for latency, p in zip(latencies, protocols, strict=True):
+        t = latency + wire / p.bandwidth_share
+        best = t if best is None else np.minimum(best, t)
     return best
 
 
@@ -270,10 +278,7 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
     picks); "ring" or "nvls" forces one (NaN where "nvls" is not available)."""
     _check_algorithm(algorithm)
     alpha, busbw = spanning_figures(op, n, crosses_nodes, hw, local_ranks=local_ranks)
-    latency = _ring_latency(op, n, crosses_nodes, local_ranks, alpha, hw)
-    wire = bus_factor(op, n) * np.asarray(message_bytes, dtype=np.float64) / busbw
-    ring = np.min(np.stack(np.broadcast_arrays(*(latency[i] + wire / p.bandwidth_share
-                                                 for i, p in enumerate(PROTOCOLS)))), axis=0)
+    ring = _fastest_protocol(op, n, message_bytes, busbw, _ring_latency(op, n, crosses_nodes, local_ranks, alpha, hw))
     if op == "all_reduce" and algorithm is None and np.any(np.asarray(crosses_nodes) & (np.asarray(n) > FIT_RANKS)):
         ring = np.fmin(ring, _tree_time(n, message_bytes, crosses_nodes, hw, local_ranks, busbw))
     if algorithm == "ring" or (algorithm is None and (op != "all_reduce" or hw.intra_node.nvls_efficiency <= 0)):
