@@ -4,7 +4,7 @@ exhaustive enumeration's rate on one core.
     python scripts/bench_search.py                    # both, 5 seeds
     python scripts/bench_search.py --seeds 9 --skip-rate
 
-(a) Search efficiency. The space of ``conf/search/scaling.yaml`` (12,672 layouts: SP is
+(a) Search efficiency. The space of ``conf/search/scaling.yaml`` (15,840 layouts: SP is
 no layout of its own at TP = 1) for Llama 3 70B on 512 H100 at 2,048 sequences. The
 exhaustive reference gives the optimum step time; then, per seed, a TPE study runs
 through the real driver (``sweeps.search``, journal file storage, lake rows), evaluating

@@ -20,6 +20,7 @@ from typing import List, Tuple
 
 from sweeps.errors import UserError
 from tasks.model.collectives.dp_protocol import DP_ENGINES
+from tasks.model.step.context import dp_ranks_per_node
 from tasks.model.terms.layout import Layout
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack
@@ -90,6 +91,12 @@ class ExportCase:
         forward pass (``Stack.param_gather_overlap``). Megatron-Core's overlap_param_gather."""
         return self.dp_overlap and (self.sharding == "zero3"
                                     or (self.sharding == "zero1" and self.stack.param_gather_overlap))
+
+    @property
+    def shard_ranks(self) -> int:
+        """Ranks a hybrid sharding mode splits model states over: the DP group's ranks on one
+        node (``step.context.dp_ranks_per_node``)."""
+        return int(dp_ranks_per_node(self.layout.tp, self.layout.dp, self.hardware.devices_per_node))
 
     @property
     def nodes(self) -> int:

@@ -68,13 +68,17 @@ def _model(case: ExportCase) -> List[Flag]:
 
 def check_core(case: ExportCase, framework: str) -> None:
     """What Megatron-Core, which Megatron-LM and NeMo both run, cannot run as costed: FSDP
-    with whole gradients reduced once per step, ZeRO-3 without its prefetch, TP overlap
-    without sequence parallelism."""
+    with whole gradients reduced once per step, hybrid FSDP, ZeRO-3 without its prefetch, TP
+    overlap without sequence parallelism."""
     lay, stack = case.layout, case.stack
     if case.sharding == "fsdp":
         raise Unexpressible(framework, "zero=fsdp keeps whole gradients and reduce-scatters them once per step; "
                                        "Megatron-Core's FSDPs (Megatron-FSDP, and PyTorch FSDP2, whose no_sync does "
                                        "nothing) reduce every micro-batch, as zero3 does; search without fsdp")
+    if case.sharding == "hsdp":
+        raise Unexpressible(framework, "zero=hsdp shards within each node and all-reduces the shards across nodes "
+                                       "(FSDP's HYBRID_SHARD); Megatron-Core's FSDP shards over the whole DP group; "
+                                       "search without hsdp")
     if case.sharding == "zero3" and not stack.dp_overlap:
         raise Unexpressible(framework, "stack.dp_overlap=false with zero3: Megatron-FSDP prefetches the weights the "
                                        "step model hides only with overlap_param_gather, which needs "

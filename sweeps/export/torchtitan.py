@@ -19,8 +19,10 @@ dims' (``torchtitan/distributed/parallel_dims.py``), its Llama 3 parallelisation
   (``data_parallel_shard_degree``, ``fsdp_reshard_after_forward = "always"``), which
   gathers the weights for every forward and backward and reduce-scatters every
   micro-batch's gradients, without PP (a pipeline stage defers both to the last micro-batch,
-  torch.distributed.pipelining ``backward_maybe_with_nosync``). zero1 and fsdp have no
-  counterpart.
+  torch.distributed.pipelining ``backward_maybe_with_nosync``); hsdp is FSDP2 over a 2-D
+  mesh (``data_parallel_shard_degree`` the DP group's ranks on one node,
+  ``data_parallel_replicate_degree`` the nodes), at one micro-batch and without PP as zero3.
+  zero1 and fsdp have no counterpart.
 - ``[activation_checkpoint] mode``: none or full; torchtitan's selective modes (every Nth
   layer, or by op, saving the attention's outputs) are not the attention-core recompute
   the layout costs.
@@ -78,12 +80,16 @@ def _parallelism(case: ExportCase) -> Dict[str, object]:
     elif mode == "none" and lay.dp > 1 and case.microbatches > 1:
         why = (f"zero=none over {case.microbatches} micro-batches: torchtitan's DDP all-reduces every micro-batch, "
                "not once per step")
-    elif mode == "zero3" and lay.pp > 1:
-        why = "zero3 beside PP: a pipeline stage defers FSDP2's reductions and re-gathers to the last micro-batch"
+    elif mode in ("zero3", "hsdp") and lay.pp > 1:
+        why = f"{mode} beside PP: a pipeline stage defers FSDP2's reductions and re-gathers to the last micro-batch"
+    elif mode == "hsdp" and case.microbatches > 1:
+        why = (f"zero=hsdp over {case.microbatches} micro-batches: torchtitan's HSDP reduces every micro-batch, "
+               "not once per step")
     if why:
         raise Unexpressible(NAME, why)
-    out: Dict[str, object] = {"data_parallel_replicate_degree": lay.dp if mode == "none" else 1,
-                              "data_parallel_shard_degree": lay.dp if mode == "zero3" else 1,
+    shard = {"zero3": lay.dp, "hsdp": case.shard_ranks}.get(mode, 1)
+    out: Dict[str, object] = {"data_parallel_replicate_degree": lay.dp // shard,
+                              "data_parallel_shard_degree": shard,
                               "fsdp_reshard_after_forward": "always", "tensor_parallel_degree": lay.tp,
                               "enable_async_tensor_parallel": case.tp_overlap,
                               "pipeline_parallel_degree": lay.pp, "context_parallel_degree": 1}

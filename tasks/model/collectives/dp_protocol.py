@@ -10,7 +10,12 @@ moves; PyTorch FSDP FULL_SHARD with gradient accumulation under ``no_sync`` (Zha
 of each unit, gradients kept unsharded across micro-batches and reduce-scattered once);
 Megatron-LM's DDP and distributed optimizer (gradients reduced once per step behind
 the last micro-batch's backward with ``overlap_grad_reduce``, the updated weights gathered
-after the optimizer step).
+after the optimizer step); PyTorch FSDP's HYBRID_SHARD (torch 2.13.0, git cf30153c4c:
+torch/distributed/fsdp/_init_utils.py shards over the ranks of one node, a group of
+``device_count()`` ranks from ``_init_intra_and_inter_node_groups``, or a 2-D device mesh's
+inner dimension; _runtime_utils.py ``_reduce_grad`` reduce-scatters a unit's gradient in that
+group and all-reduces the reduced shard across the nodes, ``_inter_node_pg``, on its own
+stream behind the backward; under ``no_sync`` neither runs).
 """
 
 from __future__ import annotations
@@ -23,12 +28,18 @@ import numpy as np
 from tasks.model.terms.layout import ZERO_MODES, code
 from tasks.model.terms.stack import DP_ENGINE_NAMES, Stack
 
-__all__ = ["DpCollective", "ShardingMode", "SHARDING", "HIDING_WINDOWS", "DpEngine", "DP_ENGINES", "sharding_for",
-           "sharding_of", "by_mode", "shards", "windows"]
+__all__ = ["DP_GROUPS", "DpCollective", "ShardingMode", "SHARDING", "HIDING_WINDOWS", "DpEngine", "DP_ENGINES",
+           "sharding_for", "sharding_of", "by_mode", "shards", "hybrid", "group_ranks", "windows"]
 
 #: What compute a DP collective may run behind: the micro-batch's forward or backward on
 #: the stage, or nothing (the step waits for all of it).
 HIDING_WINDOWS: Tuple[str, ...] = ("forward", "backward", "none")
+
+#: The group a DP collective runs among: the whole DP group ("dp"); the DP group's ranks on
+#: one node ("shard", ``step.context.StepLayouts.dp_local_ranks``), over which a hybrid mode
+#: splits its model states; or one rank of each node ("replicate": DP / shard ranks, one
+#: rank per node, each group on its own NIC), across which a hybrid mode reduces the shards.
+DP_GROUPS: Tuple[str, ...] = ("dp", "shard", "replicate")
 
 
 @dataclass(frozen=True)
@@ -42,23 +53,28 @@ class DpCollective:
     when the stack overlaps gradient reduction (``Stack.dp_overlap``); otherwise always where
     its window lasts (a prefetched gather). ``under_recompute``: it runs for the layers full
     recomputation repeats, so its count per micro-batch is the layout's recomputed share (a
-    weight gather again before the repeated forward)."""
+    weight gather again before the repeated forward). ``group``: a ``DP_GROUPS`` entry; on
+    "replicate" it moves the device's shard of the tensor (1 / shard ranks of it)."""
 
     op: str
     per_microbatch: bool
     hidden_by: str
     needs_dp_overlap: bool = False
     under_recompute: bool = False
+    group: str = "dp"
 
 
 @dataclass(frozen=True)
 class ShardingMode:
-    """A ``layout.ZERO_MODES`` entry: the model states it splits over DP ("weights",
-    "gradients", "optimizer") and the collectives it runs, in the order they run."""
+    """A ``layout.ZERO_MODES`` entry: the model states it splits ("weights", "gradients",
+    "optimizer") over the DP group, or with ``hybrid`` over the DP group's ranks on one node
+    (the "shard" group of ``DP_GROUPS``, replicated across nodes), and the collectives it
+    runs, in the order they run."""
 
     name: str
     shards: FrozenSet[str]
     collectives: Tuple[DpCollective, ...]
+    hybrid: bool = False
 
 
 _REDUCE_BEHIND_BACKWARD = dict(hidden_by="backward", needs_dp_overlap=True)
@@ -82,9 +98,17 @@ SHARDING: Dict[str, ShardingMode] = {
         DpCollective("all_gather", True, "forward"),
         DpCollective("all_gather", True, "backward"),
         DpCollective("reduce_scatter", False, **_REDUCE_BEHIND_BACKWARD))),
+    # FSDP HYBRID_SHARD under no_sync: FSDP within each node, the reduced gradient shards all-reduced across nodes
+    "hsdp": ShardingMode("hsdp", frozenset({"weights", "optimizer"}), (
+        DpCollective("all_gather", True, "forward", group="shard"),
+        DpCollective("all_gather", True, "backward", group="shard"),
+        DpCollective("reduce_scatter", False, **_REDUCE_BEHIND_BACKWARD, group="shard"),
+        DpCollective("all_reduce", False, **_REDUCE_BEHIND_BACKWARD, group="replicate")), hybrid=True),
 }
 assert tuple(SHARDING) == ZERO_MODES and all(code("zero", name) == i for i, name in enumerate(SHARDING)), \
     "one sharding mode per layout.ZERO_MODES entry, in its order, numbered as its code"
+assert all(c.group in DP_GROUPS and (c.group == "dp") != mode.hybrid for mode in SHARDING.values()
+           for c in mode.collectives), "a hybrid mode runs on its shard and replicate groups, the others on DP"
 
 
 @dataclass(frozen=True)
@@ -183,8 +207,29 @@ def by_mode(zero, value: Callable[[ShardingMode], object],
 
 def shards(zero, state: str) -> np.ndarray:
     """Whether each layout's mode (codes) splits ``state`` ("weights", "gradients",
-    "optimizer") over its DP group."""
+    "optimizer") over its DP group (or, for a hybrid mode, its shard group)."""
     return np.asarray([state in mode.shards for mode in SHARDING.values()])[np.asarray(zero)]
+
+
+def hybrid(zero) -> np.ndarray:
+    """Whether each layout's mode (codes) splits its model states over the DP group's ranks
+    on one node and replicates them across nodes (``ShardingMode.hybrid``)."""
+    return np.asarray([mode.hybrid for mode in SHARDING.values()])[np.asarray(zero)]
+
+
+def group_ranks(group: str, dp, shard_ranks):
+    """(ranks, ranks on one node, share of a tensor each device moves) of a DP collective's
+    ``group`` (``DP_GROUPS``) for a DP group of ``dp`` ranks with ``shard_ranks`` of them on
+    one node: the whole group; its ranks on one node; or one rank per node, each moving its
+    shard (1 / ``shard_ranks``) of the tensor."""
+    dp, local = np.asarray(dp, dtype=np.float64), np.asarray(shard_ranks, dtype=np.float64)
+    if group == "dp":
+        return dp, local, 1.0
+    if group == "shard":
+        return local, local, 1.0
+    if group == "replicate":
+        return dp / local, np.ones_like(dp), 1.0 / local
+    raise ValueError(f"group={group!r}: choose one of {', '.join(DP_GROUPS)}")
 
 
 def windows(mode: ShardingMode, per_microbatch: bool) -> Dict[Tuple[str, bool], Tuple[DpCollective, ...]]:

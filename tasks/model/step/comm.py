@@ -5,7 +5,7 @@ Vectorised over layouts; seconds and bytes."""
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -122,31 +122,55 @@ def dp_widths(ctx: StepContext, embedding: bool = False) -> Dict[str, float]:
     return {"all_reduce": grads, "reduce_scatter": grads, "all_gather": weights}
 
 
-def _dp_times(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
+#: The key of a DP collective's time or bytes over a stage: (op, ``dp_protocol.DP_GROUPS`` entry).
+DpKey = Tuple[str, str]
+
+
+def _dp_groups(lay: StepLayouts, ctx: StepContext) -> Dict[str, Tuple[str, ...]]:
+    """The groups the stack's sharding modes run collectives on, each with its ops: the
+    shard and replicate groups only where some layout runs a hybrid mode (the collectives of
+    a group no layout runs on cost 0: ``_dp_figure``)."""
+    any_hybrid = bool(np.any(dp_protocol.hybrid(lay.zero)))
+    groups: Dict[str, Tuple[str, ...]] = {"dp": ("all_reduce", "all_gather", "reduce_scatter")}
+    for mode in dp_protocol.sharding_of(ctx.stack).values():
+        for c in mode.collectives:
+            if c.group != "dp" and any_hybrid and c.op not in groups.get(c.group, ()):
+                groups[c.group] = groups.get(c.group, ()) + (c.op,)
+    return groups
+
+
+def _dp_figure(figures: Dict[DpKey, np.ndarray], c: dp_protocol.DpCollective):
+    """``c``'s figure (time or bytes over a stage) in ``figures``, 0 where its group is not costed."""
+    return figures.get((c.op, c.group), 0.0)
+
+
+def _dp_times(lay: StepLayouts, ctx: StepContext) -> Dict[DpKey, np.ndarray]:
     """Each DP op on all of a stage's weight tensors (one collective per layer and one for
     the stage's embedding matrices, or one per weight tensor where the stack's DP engine moves
-    them so: ``_per_tensor_layer_time``), on the tiers the DP group spans; 0 at DP 1."""
+    them so: ``_per_tensor_layer_time``), on the tiers each of its groups spans
+    (``StepLayouts.dp_group``); 0 for a group of one rank."""
     hw = ctx.hardware
-    crosses, local = lay.dp_crosses(hw), lay.dp_local_ranks(hw)
     per_layer, embed = _stage_elements(lay, ctx)
     widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
     engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
     by_tensor = engine_layouts(lay, ctx) if engine.per_tensor else None
-
-    def over_stage(op: str) -> np.ndarray:
-        width = widths[op]
-        if ctx.vocab <= 0:
-            layer_t, embed_t = tier_time(op, lay.dp, width * per_layer, crosses, hw, local_ranks=local), 0.0
-        else:
-            # One call for both messages: the groups' figures are worked out once.
-            messages = np.stack(np.broadcast_arrays(width * per_layer, embed_widths[op] * embed))
-            layer_t, embed_t = tier_time(op, lay.dp, messages, crosses, hw, local_ranks=local)
-        if by_tensor is not None:
-            layer_t = np.where(by_tensor, _per_tensor_layer_time(op, width, lay, ctx, engine, crosses, local), layer_t)
-            embed_t = embed_t + np.where(by_tensor, _rank_copies(engine, lay, ctx) * embedding_matrices(lay), 0.0)
-        return lay.layers_per_stage * layer_t + embed_t
-
-    return {op: np.where(lay.dp > 1, over_stage(op), 0.0) for op in ("all_reduce", "all_gather", "reduce_scatter")}
+    times: Dict[DpKey, np.ndarray] = {}
+    for group, ops in _dp_groups(lay, ctx).items():
+        ranks, local, crosses, share = lay.dp_group(group, hw)
+        for op in ops:
+            width = widths[op] * share
+            if ctx.vocab <= 0:
+                layer_t, embed_t = tier_time(op, ranks, width * per_layer, crosses, hw, local_ranks=local), 0.0
+            else:
+                # One call for both messages: the groups' figures are worked out once.
+                messages = np.stack(np.broadcast_arrays(width * per_layer, embed_widths[op] * share * embed))
+                layer_t, embed_t = tier_time(op, ranks, messages, crosses, hw, local_ranks=local)
+            if by_tensor is not None and group == "dp":
+                layer_t = np.where(by_tensor, _per_tensor_layer_time(op, width, lay, ctx, engine, crosses, local),
+                                   layer_t)
+                embed_t = embed_t + np.where(by_tensor, _rank_copies(engine, lay, ctx) * embedding_matrices(lay), 0.0)
+            times[(op, group)] = np.where(ranks > 1, lay.layers_per_stage * layer_t + embed_t, 0.0)
+    return times
 
 
 def engine_layouts(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
@@ -210,9 +234,9 @@ def _dp_waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray
     seen: Dict[tuple, np.ndarray] = {}   # a window's wait, shared by the modes that run the same collectives in it
 
     def window_wait(hidden_by: str, needs_overlap: bool, collectives: tuple) -> np.ndarray:
-        key = (hidden_by, needs_overlap, tuple((c.op, c.under_recompute) for c in collectives))
+        key = (hidden_by, needs_overlap, tuple((c.op, c.group, c.under_recompute) for c in collectives))
         if key not in seen:
-            t = sum(times[c.op] * _repeats(lay, c) for c in collectives)
+            t = sum(_dp_figure(times, c) * _repeats(lay, c) for c in collectives)
             hides = exposed and hidden_by != "none" and (ctx.stack.dp_overlap or not needs_overlap)
             seen[key] = metrics.exposed_communication(0.0, t, hide[hidden_by], ctx.dp_slowdown) if hides else t
         return seen[key]
@@ -234,20 +258,25 @@ def _repeats(lay: StepLayouts, c: dp_protocol.DpCollective):
 
 
 def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
-    """Bytes one device sends over its DP rings per step (nccl-tests' bus bytes)."""
+    """Bytes one device sends over its DP rings per step (nccl-tests' bus bytes), each
+    collective among its group's ranks."""
     per_layer, embed = _stage_elements(lay, ctx)
     widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
-    return _per_step(lay, ctx, {op: bus_factor(op, lay.dp) * (width * lay.layers_per_stage * per_layer
-                                                              + embed_widths[op] * embed)
-                                for op, width in widths.items()})
+    each: Dict[DpKey, np.ndarray] = {}
+    for group, ops in _dp_groups(lay, ctx).items():
+        ranks, _, _, share = lay.dp_group(group, ctx.hardware)
+        for op in ops:
+            each[(op, group)] = bus_factor(op, ranks) * share * (widths[op] * lay.layers_per_stage * per_layer
+                                                                 + embed_widths[op] * embed)
+    return _per_step(lay, ctx, each)
 
 
-def _per_step(lay: StepLayouts, ctx: StepContext, each: Dict[str, np.ndarray]) -> np.ndarray:
+def _per_step(lay: StepLayouts, ctx: StepContext, each: Dict[DpKey, np.ndarray]) -> np.ndarray:
     """A step's sum over the collectives of each layout's sharding mode, as the stack's DP
-    engine runs them, given ``each`` op's figure (time or bytes) over a stage: a
+    engine runs them, given ``each`` (op, group)'s figure (time or bytes) over a stage: a
     per-micro-batch collective counts once per micro-batch (times ``_repeats``)."""
     def mode_sum(mode):
-        return sum((lay.microbatches if c.per_microbatch else 1.0) * _repeats(lay, c) * each[c.op]
+        return sum((lay.microbatches if c.per_microbatch else 1.0) * _repeats(lay, c) * _dp_figure(each, c)
                    for c in mode.collectives)
 
     return dp_protocol.by_mode(lay.zero, mode_sum, dp_protocol.sharding_of(ctx.stack))
@@ -263,19 +292,23 @@ def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels
                               local_ranks=np.minimum(lay.tp, hw.devices_per_node))[0]
     alpha_pp = np.where(lay.pp_crosses(hw), hw.inter_node.latency_us, hw.intra_node.latency_us) * 1e-6
     dp_collectives = lay.layers_per_stage + (1.0 if ctx.vocab > 0 else 0.0)
-    dp_alpha = {op: dp_collectives * ring_latency(op, lay.dp, lay.dp_crosses(hw), hw,
-                                                  local_ranks=lay.dp_local_ranks(hw))[0]
-                for op in ("all_reduce", "all_gather", "reduce_scatter")}
+    dp_alpha: Dict[DpKey, np.ndarray] = {}
+    for group, ops in _dp_groups(lay, ctx).items():
+        ranks, local, crosses, _ = lay.dp_group(group, hw)
+        for op in ops:
+            dp_alpha[(op, group)] = dp_collectives * ring_latency(op, ranks, crosses, hw, local_ranks=local)[0]
     tp_collectives = lay.layers_per_stage * tp_collectives_per_layer(lay.recomputed_share) \
         + (1.0 if ctx.vocab > 0 else 0.0)
 
     table = dp_protocol.sharding_of(ctx.stack)
     if dp_protocol.DP_ENGINES[ctx.stack.dp_engine].per_tensor:
         tensors = sum(len(t) for t in layer.layer_tensors(float(ctx.model.hidden), float(ctx.model.heads), ctx.block))
-        dp_alpha = {op: np.where(engine_layouts(lay, ctx), tensors, 1.0) * a for op, a in dp_alpha.items()}
+        dp_alpha = {key: np.where(engine_layouts(lay, ctx), tensors, 1.0) * a if key[1] == "dp" else a
+                    for key, a in dp_alpha.items()}
 
     def alpha_of(mode, per_microbatch: bool):
-        return sum(dp_alpha[c.op] * _repeats(lay, c) for c in mode.collectives if c.per_microbatch == per_microbatch)
+        return sum(_dp_figure(dp_alpha, c) * _repeats(lay, c) for c in mode.collectives
+                   if c.per_microbatch == per_microbatch)
 
     alpha_mb = (tp_collectives * tp_latency
                 + np.where(lay.pp > 1, 2.0 * lay.stages * alpha_pp, 0.0)

@@ -94,6 +94,6 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
 def optimizer_time(lay: StepLayouts, ctx: StepContext, params: np.ndarray) -> np.ndarray:
     """The optimizer step, memory-bound over the device's shard of the optimizer states:
     ``OPTIMIZER_BYTES_PER_PARAM`` per parameter at the achieved HBM bandwidth."""
-    shard = model_state_shard_params(params, lay.dp, lay.zero)
+    shard = model_state_shard_params(params, lay.shard_ranks(ctx.hardware), lay.zero)
     return metrics.apply_flop_vs_bw(roofline.memory_bound_time(shard * OPTIMIZER_BYTES_PER_PARAM, ctx.hardware),
                                     ctx.flop_vs_bw)

@@ -9,6 +9,7 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
+from tasks.model.collectives.dp_protocol import group_ranks, hybrid
 from tasks.model.kernels.layer import Block
 from tasks.model.kernels.sustained import training_device
 from tasks.model.terms.layout import code
@@ -17,7 +18,7 @@ from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack
 
 __all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distinct_shapes", "recomputed_share",
-           "tp_crosses_nodes"]
+           "dp_ranks_per_node", "tp_crosses_nodes"]
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,20 @@ class StepLayouts:
         return self.tp * self.dp > hw.devices_per_node
 
     def dp_local_ranks(self, hw: HardwareProfile) -> np.ndarray:
-        """Ranks of one DP group on one node, ranks numbered TP fastest, then DP (Megatron-LM's
-        order): floor(devices per node / TP), at least 1 and at most DP."""
-        return np.clip(np.floor(hw.devices_per_node / self.tp), 1.0, self.dp)
+        """Ranks of one DP group on one node (``dp_ranks_per_node``)."""
+        return dp_ranks_per_node(self.tp, self.dp, hw.devices_per_node)
+
+    def shard_ranks(self, hw: HardwareProfile) -> np.ndarray:
+        """Ranks each layout's sharding mode splits model states over: the DP group, or for a
+        hybrid mode (``dp_protocol.ShardingMode.hybrid``) its ranks on one node."""
+        return np.where(hybrid(self.zero), self.dp_local_ranks(hw), self.dp)
+
+    def dp_group(self, group: str, hw: HardwareProfile) -> tuple:
+        """(ranks, ranks on one node, whether it spans nodes, share of a tensor each device
+        moves) of the DP collectives' ``group`` (``dp_protocol.DP_GROUPS``)."""
+        ranks, local, share = group_ranks(group, self.dp, self.dp_local_ranks(hw))
+        crosses = self.dp_crosses(hw) if group == "dp" else (ranks > 1) & (group == "replicate")
+        return ranks, local, crosses, share
 
     def pp_crosses(self, hw: HardwareProfile) -> np.ndarray:
         return self.tp * self.dp * self.pp > hw.devices_per_node
@@ -126,6 +138,13 @@ def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
     unique, inverse = np.unique(keys.reshape(-1), return_inverse=True)
     b, tp, sp = (unique >> 25).astype(np.float64), ((unique >> 1) & (2**24 - 1)).astype(np.float64), (unique & 1) > 0
     return DistinctShapes(b, tp, sp, inverse.reshape(-1))
+
+
+def dp_ranks_per_node(tp, dp, devices_per_node: int) -> np.ndarray:
+    """Ranks of one DP group on one node, ranks numbered TP fastest, then DP (Megatron-LM's
+    order; torchtitan's device mesh has the same): floor(devices per node / TP), at least 1 and
+    at most DP."""
+    return np.clip(np.floor(devices_per_node / np.asarray(tp, dtype=np.float64)), 1.0, dp)
 
 
 def tp_crosses_nodes(tp, hw: HardwareProfile) -> np.ndarray:

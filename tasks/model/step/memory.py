@@ -59,7 +59,7 @@ WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
 
 def weights_sharded(zero) -> np.ndarray:
     """Where ``zero`` (codes) shards the weights themselves over DP (``dp_protocol.SHARDING``:
-    ZeRO-3 and FSDP)."""
+    ZeRO-3, FSDP and hybrid FSDP, the last over its shard group)."""
     return shards(zero, "weights")
 
 
@@ -71,7 +71,9 @@ def model_state_bytes(params, dp, zero, weight_bytes=WEIGHT_BYTES):
     ZeRO (Rajbhandari et al. 2020) divides by the DP degree what it shards
     (``dp_protocol.SHARDING``): zero1 the optimizer states (4 + 12/DP bytes per parameter);
     zero3 everything (16/DP); fsdp (FULL_SHARD with gradients accumulated unsharded under
-    ``no_sync``) the weights and optimizer states, not the gradients (2/DP + 2 + 12/DP).
+    ``no_sync``) the weights and optimizer states, not the gradients (2/DP + 2 + 12/DP);
+    hsdp as fsdp over its shard group. ``dp``: the ranks the states are split over
+    (``StepLayouts.shard_ranks``: the DP degree, a hybrid mode's ranks on one node);
     ``zero`` holds codes.
     """
     params = np.asarray(params, dtype=np.float64)

@@ -27,7 +27,8 @@ __all__ = ["LayerCollective", "layer_collectives", "layer_parts", "layer_pass_ti
 @dataclass(frozen=True)
 class LayerCollective:
     """One collective of one layer: its group ("tp" or "dp"), op, how many times it runs,
-    among how many ranks, on which bytes, and whether the group spans nodes."""
+    among how many ranks, on which bytes, whether the group spans nodes, and how many of its
+    ranks share a node (``local_ranks``: the DP group's, or 1 for a group of one rank per node)."""
 
     group: str
     op: str
@@ -35,6 +36,7 @@ class LayerCollective:
     ranks: int
     message_bytes: float
     crosses_nodes: bool
+    local_ranks: int = 1
 
 
 def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]:
@@ -43,8 +45,9 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     only some; with sequence parallelism a reduce-scatter and an all-gather each) and the
     layer's DP collectives at one micro-batch, as its sharding mode runs them
     (``dp_protocol.sharding_of`` the stack: plain DP an all-reduce, ZeRO-1 a reduce-scatter and an
-    all-gather, ZeRO-3 and FSDP two all-gathers and a reduce-scatter), each at its
-    ``step.comm.dp_widths``. Groups of one rank are left out."""
+    all-gather, ZeRO-3 and FSDP two all-gathers and a reduce-scatter, hybrid FSDP those in the
+    node and an all-reduce of the shard across nodes), each at its ``step.comm.dp_widths``,
+    among the ranks of its group (``StepLayouts.dp_group``). Groups of one rank are left out."""
     model, p, per_node = ctx.model, float(ctx.dtype_bytes), ctx.hardware.devices_per_node
     out: List[LayerCollective] = []
     if layout.tp > 1:
@@ -54,16 +57,18 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
         ops = ("reduce_scatter", "all_gather") if layout.sequence_parallel else ("all_reduce",)
         out += [LayerCollective("tp", op, count, layout.tp, message, layout.tp > per_node) for op in ops]
     if layout.dp > 1:
-        dp_ops: Dict[str, int] = {}
+        dp_ops: Dict[tuple, int] = {}
         for c in sharding_of(ctx.stack)[layout.zero].collectives:
             if not c.under_recompute or layout.recompute == "full":
-                dp_ops[c.op] = dp_ops.get(c.op, 0) + 1
-        widths = dp_widths(ctx)
-        out += [LayerCollective("dp", op, count, layout.dp,
-                                float(layer.dp_gradient_bytes(model.hidden, layout.tp, widths[op], model.heads,
-                                                              ctx.block)),
-                                layout.tp * layout.dp > per_node)
-                for op, count in dp_ops.items()]
+                dp_ops[(c.op, c.group)] = dp_ops.get((c.op, c.group), 0) + 1
+        widths, lay = dp_widths(ctx), _one_layout(layout, ctx)
+        for (op, group), count in dp_ops.items():
+            ranks, local, crosses, share = (float(np.asarray(v).reshape(-1)[0])
+                                            for v in lay.dp_group(group, ctx.hardware))
+            if ranks > 1:
+                message = share * float(layer.dp_gradient_bytes(model.hidden, layout.tp, widths[op], model.heads,
+                                                                ctx.block))
+                out.append(LayerCollective("dp", op, count, int(ranks), message, bool(crosses), int(local)))
     return out
 
 
@@ -75,11 +80,9 @@ def layer_parts(layout: Layout, ctx: StepContext) -> Dict[str, float]:
     lay = _one_layout(layout, ctx)
     cost = stage_layer_cost(lay, ctx)
     parts = {"gemm_s": float(cost.gemm_fwd[0] + cost.gemm_bwd[0]), "tp_comm_s": 0.0, "dp_comm_s": 0.0}
-    local_dp = float(lay.dp_local_ranks(hw)[0])
     for c in layer_collectives(layout, ctx):
-        local = local_dp if c.group == "dp" else 1
         parts[f"{c.group}_comm_s"] += c.count * float(tier_time(c.op, c.ranks, c.message_bytes, c.crosses_nodes, hw,
-                                                                local_ranks=local))
+                                                                local_ranks=c.local_ranks))
     return parts
 
 

@@ -65,7 +65,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-19"
+STEP_MODEL_VERSION = "step-20"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -142,10 +142,11 @@ def stage_memory(lay: StepLayouts, ctx: StepContext):
     embedding_params = embedding_matrices(lay) * vocab * h / lay.tp
     stack = ctx.stack
     weight_bytes = memory.FP8_WEIGHT_BYTES if stack.fp8_params else memory.WEIGHT_BYTES
-    states = memory.model_state_bytes(layer_params, lay.dp, lay.zero, weight_bytes) \
-        + memory.model_state_bytes(embedding_params, lay.dp, lay.zero)
+    shard_ranks = lay.shard_ranks(ctx.hardware)
+    states = memory.model_state_bytes(layer_params, shard_ranks, lay.zero, weight_bytes) \
+        + memory.model_state_bytes(embedding_params, shard_ranks, lay.zero)
     if stack.fp8 and not stack.fp8_params:
-        states = states + memory.fp8_weight_copy_bytes(layer_params, lay.dp, lay.zero)
+        states = states + memory.fp8_weight_copy_bytes(layer_params, shard_ranks, lay.zero)
     gathered = np.where(lay.sharded, 2.0 * weight_bytes * per_layer / lay.tp, 0.0)
     act = memory.layer_activation_bytes(float(model.seq_len), lay.micro_batch, h, heads, lay.tp,
                                         lay.sequence_parallel, lay.recompute, block,

@@ -45,8 +45,10 @@ SCHEDULES: Tuple[str, ...] = ("1f1b", "interleaved")
 #: "none" (plain DP), "zero1" (optimizer states), "zero3" (parameters, gradients and
 #: optimizer states, re-gathered every micro-batch, DeepSpeed stage 3), "fsdp" (PyTorch
 #: FSDP FULL_SHARD with gradient accumulation under ``no_sync``: parameters re-gathered
-#: every micro-batch, gradients kept unsharded and reduce-scattered once per step).
-ZERO_MODES: Tuple[str, ...] = ("none", "zero1", "zero3", "fsdp")
+#: every micro-batch, gradients kept unsharded and reduce-scattered once per step), "hsdp"
+#: (FSDP's HYBRID_SHARD: "fsdp" among the DP group's ranks on each node, the reduced
+#: gradient shards all-reduced across nodes).
+ZERO_MODES: Tuple[str, ...] = ("none", "zero1", "zero3", "fsdp", "hsdp")
 #: Activation recomputation (Korthikanti et al., arXiv 2205.05198): none, selective
 #: (the attention core: scores, softmax, dropout, context), full (the whole layer).
 RECOMPUTE_MODES: Tuple[str, ...] = ("none", "selective", "full")
@@ -81,7 +83,7 @@ LAYOUT_FIELDS: Tuple[str, ...] = ("tp", "pp", "dp", "micro_batch", "schedule", "
 
 #: What the words of ``Layout.describe`` mean, on one line.
 LAYOUT_LEGEND = ("tpN/ppN/dpN: tensor-, pipeline-, data-parallel degree; pp2(i5): interleaved schedule, 5 model "
-                 "chunks per device; bN: micro-batch of N sequences; none/zero1/zero3/fsdp: how DP shards model "
+                 "chunks per device; bN: micro-batch of N sequences; none/zero1/zero3/fsdp/hsdp: how DP shards model "
                  "states; sp: sequence parallel; sele/full: selective/full activation recomputation; full(5): full "
                  "recomputation of 5 layers per model chunk, the others keep their activations")
 
@@ -196,10 +198,11 @@ def first_violation(violations: Mapping[str, np.ndarray]) -> np.ndarray:
 
 def family(tp: int, pp: int, dp: int, zero: str) -> str:
     """The strategy family of a layout, as Fernandez et al. (arXiv 2411.13055) compare
-    them: "fsdp" (data parallel only, fully sharded), "dp" (data parallel only, replicated
-    or ZeRO-1), else the parallel dimensions in use joined by "+", e.g. "tp+pp+dp"."""
+    them: "fsdp" (data parallel only, fully sharded), "hsdp" (data parallel only, sharded
+    within each node and replicated across nodes), "dp" (data parallel only, replicated or
+    ZeRO-1), else the parallel dimensions in use joined by "+", e.g. "tp+pp+dp"."""
     if tp == 1 and pp == 1:
-        return "fsdp" if zero in ("zero3", "fsdp") else "dp"
+        return {"zero3": "fsdp", "fsdp": "fsdp", "hsdp": "hsdp"}.get(zero, "dp")
     parts = [name for name, degree in (("tp", tp), ("pp", pp), ("dp", dp)) if degree > 1]
     return "+".join(parts)
 

@@ -37,7 +37,8 @@ def cases() -> List[Tuple[str, ExportCase]]:
 @pytest.fixture(scope="session")
 def built_cases(cases) -> List[Tuple[str, ExportCase]]:
     """Layouts no search of these spaces yields: FSDP (no_sync), full recomputation of the
-    first 3 layers of each chunk, sequence parallelism at TP 1, ZeRO-3 over one replica."""
+    first 3 layers of each chunk, sequence parallelism at TP 1, ZeRO-3 over one replica,
+    hybrid FSDP."""
     base = next(case for label, case in cases if label == "core-2024" and case.layout.tp == 1
                 and case.layout.pp == 1 and case.layout.dp == 16)
     lay = base.layout
@@ -45,7 +46,10 @@ def built_cases(cases) -> List[Tuple[str, ExportCase]]:
                "block": dataclasses.replace(lay, recompute="full", recompute_layers=3),
                "sp-at-tp1": dataclasses.replace(lay, sequence_parallel=True),
                "zero3-dp1": dataclasses.replace(lay, tp=4, pp=4, dp=1, zero="zero3", sequence_parallel=True)}
-    return [(label, dataclasses.replace(base, layout=layout)) for label, layout in layouts.items()]
+    built = [(label, dataclasses.replace(base, layout=layout)) for label, layout in layouts.items()]
+    # hybrid sharding (two nodes of 8) at one micro-batch, which torchtitan's HSDP runs as costed
+    hsdp = dataclasses.replace(lay, zero="hsdp")
+    return built + [("hsdp", dataclasses.replace(base, layout=hsdp, global_batch=hsdp.dp * hsdp.micro_batch))]
 
 
 @pytest.fixture(scope="session")

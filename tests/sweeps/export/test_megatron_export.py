@@ -149,6 +149,7 @@ def test_every_feasible_layout_round_trips_through_megatron_lms_own_arguments_or
 
 @pytest.mark.parametrize("label, why", [
     ("fsdp", "zero=fsdp keeps whole gradients"),
+    ("hsdp", "zero=hsdp shards within each node"),
 ])
 def test_what_megatron_lm_cannot_run_is_refused_naming_it(built_cases, label, why):
     case = dict(built_cases)[label]

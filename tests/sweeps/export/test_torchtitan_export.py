@@ -62,8 +62,8 @@ def layout_of(config: Dict[str, Dict[str, object]], layers: int) -> Tuple[Layout
     par, training = config["parallelism"], config["training"]
     tp, pp = par["tensor_parallel_degree"], par["pipeline_parallel_degree"]
     replicate, shard = par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]
-    assert 1 in (replicate, shard)
     dp = replicate * shard
+    zero = "none" if shard == 1 else "zero3" if replicate == 1 else "hsdp"    # HSDP: a 2-D mesh
     if pp > 1:
         assert (par["pipeline_parallel_first_stage_less_layers"], par["pipeline_parallel_last_stage_less_layers"]) \
             == (0, 0)
@@ -76,7 +76,7 @@ def layout_of(config: Dict[str, Dict[str, object]], layers: int) -> Tuple[Layout
     split = [layers // stages + (i < layers % stages) for i in range(stages)]
     return Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch,
                   schedule="interleaved" if stages > pp else "1f1b", virtual_stages=stages // pp,
-                  zero="zero3" if shard > 1 else "none", sequence_parallel=tp > 1,
+                  zero=zero, sequence_parallel=tp > 1,
                   recompute=config["activation_checkpoint"]["mode"]), split
 
 
@@ -92,7 +92,9 @@ def test_every_feasible_layout_round_trips_through_torchtitans_own_keys_or_is_re
         assert config["parallelism"]["enable_async_tensor_parallel"] == (case.stack.tp_overlap and case.layout.tp > 1)
         assert bool(config["model"]["converters"]) == case.stack.fp8
         exported.append(case)
-    assert {case.sharding for case in exported} == {"none", "zero3"}
+        if case.sharding == "hsdp":
+            assert config["parallelism"]["data_parallel_shard_degree"] == case.hardware.devices_per_node
+    assert {case.sharding for case in exported} == {"none", "zero3", "hsdp"}
     assert {case.layout.recompute for case in exported} == {"none", "full"}
     assert any(case.layout.pp > 1 for case in exported) and any(case.layout.tp > 1 for case in exported)
 
@@ -107,3 +109,10 @@ def test_what_torchtitan_lacks_is_refused_naming_it(cases, label, zero, why):
                 and case.layout.tp == 1 and case.layout.recompute == "none")
     with pytest.raises(Unexpressible, match=why):
         export("torchtitan", dataclasses.replace(case, layout=dataclasses.replace(case.layout, zero=zero)))
+
+
+def test_hybrid_sharding_over_several_micro_batches_is_refused(built_cases):
+    """torchtitan's HSDP reduces every micro-batch; the layout reduces once per step."""
+    case = dict(built_cases)["hsdp"]
+    with pytest.raises(Unexpressible, match="zero=hsdp over 2 micro-batches"):
+        export("torchtitan", dataclasses.replace(case, global_batch=2 * case.global_batch))

@@ -226,7 +226,7 @@ def test_a_trial_budget_beyond_the_sane_bound_needs_allow_large_even_in_a_larger
     lake = tmp_path / "lake"
     result = CliRunner().invoke(main, ["search", "default", "trials=10000000", "--lake", str(lake)])
     line = _refused(result)
-    assert "search.trials=10000000" in line and "6,480 layouts" in line and not lake.exists()
+    assert "search.trials=10000000" in line and "8,100 layouts" in line and not lake.exists()
 
 
 def test_allow_large_reads_a_search_preset_file_beyond_the_yaml_bound(tmp_path):

@@ -60,7 +60,7 @@ def test_a_changed_entry_reaches_time_traffic_latency_memory_and_the_per_layer_c
 def test_no_other_module_names_what_a_zero_mode_runs():
     """Which collectives each mode runs, and what it shards, are read from SHARDING: no module
     of the model compares a ZeRO code or name itself."""
-    pattern = re.compile(r'\bcode\("zero"|zero_is\(|zero\s*(==|<=|>=|<|>)\s*\d|"(zero1|zero3|fsdp)"\s*[:,)]')
+    pattern = re.compile(r'\bcode\("zero"|zero_is\(|zero\s*(==|<=|>=|<|>)\s*\d|"(zero1|zero3|fsdp|hsdp)"\s*[:,)]')
     allowed = {"tasks/model/collectives/dp_protocol.py", "tasks/model/terms/layout.py"}
     found = [f"{path.relative_to(ROOT)}:{i}" for path in sorted((ROOT / "tasks" / "model").rglob("*.py"))
              if str(path.relative_to(ROOT)) not in allowed
@@ -71,7 +71,7 @@ def test_no_other_module_names_what_a_zero_mode_runs():
 @pytest.mark.parametrize("zero", ZERO_MODES)
 def test_the_per_layer_collectives_are_the_modes_collectives(gpt3, h100, zero):
     ctx = StepContext(gpt3, h100, devices=64, global_batch=8, memory_fraction=1e6)
-    listed = {c.op: c.count for c in layer_collectives(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero=zero), ctx)
+    listed = {c.op: c.count for c in layer_collectives(Layout(tp=2, pp=1, dp=32, micro_batch=1, zero=zero), ctx)
               if c.group == "dp"}
     expected: dict = {}
     for c in SHARDING[zero].collectives:
@@ -145,3 +145,40 @@ def test_a_stack_that_overlaps_the_weight_gather_hides_zero1s_gather_behind_the_
     (before, dp_time), (after, same_dp_time) = step(plain, "zero1"), step(overlapped, "zero1")
     assert before - dp_time < after < before and same_dp_time == dp_time
     assert step(plain, "fsdp") == step(overlapped, "fsdp")
+
+
+def test_hybrid_sharding_gathers_in_the_node_and_reduces_the_shard_across_nodes(gpt3, h100):
+    """FSDP's HYBRID_SHARD (torch 2.13.0 _runtime_utils._reduce_grad): weights split over the DP
+    group's ranks on one node and gathered there; the gradient reduce-scattered there, then its
+    shard all-reduced across the nodes, one rank of each."""
+    ctx = StepContext(gpt3, h100, devices=512, global_batch=512, memory_fraction=1e6)
+    layout = dict(tp=2, pp=1, dp=256, micro_batch=1, recompute="full")
+    hsdp = {(c.op, c.ranks, c.crosses_nodes, c.local_ranks): c for c in layer_collectives(Layout(**layout, zero="hsdp"),
+                                                                                         ctx)
+            if c.group == "dp"}
+    fsdp = {c.op: c for c in layer_collectives(Layout(**layout, zero="fsdp"), ctx) if c.group == "dp"}
+    assert set(hsdp) == {("all_gather", 4, False, 4), ("reduce_scatter", 4, False, 4), ("all_reduce", 64, True, 1)}
+    assert hsdp[("all_gather", 4, False, 4)].message_bytes == fsdp["all_gather"].message_bytes
+    assert hsdp[("all_reduce", 64, True, 1)].message_bytes == pytest.approx(fsdp["reduce_scatter"].message_bytes / 4)
+
+    one, whole = _row(Layout(**layout, zero="hsdp"), ctx), _row(Layout(**layout, zero="fsdp"), ctx)
+    stage_params = 96 * 12 * 12288**2 / 2 + 2 * 50257 * 12288 / 2        # GPT-3's layers and embeddings over TP 2
+    microbatches = 512 / 256
+    grads = 4.0 * stage_params                                            # fp32 main gradients (the 2022 stack)
+    traffic = microbatches * 2 * 3 / 4 * 2 * stage_params + 3 / 4 * grads + 2 * 63 / 64 * grads / 4
+    assert one["dp_traffic_bytes"] == pytest.approx(traffic, rel=1e-9)
+    # sharded over 4 ranks, not 256: more memory; its gathers stay on the node's NVLink
+    states = {z: memory.model_state_bytes(stage_params, ranks, code("zero", z)) for z, ranks in (("hsdp", 4),
+                                                                                                 ("fsdp", 256))}
+    assert one["memory_per_device_bytes"] - whole["memory_per_device_bytes"] == \
+        pytest.approx(float(states["hsdp"] - states["fsdp"]), rel=1e-9)
+    assert one["dp_comm_s"] < whole["dp_comm_s"]
+
+
+def test_hybrid_sharding_inside_one_node_is_fsdp(gpt3, h100):
+    """With the whole DP group on one node the replicate group has one rank: nothing crosses, and
+    hybrid sharding costs and holds what FULL_SHARD does."""
+    ctx = StepContext(gpt3, h100, devices=64, global_batch=64, memory_fraction=1e6)
+    one, whole = (_row(Layout(tp=2, pp=8, dp=4, micro_batch=1, zero=z), ctx) for z in ("hsdp", "fsdp"))
+    for column in ("step_time_s", "dp_comm_s", "dp_traffic_bytes", "memory_per_device_bytes", "latency_s"):
+        assert one[column] == pytest.approx(whole[column], rel=1e-12), column

@@ -27,7 +27,7 @@ def test_model_states_follow_zero_sharding():
     params, dp = 1e9, 8
     got = {name: float(memory.model_state_bytes(params, dp, Z[name])) for name in ZERO_MODES}
     assert got == pytest.approx({"none": 16e9, "zero1": (2 + 2 + 12 / 8) * 1e9, "zero3": 16e9 / 8,
-                                 "fsdp": (2 / 8 + 2 + 12 / 8) * 1e9})
+                                 "fsdp": (2 / 8 + 2 + 12 / 8) * 1e9, "hsdp": (2 / 8 + 2 + 12 / 8) * 1e9})
 
 
 @pytest.mark.parametrize("sp, recompute, expected", [
@@ -233,7 +233,7 @@ def test_enumeration_covers_the_space_once():
     space = LayoutSpace(tp=[1, 2], pp=[1, 2], micro_batch=[1, 2], virtual_stages=[2, 3])
     layouts = enumerate_layouts(space, devices=8)
     # TP x SP: (1, off), (2, off), (2, on): sequence parallelism is no choice at TP 1
-    assert len(layouts["tp"]) == space.size == 3 * 2 * 2 * 3 * 4 * 3
+    assert len(layouts["tp"]) == space.size == 3 * 2 * 2 * 3 * len(ZERO_MODES) * 3
     rows = set(zip(*(layouts[k].tolist() for k in ("tp", "pp", "micro_batch", "schedule", "virtual_stages", "zero",
                                                    "sequence_parallel", "recompute")), strict=True))
     assert len(rows) == space.size
@@ -251,6 +251,7 @@ def test_the_exhaustive_best_is_the_fastest_feasible_layout(gpt3, h100):
 def test_families():
     assert family(1, 1, 64, "fsdp") == family(1, 1, 64, "zero3") == "fsdp"
     assert family(1, 1, 64, "none") == "dp"
+    assert family(1, 1, 64, "hsdp") == "hsdp"
     assert family(8, 1, 8, "zero1") == "tp+dp"
     assert family(8, 4, 2, "none") == "tp+pp+dp"
     assert family(8, 4, 1, "none") == "tp+pp"
