@@ -53,6 +53,16 @@ of it, times tuning.cc's correction for mid-sized messages (``TREE_CORRECTION``)
 ``tier_time`` takes the faster, as NCCL's tuner does. Groups up to ``FIT_RANKS`` ranks keep
 the fitted ring alone.
 
+**One rank per node** (tuning.cc at 5067397c): a ring with one rank on each node pays, for
+each network step, the network tree's latency of its protocol (LL 5.0, LL128 8.5, Simple 14
+us against the ring's 2.7 / 4.0 / 14: "With ppn=1 latencies are fully exposed, use the Tree
+network latency"), scaled to the profile's network α. There NCCL may also run an all-gather
+or a reduce-scatter as PAT (``ncclPatEnable``: one GPU per node, Simple protocol only): a
+base latency of 8 us, log2(nodes) x the network tree's Simple latency / 3.5, and 2.8 us per
+rank ("still a linear part"), moving the message at 0.75 of the bus bandwidth with no
+(n-1)/n saving (its bus bandwidth is not turned into an algorithm bandwidth); ``tier_time``
+takes it where it is faster, as the tuner does, and ``lowest_latency`` counts it.
+
 **All-to-all** (expert parallelism) exchanges with each of the n-1 peers (n-1 steps,
 factor (n-1)/n); across nodes each rank sends (n-L)/n of its message through its own
 NIC, so its busbw there is min(scale-up busbw, NIC busbw x (n-1)/(n-L)).
@@ -70,7 +80,9 @@ from tasks.model.terms.specs import HardwareProfile, LinkTier
 __all__ = ["COLLECTIVE_OPS", "MODELLED_OPS", "ALGORITHMS", "Protocol", "PROTOCOLS", "NVLS_MIN_RANKS", "bus_factor",
            "ring_steps", "collective_time", "tier_figures", "nvls_busbw", "spanning_figures", "ring_latency",
            "tier_time", "predicted_busbw", "RING_STEP_US_NVLINK", "TREE_STEP_US_NVLINK", "TREE_STEP_US_NET",
-           "RING_STEP_US_NET_LL", "NET_OVERHEAD_US", "FIT_RANKS", "TREE_BANDWIDTH_SHARE", "TREE_CORRECTION"]
+           "RING_STEP_US_NET_LL", "NET_OVERHEAD_US", "FIT_RANKS", "TREE_BANDWIDTH_SHARE", "TREE_CORRECTION",
+           "PAT_OPS", "PAT_BASE_US", "PAT_RANK_US", "PAT_LOG_DIVISOR", "PAT_BANDWIDTH_SHARE", "one_per_node",
+           "lowest_latency"]
 
 #: The collectives commscale models and measures.
 COLLECTIVE_OPS: Tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter")
@@ -197,6 +209,16 @@ TREE_CORRECTION = (
 )
 
 
+#: PAT (tuning.cc at 5067397c, module docstring "One rank per node"): the ops it serves, its
+#: base latency and per-rank linear part in us, the divisor of its log2(nodes) network
+#: latency, and its share of the bus bandwidth.
+PAT_OPS: Tuple[str, ...] = ("all_gather", "reduce_scatter")
+PAT_BASE_US = 8.0
+PAT_RANK_US = 2.8
+PAT_LOG_DIVISOR = 3.5
+PAT_BANDWIDTH_SHARE = 0.75
+
+
 #: The group a profile's α was fitted on: every ladder of conf/data/collective_ladders.csv with
 #: small messages is one 8-GPU node. Up to it a ring pays steps x α as fitted; beyond it the
 #: at-scale structure applies.
@@ -222,13 +244,46 @@ def _ring_latency(op: str, n, crosses_nodes, local_ranks, alpha, hw: HardwarePro
     steps = ring_steps(op, n)
     fitted = np.minimum(steps, ring_steps(op, float(FIT_RANKS)))
     out_share = np.where(crosses, ring_steps(op, n / local), 0.0) / np.maximum(steps, 1.0)
+    alone = one_per_node(crosses, local)
     out = []
-    for p, nvlink_us in zip(PROTOCOLS, RING_STEP_US_NVLINK):
+    for p, nvlink_us, tree_us in zip(PROTOCOLS, RING_STEP_US_NVLINK, TREE_STEP_US_NET):
         overhead = NET_OVERHEAD_US * (3.0 if p.name == "Simple" else 1.0)
         intra_step = np.where(crosses, max(nvlink_us, overhead), nvlink_us) * 1e-6
-        beyond = out_share * a_out * p.latency_scale + (1.0 - out_share) * intra_step
-        out.append(fitted * alpha * p.latency_scale + (steps - fitted) * beyond)
+        scale = np.where(alone, tree_us / RING_STEP_US_NET_LL, p.latency_scale)
+        beyond = out_share * a_out * scale + (1.0 - out_share) * intra_step
+        out.append(fitted * alpha * scale + (steps - fitted) * beyond)
     return np.stack(np.broadcast_arrays(*out))
+
+
+def one_per_node(crosses_nodes, local_ranks) -> np.ndarray:
+    """Whether a group spans nodes with one of its ranks on each (module docstring, "One rank
+    per node")."""
+    return np.asarray(crosses_nodes, dtype=bool) & (np.asarray(local_ranks, dtype=np.float64) <= 1.0)
+
+
+def _pat_latency(op: str, n, crosses_nodes, hw: HardwareProfile, local_ranks) -> np.ndarray:
+    """PAT's latency in s (module docstring, "One rank per node"); NaN where NCCL would not
+    run it (another op, a group within a node or with several ranks on a node)."""
+    n = np.asarray(n, dtype=np.float64)
+    network = hw.inter_node.latency_us * TREE_STEP_US_NET[-1] / RING_STEP_US_NET_LL
+    latency = (PAT_BASE_US + np.log2(np.maximum(n, 1.0)) * network / PAT_LOG_DIVISOR + n * PAT_RANK_US) * 1e-6
+    usable = one_per_node(crosses_nodes, local_ranks) & (n > 1) & (op in PAT_OPS)
+    return np.where(usable, latency, np.nan)
+
+
+def lowest_latency(op: str, n, crosses_nodes, hw: HardwareProfile, *, local_ranks=1) -> np.ndarray:
+    """The least latency in s of ``op`` among ``n`` ranks that NCCL's algorithms and protocols
+    offer, moving no bytes: the ring's under its lowest-latency protocol, the tree's for an
+    all-reduce across nodes beyond ``FIT_RANKS``, PAT's at one rank per node. Ring-only before
+    cost model step-21."""
+    best = ring_latency(op, n, crosses_nodes, hw, local_ranks=local_ranks).min(axis=0)
+    others = [_pat_latency(op, n, crosses_nodes, hw, local_ranks)]
+    if op == "all_reduce":
+        zero = np.zeros(np.broadcast(np.asarray(n), np.asarray(crosses_nodes)).shape)
+        others.append(_tree_time(n, zero, crosses_nodes, hw, local_ranks, 1.0))
+    for other in others:
+        best = np.fmin(best, other)
+    return best
 
 
 def _tree_time(n, message_bytes, crosses_nodes, hw: HardwareProfile, local_ranks, busbw) -> np.ndarray:
@@ -273,14 +328,20 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
     """Time in s of ``op`` among ``n`` ranks on the tiers each group spans: the scale-up
     tier where it stays in a node, the scale-out tier where it ``crosses_nodes`` (a bool
     or bool array) with ``local_ranks`` ranks of the group on each node (1, the default:
-    one rank per node). ``algorithm`` None takes the faster of the ring and, for an
-    all-reduce inside a node where the hardware has it, the in-switch reduction (as NCCL
-    picks); "ring" or "nvls" forces one (NaN where "nvls" is not available)."""
+    one rank per node). ``algorithm`` None takes the fastest of the ring and what else NCCL
+    may run (as its tuner picks): for an all-reduce the tree across nodes and, inside a node
+    where the hardware has it, the in-switch reduction; for an all-gather or a
+    reduce-scatter at one rank per node, PAT. "ring" or "nvls" forces one (NaN where "nvls"
+    is not available)."""
     _check_algorithm(algorithm)
     alpha, busbw = spanning_figures(op, n, crosses_nodes, hw, local_ranks=local_ranks)
     ring = _fastest_protocol(op, n, message_bytes, busbw, _ring_latency(op, n, crosses_nodes, local_ranks, alpha, hw))
     if op == "all_reduce" and algorithm is None and np.any(np.asarray(crosses_nodes) & (np.asarray(n) > FIT_RANKS)):
         ring = np.fmin(ring, _tree_time(n, message_bytes, crosses_nodes, hw, local_ranks, busbw))
+    if op in PAT_OPS and algorithm is None and np.any(one_per_node(crosses_nodes, local_ranks)):
+        pat = _pat_latency(op, n, crosses_nodes, hw, local_ranks) \
+            + np.asarray(message_bytes, dtype=np.float64) / (PAT_BANDWIDTH_SHARE * busbw)
+        ring = np.fmin(ring, pat)
     if algorithm == "ring" or (algorithm is None and (op != "all_reduce" or hw.intra_node.nvls_efficiency <= 0)):
         return ring
     switch = _nvls_time(n, message_bytes, crosses_nodes, hw) if op == "all_reduce" else np.full_like(ring, np.nan)

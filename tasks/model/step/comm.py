@@ -12,7 +12,7 @@ import numpy as np
 from tasks.model.collectives import dp_protocol
 from tasks.model.kernels import layer
 from tasks.model.terms import metrics
-from tasks.model.collectives.nccl import bus_factor, ring_latency, tier_figures, tier_time
+from tasks.model.collectives.nccl import bus_factor, lowest_latency, tier_figures, tier_time
 from tasks.model.collectives.layer_comm import tp_collective_time, tp_collectives_per_layer
 from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step.context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
@@ -285,18 +285,18 @@ def _per_step(lay: StepLayouts, ctx: StepContext, each: Dict[DpKey, np.ndarray])
 def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels_per_mb: np.ndarray) -> np.ndarray:
     """The latency floor (Erdil and Schneider-Joseph, arXiv 2411.01137): the step's time if
     every kernel and collective moved no bytes and did no FLOPs, launches and latency steps
-    only (each group's ring latency under its lowest-latency protocol on the tiers it spans,
-    ``collectives.nccl.ring_latency``)."""
+    only (each group's least latency on the tiers it spans, over the algorithms and protocols
+    NCCL may run: ``collectives.nccl.lowest_latency``)."""
     hw = ctx.hardware
-    tp_latency = ring_latency("all_reduce", lay.tp, lay.tp_crosses(hw), hw,
-                              local_ranks=np.minimum(lay.tp, hw.devices_per_node))[0]
+    tp_latency = lowest_latency("all_reduce", lay.tp, lay.tp_crosses(hw), hw,
+                                local_ranks=np.minimum(lay.tp, hw.devices_per_node))
     alpha_pp = np.where(lay.pp_crosses(hw), hw.inter_node.latency_us, hw.intra_node.latency_us) * 1e-6
     dp_collectives = lay.layers_per_stage + (1.0 if ctx.vocab > 0 else 0.0)
     dp_alpha: Dict[DpKey, np.ndarray] = {}
     for group, ops in _dp_groups(lay, ctx).items():
         ranks, local, crosses, _ = lay.dp_group(group, hw)
         for op in ops:
-            dp_alpha[(op, group)] = dp_collectives * ring_latency(op, ranks, crosses, hw, local_ranks=local)[0]
+            dp_alpha[(op, group)] = dp_collectives * lowest_latency(op, ranks, crosses, hw, local_ranks=local)
     tp_collectives = lay.layers_per_stage * tp_collectives_per_layer(lay.recomputed_share) \
         + (1.0 if ctx.vocab > 0 else 0.0)
 

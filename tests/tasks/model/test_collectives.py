@@ -113,15 +113,54 @@ def test_a_ring_across_nodes_runs_through_l_nics(profiles):
     assert capped == pytest.approx(c.tier_figures(b200.intra_node)[1], rel=0.02)  # the scale-up ring limits
 
 
+#: NCCL's protocols at one rank per node: each network step at the network tree's latency
+#: (tuning.cc: "With ppn=1 latencies are fully exposed, use the Tree network latency").
+ONE_PER_NODE = tuple(c.Protocol(p.name, tree / c.RING_STEP_US_NET_LL, p.bandwidth_share)
+                     for p, tree in zip(c.PROTOCOLS, c.TREE_STEP_US_NET))
+
+
 def test_crossing_nodes_by_default_is_one_rank_per_node_on_the_scale_out_tier(profiles):
-    """One rank per node: every ring step on the scale-out tier at its α and bandwidth (NCCL's
-    tree, which a group beyond ``FIT_RANKS`` may take instead, only ever shortens it)."""
+    """One rank per node: every ring step on the scale-out tier at its bandwidth and at the
+    network tree's latency of each protocol (NCCL's tree, which a group beyond ``FIT_RANKS``
+    may take instead, only ever shortens it)."""
     hw = profiles["h100"]
     alpha, busbw = c.tier_figures(hw.inter_node)
     sizes = np.array([2.0**12, 2.0**22, 2.0**32])
-    ring = c.collective_time("all_reduce", 16, sizes, alpha, busbw)
+    ring = c.collective_time("all_reduce", 16, sizes, alpha, busbw, protocols=ONE_PER_NODE)
     assert c.tier_time("all_reduce", 16, sizes, True, hw, algorithm="ring") == pytest.approx(ring)
     assert np.all(c.tier_time("all_reduce", 16, sizes, True, hw) <= ring * (1 + 1e-12))
+    # LL and LL128 steps cost more than a ring with several ranks a node pays; Simple's the same
+    several = c.ring_latency("all_gather", 16, True, hw, local_ranks=2)
+    alone = c.ring_latency("all_gather", 16, True, hw)
+    assert alone[0] > several[0] and alone[1] > several[1]
+
+
+def test_pat_serves_gathers_and_scatters_at_one_rank_per_node(profiles):
+    """tuning.cc's PAT: 8 us + log2(n) x the tree's Simple network latency / 3.5 + 2.8 us per
+    rank, at 0.75 of the bus bandwidth on the whole message; only for an all-gather or a
+    reduce-scatter with one rank on each node, and only where it beats the ring."""
+    hw = profiles["h100"]
+    alpha, busbw = c.tier_figures(hw.inter_node)
+    n, message = 1024.0, 2.0**20
+    pat = (8.0 + np.log2(n) * hw.inter_node.latency_us * 14.0 / 2.7 / 3.5 + 2.8 * n) * 1e-6 + message / (0.75 * busbw)
+    ring = c.tier_time("all_gather", n, message, True, hw, algorithm="ring")
+    assert pat < ring
+    assert c.tier_time("all_gather", n, message, True, hw) == pytest.approx(pat)
+    assert c.tier_time("reduce_scatter", n, message, True, hw) == pytest.approx(pat)
+    # not with several ranks a node, inside a node, or for an all-reduce; not where the ring is faster
+    assert c.tier_time("all_gather", n, message, True, hw, local_ranks=8) == \
+        pytest.approx(c.tier_time("all_gather", n, message, True, hw, local_ranks=8, algorithm="ring"))
+    assert c.tier_time("all_gather", 8, message, False, hw) == \
+        pytest.approx(c.tier_time("all_gather", 8, message, False, hw, algorithm="ring"))
+    big = 2.0**34
+    assert c.tier_time("all_gather", n, big, True, hw) == \
+        pytest.approx(c.tier_time("all_gather", n, big, True, hw, algorithm="ring"))
+    # the least latency NCCL offers: PAT's at one rank per node, the tree's for a large all-reduce
+    assert c.lowest_latency("all_gather", n, True, hw) == pytest.approx(pat - message / (0.75 * busbw))
+    assert c.lowest_latency("all_gather", n, True, hw) < c.ring_latency("all_gather", n, True, hw).min()
+    assert c.lowest_latency("all_reduce", n, True, hw) < c.ring_latency("all_reduce", n, True, hw).min() / 10
+    assert c.lowest_latency("all_gather", 8, False, hw) == pytest.approx(c.ring_latency("all_gather", 8, False,
+                                                                                         hw).min())
 
 
 def test_a_fitted_ring_up_to_its_group_and_nccls_steps_beyond(profiles):
