@@ -139,7 +139,7 @@ def chunk_split(case: ExportCase) -> List[int]:
 def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False) -> None:
     """What no export expresses: a model that is not a decoder (each writes causal GPT-style
     pretraining), a stack without a causal mask, a sharding mode run by another framework's
-    DP engine (``dp_protocol.DP_ENGINES``), and fp8 weights or offloaded layers (not written
+    DP engine (``dp_protocol.DP_ENGINES``, ``DpEngine.export``), and fp8 weights or offloaded layers (not written
     yet); a fused cross entropy (``Stack.cross_entropy``) where the export does not write it
     (``fused_loss``)."""
     if case.model.architecture != "decoder":
@@ -148,7 +148,7 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False) 
     if not case.stack.causal:
         raise Unexpressible(framework, "stack.causal=false: decoder pretraining masks attention causally")
     engine = DP_ENGINES[case.stack.dp_engine]
-    if case.layout.zero in engine.modes:
+    if case.layout.zero in engine.modes and engine.export != framework:
         raise Unexpressible(framework, f"stack.dp_engine={engine.name} with zero={case.layout.zero}: that engine is "
                                        f"another framework's; the export writes {framework}'s own")
     fused = case.stack.cross_entropy != "unfused" and not fused_loss

@@ -121,7 +121,12 @@ class DpEngine:
     no gather hides behind compute; ``regather_under_recompute``: full recomputation gathers
     the weights once more for the repeated forward; ``copy_per_rank``: each collective goes
     through PyTorch's list API, which copies the DP group's ranks' parts one copy kernel per
-    rank (``kernel_launch_us`` each) on the communication stream."""
+    rank (``kernel_launch_us`` each) on the communication stream; ``gather_copy_out``: each
+    weight gather is copied out of the gathered buffer into the parameters on the compute
+    stream (the gathered bytes read and written); ``reduce_copy_in``: each gradient
+    reduce-scatter's input is assembled on the compute stream (the unsharded gradient read at
+    the run's width and written at the reduction's). ``export``: the ``--export`` framework
+    that runs it ("" for none)."""
 
     name: str
     modes: FrozenSet[str] = frozenset()
@@ -129,11 +134,14 @@ class DpEngine:
     serialized_gathers: bool = False
     regather_under_recompute: bool = False
     copy_per_rank: bool = False
+    gather_copy_out: bool = False
+    reduce_copy_in: bool = False
+    export: str = ""
 
 
 #: The engines, in ``stack.DP_ENGINE_NAMES`` order. Sources:
 #: "megatron": the modes as ``SHARDING`` states them (one collective per layer, gathers
-#: prefetched behind compute): Megatron-LM's DDP and distributed optimizer, PyTorch FSDP.
+#: prefetched behind compute): Megatron-LM's DDP and distributed optimizer, PyTorch FSDP1.
 #: "deepspeed-zero3-2021": DeepSpeed's ZeRO stage 3 as of v0.3.13 (microsoft/DeepSpeed, tag
 #: v0.3.13, March 2021; Narayanan et al. 2021 compared against that season's release):
 #: deepspeed/runtime/zero/partition_parameters.py ``_allgather_param`` gathers one parameter
@@ -146,10 +154,24 @@ class DpEngine:
 #: parts to or from a flat buffer one ``copy_`` per rank (pytorch/pytorch
 #: torch/lib/c10d/ProcessGroupNCCL.cpp at 00f5dfd57: "Copy the flattened output tensors to
 #: the outputs").
+#: "pytorch-fsdp2": PyTorch's ``fully_shard`` (FSDP2) as torch 2.13.0 (git cf30153c4c) runs
+#: FULL_SHARD, a reduce-scatter every backward (_fsdp_param_group.py: ``reduce_grads`` True
+#: unless ``set_requires_gradient_sync(False)``, which torchtitan's trainer does not call),
+#: so ZeRO-3's collectives, one per module (a layer): _fsdp_collectives.py
+#: ``foreach_all_gather_copy_out`` copies the gathered output into each parameter
+#: (``split_with_sizes_copy``) on the stream that waits for the unshard, the compute stream,
+#: and ``foreach_reduce`` assembles the reduce-scatter input (``_chunk_cat`` of the unsharded
+#: gradients, cast to the reduce dtype) on the current stream before the reduce-scatter
+#: stream waits for it. Its all-gather copy-in (1/DP of a layer) runs on a stream of its own
+#: and is not charged. PyTorch's FSDP1 (flat parameters gathered in place, the gradient cast
+#: for the reduction on its post-backward stream, _runtime_utils.py) runs the modes as
+#: "megatron" has them.
 DP_ENGINES: Dict[str, DpEngine] = {
     "megatron": DpEngine("megatron"),
     "deepspeed-zero3-2021": DpEngine("deepspeed-zero3-2021", frozenset({"zero3"}), per_tensor=True,
                                      serialized_gathers=True, regather_under_recompute=True, copy_per_rank=True),
+    "pytorch-fsdp2": DpEngine("pytorch-fsdp2", frozenset({"zero3"}), gather_copy_out=True, reduce_copy_in=True,
+                              export="torchtitan"),
 }
 assert tuple(DP_ENGINES) == DP_ENGINE_NAMES, "one engine per stack.DP_ENGINE_NAMES entry, in its order"
 

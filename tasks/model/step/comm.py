@@ -10,7 +10,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from tasks.model.collectives import dp_protocol
-from tasks.model.kernels import layer
+from tasks.model.kernels import layer, roofline
 from tasks.model.terms import metrics
 from tasks.model.collectives.nccl import bus_factor, lowest_latency, tier_figures, tier_time
 from tasks.model.collectives.layer_comm import tp_collective_time, tp_collectives_per_layer
@@ -19,7 +19,7 @@ from tasks.model.step.context import DistinctShapes, StepContext, StepLayouts, d
 from tasks.model.step.memory import FP8_WEIGHT_BYTES
 
 __all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_widths", "dp_comm", "dp_by_window",
-           "dp_traffic", "latency_floor", "embedding_matrices"]
+           "dp_traffic", "latency_floor", "embedding_matrices", "engine_copies"]
 
 
 def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
@@ -178,6 +178,36 @@ def engine_layouts(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
     (``dp_protocol.DpEngine.modes``)."""
     engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
     return dp_protocol.by_mode(lay.zero, lambda mode: mode.name in engine.modes) > 0
+
+
+def engine_copies(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
+    """Seconds of copies the stack's DP engine runs on the compute stream in one micro-batch
+    of the busiest stage (``DpEngine.gather_copy_out``, ``reduce_copy_in``), for the layouts
+    whose mode it runs with DP > 1: ``forward`` (a copy-out after each weight gather hidden by
+    the forward) and ``backward`` (after each gathered by the backward, and each per-micro-batch
+    reduce-scatter's copy-in). Memory-bound at the achieved HBM bandwidth; 0 elsewhere."""
+    engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
+    zero = np.zeros(np.shape(lay.tp))
+    if not (engine.gather_copy_out or engine.reduce_copy_in):
+        return {"forward": zero, "backward": zero}
+    per_layer, embed = _stage_elements(lay, ctx)
+    weights = lay.layers_per_stage * per_layer * dp_widths(ctx)["all_gather"] \
+        + embed * dp_widths(ctx, embedding=True)["all_gather"]
+    values = lay.layers_per_stage * per_layer + embed
+    copy_out = roofline.memory_bound_time(2.0 * weights, ctx.hardware) if engine.gather_copy_out else 0.0
+    copy_in = roofline.memory_bound_time((float(ctx.dtype_bytes) + float(ctx.stack.main_grad_bytes)) * values,
+                                         ctx.hardware) if engine.reduce_copy_in else 0.0
+    table = dp_protocol.sharding_of(ctx.stack)
+
+    def count(op: str, window: str):
+        return dp_protocol.by_mode(lay.zero, lambda mode: sum(
+            1.0 for c in mode.collectives if c.op == op and c.per_microbatch and c.hidden_by == window), table)
+
+    runs = engine_layouts(lay, ctx) & (lay.dp > 1)
+    forward = count("all_gather", "forward") * copy_out
+    backward = count("all_gather", "backward") * copy_out + count("reduce_scatter", "backward") * copy_in
+    return {name: np.where(runs, metrics.apply_flop_vs_bw(t, ctx.flop_vs_bw), 0.0)
+            for name, t in (("forward", forward), ("backward", backward))}
 
 
 def _rank_copies(engine: dp_protocol.DpEngine, lay: StepLayouts, ctx: StepContext) -> np.ndarray:

@@ -53,7 +53,7 @@ import numpy as np
 from tasks.model.kernels import layer
 from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step import memory
-from tasks.model.step.comm import dp_comm, embedding_matrices, latency_floor, pp_comm, tp_comm
+from tasks.model.step.comm import dp_comm, embedding_matrices, engine_copies, latency_floor, pp_comm, tp_comm
 from tasks.model.step.compute import compute_per_microbatch, optimizer_time, stage_layer_cost
 from tasks.model.step.context import StepContext, StepLayouts, as_layouts, distinct_shapes
 from tasks.model.terms import metrics
@@ -65,7 +65,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-21"
+STEP_MODEL_VERSION = "step-22"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -123,12 +123,21 @@ def step_plan(lay: StepLayouts, ctx: StepContext) -> StepPlan:
     """Every operation of a step for the layouts ``lay``, each costed once."""
     shapes = distinct_shapes(lay)
     cost = stage_layer_cost(lay, ctx, shapes)
-    compute = compute_per_microbatch(lay, ctx, cost, shapes)
+    compute = _with_engine_copies(compute_per_microbatch(lay, ctx, cost, shapes), lay, ctx)
     params, device_memory = stage_memory(lay, ctx)
     return StepPlan(layouts=lay, ctx=ctx, cost=cost, compute=compute, tp=tp_comm(lay, ctx, cost, shapes),
                     pp=pp_comm(lay, ctx, compute["per_microbatch"]), dp=dp_comm(lay, ctx, compute),
                     optimizer=optimizer_time(lay, ctx, params), params=params, memory=device_memory,
                     ticks=pipeline_ticks(lay))
+
+
+def _with_engine_copies(compute: Dict[str, np.ndarray], lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
+    """``compute`` with the copies the stack's DP engine runs on the compute stream
+    (``step.comm.engine_copies``) added to the micro-batch and its forward pass; they hide no
+    DP traffic."""
+    copies = engine_copies(lay, ctx)
+    return {**compute, "per_microbatch": compute["per_microbatch"] + copies["forward"] + copies["backward"],
+            "forward": compute["forward"] + copies["forward"]}
 
 
 def stage_memory(lay: StepLayouts, ctx: StepContext):

@@ -179,6 +179,10 @@ def test_another_frameworks_dp_engine_and_unwritten_switches_are_refused_naming_
     deepspeed = dataclasses.replace(zero3, stack=dataclasses.replace(zero3.stack, dp_engine="deepspeed-zero3-2021"))
     with pytest.raises(Unexpressible, match="stack.dp_engine=deepspeed-zero3-2021 with zero=zero3"):
         export(framework, deepspeed)
+    fsdp2 = dataclasses.replace(zero3, stack=dataclasses.replace(zero3.stack, dp_engine="pytorch-fsdp2"))
+    if framework != "torchtitan":            # FSDP2 is torchtitan's own engine
+        with pytest.raises(Unexpressible, match="stack.dp_engine=pytorch-fsdp2 with zero=zero3"):
+            export(framework, fsdp2)
     for field, value in (("fp8_params", True), ("offload_layers", 4)):
         stack = dataclasses.replace(zero3.stack, gemm_precision="fp8", **{field: value})
         with pytest.raises(Unexpressible, match=f"stack.{field}="):

@@ -116,3 +116,12 @@ def test_hybrid_sharding_over_several_micro_batches_is_refused(built_cases):
     case = dict(built_cases)["hsdp"]
     with pytest.raises(Unexpressible, match="zero=hsdp over 2 micro-batches"):
         export("torchtitan", dataclasses.replace(case, global_batch=2 * case.global_batch))
+
+
+def test_a_layout_costed_on_fsdp2_exports_to_torchtitan(cases):
+    """FSDP2 (the pytorch-fsdp2 engine) is what torchtitan runs for ZeRO-3: exported, not refused."""
+    case = next(case for setup, case in cases if setup == "core-2024" and case.layout.zero == "zero3"
+                and case.layout.pp == 1 and case.layout.dp > 1)
+    fsdp2 = dataclasses.replace(case, stack=dataclasses.replace(case.stack, dp_engine="pytorch-fsdp2"))
+    config = parse(export("torchtitan", fsdp2))
+    assert config["parallelism"]["data_parallel_shard_degree"] == case.layout.dp

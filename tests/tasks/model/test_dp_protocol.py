@@ -182,3 +182,27 @@ def test_hybrid_sharding_inside_one_node_is_fsdp(gpt3, h100):
     one, whole = (_row(Layout(tp=2, pp=8, dp=4, micro_batch=1, zero=z), ctx) for z in ("hsdp", "fsdp"))
     for column in ("step_time_s", "dp_comm_s", "dp_traffic_bytes", "memory_per_device_bytes", "latency_s"):
         assert one[column] == pytest.approx(whole[column], rel=1e-12), column
+
+
+def test_fsdp2_copies_each_gathered_layer_and_each_gradient_on_the_compute_stream(gpt3, h100):
+    """torch 2.13.0's fully_shard: after each gather the layer is copied out into its
+    parameters (bytes read and written), before each reduce-scatter the gradient copied in at
+    the reduce dtype (2 bytes read, 4 written), both on the compute stream; ZeRO-3 only."""
+    from tasks.model.kernels.roofline import memory_bound_time
+    from tasks.model.terms.stack import Stack
+
+    def row(engine: str, zero: str = "zero3") -> dict:
+        ctx = StepContext(gpt3, h100, devices=64, global_batch=16, memory_fraction=1e6,
+                          stack=Stack(dp_engine=engine, main_grad_bytes=4))
+        return _row(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero=zero), ctx)
+
+    stage_params = 96 * 12 * 12288**2 / 8 + 2 * 50257 * 12288 / 8
+    copy_out = memory_bound_time(2 * 2.0 * stage_params, h100)        # read and write the 16-bit layer
+    copy_in = memory_bound_time((2.0 + 4.0) * stage_params, h100)
+    per_microbatch = 2 * copy_out + copy_in                            # two gathers, one reduce-scatter
+    fsdp2, megatron = row("pytorch-fsdp2"), row("megatron")
+    assert fsdp2["compute_s"] - megatron["compute_s"] == pytest.approx(2 * per_microbatch, rel=1e-9)
+    assert fsdp2["step_time_s"] > megatron["step_time_s"]
+    assert fsdp2["dp_traffic_bytes"] == megatron["dp_traffic_bytes"]
+    for zero in ("none", "zero1", "fsdp", "hsdp"):                    # the modes it does not run
+        assert row("pytorch-fsdp2", zero) == row("megatron", zero)

@@ -64,10 +64,11 @@ def _feasible_layouts(ctx: StepContext, every: int):
 
 
 @pytest.mark.parametrize("stack", [Stack(), Stack(attention="flash", tp_overlap=True, pp_overlap=True),
-                                   Stack(dp_engine="deepspeed-zero3-2021"),
+                                   Stack(dp_engine="deepspeed-zero3-2021"), Stack(dp_engine="pytorch-fsdp2"),
                                    Stack(attention="flash", tp_overlap=True, pp_overlap=True,
                                          param_gather_overlap=True)],
-                         ids=["megatron-2022", "overlapping", "deepspeed-zero3-2021", "gather-overlap"])
+                         ids=["megatron-2022", "overlapping", "deepspeed-zero3-2021", "pytorch-fsdp2",
+                              "gather-overlap"])
 def test_the_timeline_ends_at_the_step_models_step_time(gpt3, h100, stack):
     ctx = StepContext(gpt3, h100, devices=64, global_batch=64, memory_fraction=1e6, stack=stack)
     checked = Counter()

@@ -364,5 +364,6 @@ def test_the_zero3_table_is_priced_as_deepspeed_ran_it(tmp_path, profiles):
 
     assert abs(leaning(deepspeed)) < leaning(megatron) / 5
     (bad,) = [_row(flash_attention="true") + ",deepspeed"]
-    with pytest.raises(RowError, match="row 1: dp_engine='deepspeed' is not one of megatron, deepspeed-zero3-2021"):
+    with pytest.raises(RowError, match="row 1: dp_engine='deepspeed' is not one of megatron, deepspeed-zero3-2021, "
+                                       "pytorch-fsdp2"):
         read_runs(_with(tmp_path, "dp_engine", bad))
