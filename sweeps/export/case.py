@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 from sweeps.errors import UserError
-from tasks.model.collectives.dp_protocol import DP_ENGINES
-from tasks.model.step.context import dp_ranks_per_node
+from tasks.model.collectives.dp_protocol import DP_ENGINES, dp_ranks_per_node
 from tasks.model.terms.layout import Layout
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack

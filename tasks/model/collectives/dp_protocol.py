@@ -29,7 +29,8 @@ from tasks.model.terms.layout import ZERO_MODES, code
 from tasks.model.terms.stack import DP_ENGINE_NAMES, Stack
 
 __all__ = ["DP_GROUPS", "DpCollective", "ShardingMode", "SHARDING", "HIDING_WINDOWS", "DpEngine", "DP_ENGINES",
-           "sharding_for", "sharding_of", "by_mode", "shards", "hybrid", "group_ranks", "windows"]
+           "sharding_for", "sharding_of", "by_mode", "shards", "hybrid", "dp_ranks_per_node", "group_ranks",
+           "windows"]
 
 #: What compute a DP collective may run behind: the micro-batch's forward or backward on
 #: the stage, or nothing (the step waits for all of it).
@@ -237,6 +238,13 @@ def hybrid(zero) -> np.ndarray:
     """Whether each layout's mode (codes) splits its model states over the DP group's ranks
     on one node and replicates them across nodes (``ShardingMode.hybrid``)."""
     return np.asarray([mode.hybrid for mode in SHARDING.values()])[np.asarray(zero)]
+
+
+def dp_ranks_per_node(tp, dp, devices_per_node: int) -> np.ndarray:
+    """Ranks of one DP group on one node, ranks numbered TP fastest, then DP (Megatron-LM's
+    order; torchtitan's device mesh has the same): floor(devices per node / TP), at least 1 and
+    at most DP."""
+    return np.clip(np.floor(devices_per_node / np.asarray(tp, dtype=np.float64)), 1.0, dp)
 
 
 def group_ranks(group: str, dp, shard_ranks):

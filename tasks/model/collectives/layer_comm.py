@@ -8,8 +8,9 @@ the whole-step model alike (method.md §3; Korthikanti et al., arXiv 2205.05198)
 - **DP**: a layer's weight gradients, p * 12 H^2 / TP bytes, among the DP replicas (an
   all-reduce for plain DP; ZeRO and FSDP use reduce-scatter and all-gather).
 
-Times come from ``collectives.tier_time`` on the tier the group spans. Vectorised;
-seconds and bytes.
+Times come from ``collectives.tier_time`` on the tier the group spans, a group that spans
+nodes with as many of its ranks on each node as Megatron-LM's numbering (TP fastest, then
+DP) puts there, each on its own NIC. Vectorised; seconds and bytes.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from __future__ import annotations
 import numpy as np
 
 from tasks.model.kernels import layer
+from tasks.model.collectives.dp_protocol import dp_ranks_per_node
 from tasks.model.collectives.nccl import tier_time
 from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["TP_COLLECTIVES_PER_LAYER", "RECOMPUTED_TP_COLLECTIVES", "tp_collectives_per_layer", "tp_collective_time",
-           "tp_layer_time", "dp_gradient_time"]
+           "tp_layer_time", "dp_gradient_time", "tp_ranks_per_node"]
 
 #: TP collectives of one layer per micro-batch: two in the forward pass (after the attention
 #: output projection and after FC2), two of errors in the backward pass (method.md §3).
@@ -37,15 +39,24 @@ def tp_collectives_per_layer(recomputed_share=0.0):
     return TP_COLLECTIVES_PER_LAYER + RECOMPUTED_TP_COLLECTIVES * np.asarray(recomputed_share, dtype=np.float64)
 
 
+def tp_ranks_per_node(tp, devices_per_node: int) -> np.ndarray:
+    """Ranks of one TP group on one node, TP numbered fastest: a node's devices, or the whole
+    group where it fits in one. A group wider than a node runs NCCL's rings through that many
+    NICs of each node (``collectives.nccl``, "Across nodes")."""
+    return np.minimum(np.asarray(tp, dtype=np.float64), float(devices_per_node))
+
+
 def tp_collective_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, sequence_parallel=False):
     """One TP all-reduce of a layer's activations (p*SL*B*H bytes) among ``tp`` ranks, or,
-    with sequence parallelism, a reduce-scatter and an all-gather of the same bytes."""
+    with sequence parallelism, a reduce-scatter and an all-gather of the same bytes; a group
+    that ``crosses_nodes`` has ``tp_ranks_per_node`` ranks on each."""
     message = layer.tp_allreduce_bytes(h, sl, b, p)
-    allreduce = tier_time("all_reduce", tp, message, crosses_nodes, hw)
+    local = tp_ranks_per_node(tp, hw.devices_per_node)
+    allreduce = tier_time("all_reduce", tp, message, crosses_nodes, hw, local_ranks=local)
     if not np.any(sequence_parallel):
         return allreduce
-    split = (tier_time("reduce_scatter", tp, message, crosses_nodes, hw)
-             + tier_time("all_gather", tp, message, crosses_nodes, hw))
+    split = (tier_time("reduce_scatter", tp, message, crosses_nodes, hw, local_ranks=local)
+             + tier_time("all_gather", tp, message, crosses_nodes, hw, local_ranks=local))
     return np.where(sequence_parallel, split, allreduce)
 
 
@@ -57,5 +68,8 @@ def tp_layer_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, *, sequen
 
 
 def dp_gradient_time(op: str, h, tp, dp, p, crosses_nodes, hw: HardwareProfile):
-    """``op`` on one layer's weight gradients (p * 12 H^2 / TP bytes) among ``dp`` replicas."""
-    return tier_time(op, dp, layer.dp_gradient_bytes(h, tp, p), crosses_nodes, hw)
+    """``op`` on one layer's weight gradients (p * 12 H^2 / TP bytes) among ``dp`` replicas,
+    ``dp_protocol.dp_ranks_per_node`` of them on each node a group that ``crosses_nodes``
+    spans."""
+    return tier_time(op, dp, layer.dp_gradient_bytes(h, tp, p), crosses_nodes, hw,
+                     local_ranks=dp_ranks_per_node(tp, dp, hw.devices_per_node))

@@ -40,7 +40,7 @@ __all__ = [
 #: Bumped whenever a formula or assumption of the cost model changes its numbers; part
 #: of every result key, so a changed model never reuses an old result.
 #: What each version changed, and which numbers moved: docs/changelog.md.
-COST_MODEL_VERSION = "spec-11"
+COST_MODEL_VERSION = "spec-12"
 
 #: Version of the projection table's schema (the lake's ``schema_version`` column).
 #: 2 added ``status`` and ``reason``; 3 the uncertainty band of a measured calibration.

@@ -13,7 +13,7 @@ from tasks.model.collectives import dp_protocol
 from tasks.model.kernels import layer, roofline
 from tasks.model.terms import metrics
 from tasks.model.collectives.nccl import bus_factor, lowest_latency, tier_figures, tier_time
-from tasks.model.collectives.layer_comm import tp_collective_time, tp_collectives_per_layer
+from tasks.model.collectives.layer_comm import tp_collective_time, tp_collectives_per_layer, tp_ranks_per_node
 from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step.context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
 from tasks.model.step.memory import FP8_WEIGHT_BYTES
@@ -29,14 +29,21 @@ def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
     et al., ASPLOS 2023, "Overlap communication with dependent computation via
     decomposition"; Transformer Engine's communication-GEMM overlap): the pass's two hide
     behind its linear GEMMs as far as those last, except one chunk each, 1/TP of it, which
-    has no GEMM chunk beside it."""
+    has no GEMM chunk beside it. Only a TP group inside one node overlaps: Transformer
+    Engine's userbuffers build the tensor-parallel group from consecutive GPUs of the node's
+    NVLink domain (transformer_engine/common/comm_gemm_overlap/userbuffers/userbuffers-host.cpp
+    at d0067d0da, ``create_communicator_grouped2``: ``ar2_firstgpu`` a local index, ``nvsize``
+    the node's GPUs), so a group across nodes stays serialized."""
+    serialized = 2.0 * one
     if not ctx.stack.tp_overlap:
-        return 2.0 * one, 2.0 * one
+        return serialized, serialized
     tp = np.maximum(np.asarray(tp, dtype=np.float64), 1.0)
+    within = ~tp_crosses_nodes(tp, ctx.hardware)
     lin_fwd = metrics.apply_flop_vs_bw(cost.linear_fwd, ctx.flop_vs_bw)
     lin_bwd = metrics.apply_flop_vs_bw(cost.linear_bwd, ctx.flop_vs_bw)
     floor = 2.0 * one / tp
-    return np.maximum(floor, 2.0 * one - lin_fwd), np.maximum(floor, 2.0 * one - lin_bwd)
+    return (np.where(within, np.maximum(floor, serialized - lin_fwd), serialized),
+            np.where(within, np.maximum(floor, serialized - lin_bwd), serialized))
 
 
 def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes] = None) -> np.ndarray:
@@ -319,7 +326,7 @@ def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels
     NCCL may run: ``collectives.nccl.lowest_latency``)."""
     hw = ctx.hardware
     tp_latency = lowest_latency("all_reduce", lay.tp, lay.tp_crosses(hw), hw,
-                                local_ranks=np.minimum(lay.tp, hw.devices_per_node))
+                                local_ranks=tp_ranks_per_node(lay.tp, hw.devices_per_node))
     alpha_pp = np.where(lay.pp_crosses(hw), hw.inter_node.latency_us, hw.intra_node.latency_us) * 1e-6
     dp_collectives = lay.layers_per_stage + (1.0 if ctx.vocab > 0 else 0.0)
     dp_alpha: Dict[DpKey, np.ndarray] = {}

@@ -9,7 +9,7 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
-from tasks.model.collectives.dp_protocol import group_ranks, hybrid
+from tasks.model.collectives.dp_protocol import dp_ranks_per_node, group_ranks, hybrid
 from tasks.model.kernels.layer import Block
 from tasks.model.kernels.sustained import training_device
 from tasks.model.terms.layout import code
@@ -138,13 +138,6 @@ def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
     unique, inverse = np.unique(keys.reshape(-1), return_inverse=True)
     b, tp, sp = (unique >> 25).astype(np.float64), ((unique >> 1) & (2**24 - 1)).astype(np.float64), (unique & 1) > 0
     return DistinctShapes(b, tp, sp, inverse.reshape(-1))
-
-
-def dp_ranks_per_node(tp, dp, devices_per_node: int) -> np.ndarray:
-    """Ranks of one DP group on one node, ranks numbered TP fastest, then DP (Megatron-LM's
-    order; torchtitan's device mesh has the same): floor(devices per node / TP), at least 1 and
-    at most DP."""
-    return np.clip(np.floor(devices_per_node / np.asarray(tp, dtype=np.float64)), 1.0, dp)
 
 
 def tp_crosses_nodes(tp, hw: HardwareProfile) -> np.ndarray:

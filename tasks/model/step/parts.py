@@ -13,7 +13,7 @@ import numpy as np
 from tasks.model.kernels import layer
 from tasks.model.terms import metrics
 from tasks.model.collectives.nccl import tier_time
-from tasks.model.collectives.layer_comm import tp_collectives_per_layer
+from tasks.model.collectives.layer_comm import tp_collectives_per_layer, tp_ranks_per_node
 from tasks.model.collectives.dp_protocol import sharding_of
 from tasks.model.terms.layout import Layout
 from tasks.model.step.plan import StepContext
@@ -28,7 +28,8 @@ __all__ = ["LayerCollective", "layer_collectives", "layer_parts", "layer_pass_ti
 class LayerCollective:
     """One collective of one layer: its group ("tp" or "dp"), op, how many times it runs,
     among how many ranks, on which bytes, whether the group spans nodes, and how many of its
-    ranks share a node (``local_ranks``: the DP group's, or 1 for a group of one rank per node)."""
+    ranks share a node (``local_ranks``: ``layer_comm.tp_ranks_per_node``, the DP group's, or 1
+    for a group of one rank per node)."""
 
     group: str
     op: str
@@ -55,7 +56,8 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
         count = float(tp_collectives_per_layer(recomputed))
         message = float(layer.tp_allreduce_bytes(model.hidden, model.seq_len, layout.micro_batch, p))
         ops = ("reduce_scatter", "all_gather") if layout.sequence_parallel else ("all_reduce",)
-        out += [LayerCollective("tp", op, count, layout.tp, message, layout.tp > per_node) for op in ops]
+        local = int(tp_ranks_per_node(layout.tp, per_node))
+        out += [LayerCollective("tp", op, count, layout.tp, message, layout.tp > per_node, local) for op in ops]
     if layout.dp > 1:
         dp_ops: Dict[tuple, int] = {}
         for c in sharding_of(ctx.stack)[layout.zero].collectives:

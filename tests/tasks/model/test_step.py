@@ -199,10 +199,35 @@ def test_tp_time_is_the_collective_model_and_sequence_parallelism_splits_each_al
 
 
 def test_a_group_wider_than_a_node_uses_the_scale_out_tier(gpt3, h100):
+    """TP 16 over two nodes of 8: its rings cross the network through each node's 8 NICs
+    (Megatron numbers TP fastest, so a node's GPUs are all in the group), slower than TP 8
+    inside a node, faster than through one NIC."""
+    from tasks.model.collectives.nccl import tier_time
+    from tasks.model.kernels.layer import tp_allreduce_bytes
     ctx = StepContext(gpt3, h100, devices=16, global_batch=1, memory_fraction=1e6)
     inside = _one(Layout(tp=8, pp=1, dp=1, micro_batch=1), StepContext(gpt3, h100, 8, 1, memory_fraction=1e6))
     across = _one(Layout(tp=16, pp=1, dp=1, micro_batch=1), ctx)
-    assert across["tp_comm_s"] > 5 * inside["tp_comm_s"]
+    message = tp_allreduce_bytes(12288.0, 2048.0, 1.0, 2.0)
+    collectives = across["tp_comm_s"] / tier_time("all_reduce", 16, message, True, h100, local_ranks=8)
+    assert collectives == pytest.approx(4 * 96 + 1)                   # four a layer, one for the embedding
+    assert across["tp_comm_s"] > inside["tp_comm_s"]
+    assert tier_time("all_reduce", 16, message, True, h100, local_ranks=1) > \
+        2 * tier_time("all_reduce", 16, message, True, h100, local_ranks=8)
+
+
+def test_tp_overlap_stays_inside_a_node(gpt3, h100):
+    """Transformer Engine's userbuffers build the TP group from one node's NVLink GPUs: a
+    stack that overlaps TP hides TP 8's collectives, not TP 16's across two nodes."""
+    from tasks.model.terms.stack import Stack
+    overlapping = Stack(attention="flash", tp_overlap=True)
+    for tp, devices, hidden in ((8, 8, True), (16, 16, False)):
+        def row(stack):
+            ctx = StepContext(gpt3, h100, devices=devices, global_batch=1, memory_fraction=1e6, stack=stack)
+            return _one(Layout(tp=tp, pp=1, dp=1, micro_batch=1, sequence_parallel=True), ctx)
+        on, off = row(overlapping), row(Stack(attention="flash"))
+        assert bool(on["exposed_comm_s"] < 0.5 * off["exposed_comm_s"]) is hidden
+        if not hidden:
+            assert on["exposed_comm_s"] == pytest.approx(off["exposed_comm_s"])
 
 
 def test_step_metrics_are_consistent(gpt3, h100):
