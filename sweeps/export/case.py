@@ -94,7 +94,7 @@ class ExportCase:
     @property
     def shard_ranks(self) -> int:
         """Ranks a hybrid sharding mode splits model states over: the DP group's ranks on one
-        node (``step.context.dp_ranks_per_node``)."""
+        node (``dp_protocol.dp_ranks_per_node``)."""
         return int(dp_ranks_per_node(self.layout.tp, self.layout.dp, self.hardware.devices_per_node))
 
     @property

@@ -277,12 +277,9 @@ def lowest_latency(op: str, n, crosses_nodes, hw: HardwareProfile, *, local_rank
     all-reduce across nodes beyond ``FIT_RANKS``, PAT's at one rank per node. Ring-only before
     cost model step-21."""
     best = ring_latency(op, n, crosses_nodes, hw, local_ranks=local_ranks).min(axis=0)
-    others = [_pat_latency(op, n, crosses_nodes, hw, local_ranks)]
+    best = np.fmin(best, _pat_latency(op, n, crosses_nodes, hw, local_ranks))
     if op == "all_reduce":
-        zero = np.zeros(np.broadcast(np.asarray(n), np.asarray(crosses_nodes)).shape)
-        others.append(_tree_time(n, zero, crosses_nodes, hw, local_ranks, 1.0))
-    for other in others:
-        best = np.fmin(best, other)
+        best = np.fmin(best, _tree_time(n, 0.0, crosses_nodes, hw, local_ranks, 1.0))
     return best
 
 

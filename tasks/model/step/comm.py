@@ -41,7 +41,7 @@ def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
     within = ~tp_crosses_nodes(tp, ctx.hardware)
     lin_fwd = metrics.apply_flop_vs_bw(cost.linear_fwd, ctx.flop_vs_bw)
     lin_bwd = metrics.apply_flop_vs_bw(cost.linear_bwd, ctx.flop_vs_bw)
-    floor = 2.0 * one / tp
+    floor = serialized / tp
     return (np.where(within, np.maximum(floor, serialized - lin_fwd), serialized),
             np.where(within, np.maximum(floor, serialized - lin_bwd), serialized))
 
@@ -194,12 +194,12 @@ def engine_copies(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
     the forward) and ``backward`` (after each gathered by the backward, and each per-micro-batch
     reduce-scatter's copy-in). Memory-bound at the achieved HBM bandwidth; 0 elsewhere."""
     engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
-    zero = np.zeros(np.shape(lay.tp))
     if not (engine.gather_copy_out or engine.reduce_copy_in):
-        return {"forward": zero, "backward": zero}
+        nothing = np.zeros(np.shape(lay.tp))
+        return {"forward": nothing, "backward": nothing}
     per_layer, embed = _stage_elements(lay, ctx)
-    weights = lay.layers_per_stage * per_layer * dp_widths(ctx)["all_gather"] \
-        + embed * dp_widths(ctx, embedding=True)["all_gather"]
+    weights = (lay.layers_per_stage * per_layer * dp_widths(ctx)["all_gather"]
+               + embed * dp_widths(ctx, embedding=True)["all_gather"])
     values = lay.layers_per_stage * per_layer + embed
     copy_out = roofline.memory_bound_time(2.0 * weights, ctx.hardware) if engine.gather_copy_out else 0.0
     copy_in = roofline.memory_bound_time((float(ctx.dtype_bytes) + float(ctx.stack.main_grad_bytes)) * values,

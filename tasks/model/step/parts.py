@@ -50,9 +50,10 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     node and an all-reduce of the shard across nodes), each at its ``step.comm.dp_widths``,
     among the ranks of its group (``StepLayouts.dp_group``). Groups of one rank are left out."""
     model, p, per_node = ctx.model, float(ctx.dtype_bytes), ctx.hardware.devices_per_node
+    lay = _one_layout(layout, ctx)
     out: List[LayerCollective] = []
     if layout.tp > 1:
-        recomputed = float(_one_layout(layout, ctx).recomputed_share[0])
+        recomputed = float(lay.recomputed_share[0])
         count = float(tp_collectives_per_layer(recomputed))
         message = float(layer.tp_allreduce_bytes(model.hidden, model.seq_len, layout.micro_batch, p))
         ops = ("reduce_scatter", "all_gather") if layout.sequence_parallel else ("all_reduce",)
@@ -63,7 +64,7 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
         for c in sharding_of(ctx.stack)[layout.zero].collectives:
             if not c.under_recompute or layout.recompute == "full":
                 dp_ops[(c.op, c.group)] = dp_ops.get((c.op, c.group), 0) + 1
-        widths, lay = dp_widths(ctx), _one_layout(layout, ctx)
+        widths = dp_widths(ctx)
         for (op, group), count in dp_ops.items():
             ranks, local, crosses, share = (float(np.asarray(v).reshape(-1)[0])
                                             for v in lay.dp_group(group, ctx.hardware))
