@@ -167,12 +167,31 @@ class DpEngine:
 #: and is not charged. PyTorch's FSDP1 (flat parameters gathered in place, the gradient cast
 #: for the reduction on its post-backward stream, _runtime_utils.py) runs the modes as
 #: "megatron" has them.
+#: "xla": XLA's SPMD partitioner as MaxText runs it on GPUs (AI-Hypercomputer/maxtext at
+#: 948fb88ec, March 2025), every mode its own (no ``--export`` writes MaxText's config), each
+#: run as ``SHARDING`` states it: a layer's dense kernel is cast from its fp32 weight to the
+#: activations' bf16 before its dot (MaxText/layers/linears.py, ``DenseGeneral``:
+#: ``jnp.asarray(kernel, self.dtype)``), and the partitioner gathers the cast kernel where the
+#: dot needs it, so weights are gathered, and gradients reduced, at 16 bits (MaxText says so
+#: itself: ``maybe_all_gather_kernel_weight_in_expert_parallelism``, "otherwise compiler will
+#: handle communication automatically", and base.yml's ``pipeline_fsdp_ag_once``, "the FSDP
+#: gathered weights and gradients (typically in bf16)"; ``Stack.main_grad_bytes`` 2). With
+#: ``scan_layers`` the layers are one loop body, and the XLA flags of its GPU configs
+#: (MaxText/configs/a3/*/*.sh: the latency-hiding scheduler, ``pipelined_all_gather``,
+#: ``pipelined_reduce_scatter``, ``while_loop_double_buffering``) issue a layer's gathers an
+#: iteration ahead, behind the previous layer's compute, and its gradients' reduce-scatter
+#: behind the backward; gathers combine up to ``all_gather_combine_threshold_bytes`` (128 MiB
+#: to 2 GiB in those configs), charged as one per layer. Under ``remat_policy`` full the
+#: backward repeats a layer's forward, gather included, and its dots read that gather: one
+#: gather per layer in the backward, as ``SHARDING``'s ZeRO-3 has it. Gathers read no copy: the
+#: gathered buffer is the dot's operand.
 DP_ENGINES: Dict[str, DpEngine] = {
     "megatron": DpEngine("megatron"),
     "deepspeed-zero3-2021": DpEngine("deepspeed-zero3-2021", frozenset({"zero3"}), per_tensor=True,
                                      serialized_gathers=True, regather_under_recompute=True, copy_per_rank=True),
     "pytorch-fsdp2": DpEngine("pytorch-fsdp2", frozenset({"zero3"}), gather_copy_out=True, reduce_copy_in=True,
                               export="torchtitan"),
+    "xla": DpEngine("xla", frozenset(ZERO_MODES)),
 }
 assert tuple(DP_ENGINES) == DP_ENGINE_NAMES, "one engine per stack.DP_ENGINE_NAMES entry, in its order"
 

@@ -32,8 +32,8 @@ MAIN_GRAD_WIDTHS: Tuple[float, ...] = (2.0, 4.0)
 #: How a framework runs the sharding modes' collectives (``collectives.dp_protocol.DP_ENGINES``
 #: holds what each does, with its sources): "megatron" as ``dp_protocol.SHARDING`` states
 #: them, "deepspeed-zero3-2021" DeepSpeed's ZeRO-3 of early 2021, "pytorch-fsdp2" PyTorch's
-#: fully_shard.
-DP_ENGINE_NAMES: Tuple[str, ...] = ("megatron", "deepspeed-zero3-2021", "pytorch-fsdp2")
+#: fully_shard, "xla" XLA's SPMD partitioner as MaxText runs it on GPUs.
+DP_ENGINE_NAMES: Tuple[str, ...] = ("megatron", "deepspeed-zero3-2021", "pytorch-fsdp2", "xla")
 #: How the layer's memory-bound work runs. "fused": as Megatron-LM from September 2020 on
 #: and every later stack run it, biases in the GEMMs' epilogues or fused with GELU and
 #: dropout, the scores' scale and mask inside the softmax kernel, heads split without

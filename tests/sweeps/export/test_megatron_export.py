@@ -183,6 +183,10 @@ def test_another_frameworks_dp_engine_and_unwritten_switches_are_refused_naming_
     if framework != "torchtitan":            # FSDP2 is torchtitan's own engine
         with pytest.raises(Unexpressible, match="stack.dp_engine=pytorch-fsdp2 with zero=zero3"):
             export(framework, fsdp2)
+    for label, case in cases:                # XLA runs every mode itself: MaxText's config is written by none
+        xla = dataclasses.replace(case, stack=dataclasses.replace(case.stack, dp_engine="xla"))
+        with pytest.raises(Unexpressible, match=f"stack.dp_engine=xla with zero={case.layout.zero}"):
+            export(framework, xla)
     for field, value in (("fp8_params", True), ("offload_layers", 4)):
         stack = dataclasses.replace(zero3.stack, gemm_precision="fp8", **{field: value})
         with pytest.raises(Unexpressible, match=f"stack.{field}="):

@@ -206,3 +206,25 @@ def test_fsdp2_copies_each_gathered_layer_and_each_gradient_on_the_compute_strea
     assert fsdp2["dp_traffic_bytes"] == megatron["dp_traffic_bytes"]
     for zero in ("none", "zero1", "fsdp", "hsdp"):                    # the modes it does not run
         assert row("pytorch-fsdp2", zero) == row("megatron", zero)
+
+
+def test_xla_runs_every_mode_as_the_protocol_states_it_and_moves_bf16_at_the_maxtext_preset(gpt3, h100):
+    """XLA's partitioner gathers the cast 16-bit kernel a layer ahead and reduce-scatters the
+    16-bit gradient behind the backward, no copies: every mode costs what the protocol says;
+    the MaxText preset's 16-bit gradients halve the reduce-scatter's bytes against fp32's."""
+    from sweeps.config.search import load_stack
+    from tasks.model.terms.stack import Stack
+
+    def row(engine: str, zero: str, grad_bytes: float = 4.0) -> dict:
+        ctx = StepContext(gpt3, h100, devices=64, global_batch=16, memory_fraction=1e6,
+                          stack=Stack(dp_engine=engine, main_grad_bytes=grad_bytes))
+        return _row(Layout(tp=1, pp=8, dp=8, micro_batch=1, zero=zero), ctx)
+
+    for zero in ZERO_MODES:
+        assert row("xla", zero) == row("megatron", zero), zero
+    maxtext = load_stack("maxtext-xla-2025", h100)
+    assert (maxtext.dp_engine, maxtext.main_grad_bytes, maxtext.attention) == ("xla", 2.0, "flash")
+    bf16, fp32 = row("xla", "zero3", 2.0), row("xla", "zero3", 4.0)
+    # two 16-bit gathers and one reduce-scatter of the same weights: 2 + 2 + 2 bytes against 2 + 2 + 4
+    assert fp32["dp_traffic_bytes"] / bf16["dp_traffic_bytes"] == pytest.approx(8.0 / 6.0, rel=1e-9)
+    assert fp32["step_time_s"] >= bf16["step_time_s"]
