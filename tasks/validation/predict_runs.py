@@ -23,7 +23,6 @@ __all__ = ["MICRO_BATCH_CANDIDATES", "RunPrediction", "run_model", "run_stack", 
 
 #: Micro-batches tried where a run does not say which it used (the fastest that fits wins).
 MICRO_BATCH_CANDIDATES = (1, 2, 4, 8, 16)
-_ZERO = {0: "none", 1: "zero1", 2: "zero1", 3: "zero3"}   # ZeRO-2 communicates as ZeRO-1
 
 
 @dataclass(frozen=True)
@@ -113,11 +112,8 @@ def run_hardware(run: PublishedRun, hw: HardwareProfile) -> HardwareProfile:
 
 
 def _layout(run: PublishedRun, micro_batch: int) -> Layout:
-    zero = _ZERO.get(run.zero)
-    if zero is None:
-        raise run.error("zero", run.zero, "is not a ZeRO stage (0, 1, 2 or 3)")
     return Layout(tp=run.tp, pp=run.pp, dp=run.dp, micro_batch=micro_batch,
-                  schedule="interleaved" if run.vp > 1 else "1f1b", virtual_stages=run.vp, zero=zero,
+                  schedule="interleaved" if run.vp > 1 else "1f1b", virtual_stages=run.vp, zero=run.zero,
                   sequence_parallel=run.sequence_parallel, recompute=run.recompute,
                   recompute_layers=run.recompute_layers)
 

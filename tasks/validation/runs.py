@@ -13,7 +13,10 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``dp``: ``gpus / (tp x pp)``; ``gpus``: ``tp x pp x dp``;
 - ``micro_batch``: the fastest one that fits memory, of 1, 2, 4, 8, 16 dividing the batch of a
   replica (what a tuned run uses; the layout search's own rule);
-- ``zero``: 0; ``recompute``: none; ``recompute_layers`` (a column ``published_runs.csv`` need
+- ``zero``: 0. A ZeRO stage (0 to 3; ZeRO-2 communicates as ZeRO-1) or a sharding mode by
+  name (``layout.ZERO_MODES``: none, zero1, zero3, fsdp for FULL_SHARD reducing once per step,
+  hsdp for hybrid sharding, FSDP inside a node replicated across nodes);
+  ``recompute``: none; ``recompute_layers`` (a column ``published_runs.csv`` need
   not have): 0, full recomputation repeats every layer; N > 0 repeats the first N layers of
   each model chunk (Megatron-LM's --recompute-method block --recompute-num-layers N), and
   asks for ``recompute`` full; ``sequence_parallel``, ``flash_attention``, ``tp_overlap``:
@@ -88,11 +91,12 @@ from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from tasks.model.terms.layout import RECOMPUTE_MODES, recompute_layers_problem
+from tasks.model.terms.layout import RECOMPUTE_MODES, ZERO_MODES, recompute_layers_problem
 from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
 from tasks.model.terms.stack import CROSS_ENTROPY_IMPLS, DP_ENGINE_NAMES, ELEMENTWISE_STYLES, offload_problem
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
+from tasks.validation.throughput import FLOPS_FORMULAS
 
 __all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "CLUSTER_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES",
            "UNIT_FACTORS", "MAX_RUNS_BYTES", "MAX_RUNS_ROWS", "MAX_NUMBER", "PublishedRun", "read_runs",
@@ -149,7 +153,9 @@ UNMODELLED: Dict[str, str] = {"cp": _NO_CP, "context_parallel": _NO_CP, "ep": _N
 
 _PRECISIONS = ("bf16", "fp16", "fp8")
 _RECOMPUTE = RECOMPUTE_MODES
-_FORMULAS = ("narayanan", "model")
+_FORMULAS = FLOPS_FORMULAS
+#: ZeRO stages a ``zero`` cell may give, as the sharding mode each runs (ZeRO-2 communicates as ZeRO-1).
+ZERO_STAGES: Dict[int, str] = {0: "none", 1: "zero1", 2: "zero1", 3: "zero3"}
 
 
 @dataclass(frozen=True)
@@ -175,7 +181,7 @@ class PublishedRun:
     gpus: int
     global_batch: int
     micro_batch: Optional[int]
-    zero: int
+    zero: str
     recompute: str
     recompute_layers: int
     sequence_parallel: bool
@@ -200,6 +206,19 @@ class PublishedRun:
 
     def error(self, field: str, value: object, why: str) -> RowError:
         return row_error(self.path, self.row, field, value, why)
+
+
+def _zero(r: RowCells) -> str:
+    """The sharding mode (``layout.ZERO_MODES``) of a ``zero`` cell: a ZeRO stage
+    (``ZERO_STAGES``) or a mode's name; blank: none."""
+    raw = r.text("zero", "0").lower()
+    if raw in ZERO_MODES:
+        return raw
+    stage = r.number("zero", float, 0, minimum=0) if raw[:1].isdigit() else None
+    if stage not in ZERO_STAGES:
+        raise r.fail("zero", raw, f"is not a ZeRO stage ({', '.join(map(str, ZERO_STAGES))}) nor a sharding mode "
+                                  f"({', '.join(ZERO_MODES)})")
+    return ZERO_STAGES[int(stage)]
 
 
 def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
@@ -239,7 +258,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         gated_mlp=gated, vocab=r.number("vocab", int, 0, minimum=0),
         seq=r.number("seq", int), tp=tp, pp=pp, vp=r.number("vp", int, 1), dp=dp, gpus=gpus,
         global_batch=r.number("global_batch", int), micro_batch=r.number("micro_batch", int, 0, minimum=0) or None,
-        zero=r.number("zero", int, 0, minimum=0), recompute=recompute, recompute_layers=recompute_layers,
+        zero=_zero(r), recompute=recompute, recompute_layers=recompute_layers,
         sequence_parallel=r.flag("sequence_parallel", False), flash_attention=flash,
         tp_overlap=r.flag("tp_overlap", False), pp_overlap=r.flag("pp_overlap", flash),
         dropout=r.probability("dropout", 0.0 if gated else DEFAULT_DROPOUT),

@@ -4,7 +4,7 @@ formula, and the metrics derived from a step time."""
 from __future__ import annotations
 
 from tasks.model.kernels import roofline
-from tasks.model.kernels.layer import Block, training_flops_per_layer
+from tasks.model.kernels.layer import Block, layer_params, training_flops_per_layer
 from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["FLOPS_FORMULAS", "flops_per_step", "metric_value"]
@@ -14,13 +14,21 @@ __all__ = ["FLOPS_FORMULAS", "flops_per_step", "metric_value"]
 #: Korthikanti et al. 2022 §6; generalised to grouped-query attention and gated MLPs by
 #: counting their GEMMs). ``narayanan``: Narayanan et al. 2021, Eq. 3,
 #: 96 B s l h^2 (1 + s/6h + V/16lh): one more forward per layer for full recomputation,
-#: the output layer once.
-FLOPS_FORMULAS = ("model", "narayanan")
+#: the output layer once. ``maxtext2024``: MaxText's count as of April 2024
+#: (MaxText/maxtext_utils.py ``calculate_tflops_training_per_device`` in
+#: AI-Hypercomputer/maxtext at commit efb6d9e4a, after PaLM's appendix B): 6 N per token, N
+#: every parameter (the layers' matrices, and the embedding and output matrices apart, as its
+#: Llama configs leave them untied; the O(h) norm weights, 0.004 % of a 7B model, left out),
+#: plus causal attention, 6 l h s^2 per sequence (its non-causal 12 l h s^2 halved).
+FLOPS_FORMULAS = ("model", "narayanan", "maxtext2024")
 
 
 def flops_per_step(formula: str, *, layers: int, hidden: int, heads: int, seq: int, vocab: int,
                    global_batch: int, block: Block) -> float:
     """FLOPs of one training step of ``global_batch`` sequences, counted by ``formula``."""
+    if formula == "maxtext2024":
+        params = layers * float(layer_params(float(hidden), float(heads), block)) + 2.0 * vocab * hidden
+        return global_batch * (6.0 * params * seq + 6.0 * layers * hidden * float(seq) ** 2)
     per_layer = float(training_flops_per_layer(float(hidden), float(heads), float(seq), 1.0, 1.0, block))
     if formula == "narayanan":
         per_layer *= 4.0 / 3.0

@@ -45,7 +45,8 @@ def _row(**cells) -> str:
 
 def test_blank_cells_take_the_documented_defaults(tmp_path):
     (run,) = read_runs(_runs(tmp_path, _row(dp="", gpus="32")))
-    assert (run.dp, run.kv_heads, run.ffn_hidden, run.vp, run.micro_batch, run.zero) == (32, 24, 4 * 2304, 1, None, 0)
+    assert (run.dp, run.kv_heads, run.ffn_hidden, run.vp, run.micro_batch) == (32, 24, 4 * 2304, 1, None)
+    assert run.zero == "none"
     assert (run.recompute, run.precision, run.flops_formula, run.flash_attention) == ("none", "bf16", "model", False)
     assert run.dp_overlap is False          # no fused attention: a Megatron-LM before September 2023
     assert run.pp_overlap is False and run_stack(run).pp_overlap is False
@@ -93,6 +94,8 @@ def test_metrics_are_read_in_their_own_unit_whatever_a_row_spells(tmp_path):
     (dict(heads="7"), "row 2: heads=7 does not divide hidden=2304"),
     (dict(kv_heads="5"), "row 2: kv_heads=5 does not divide heads=24"),
     (dict(kv_heads="48"), "row 2: kv_heads=48 does not divide heads=24"),
+    (dict(zero="4"), "row 2: zero='4' is not a ZeRO stage"),
+    (dict(zero="zero2"), "row 2: zero='zero2' is not a ZeRO stage"),
 ])
 def test_a_bad_row_is_refused_naming_the_row_and_the_field(tmp_path, cells, named):
     with pytest.raises(RowError, match=named.replace("(", r"\(")):
@@ -191,6 +194,30 @@ def test_narayanans_formula_counts_one_more_forward_per_layer():
     b, s, layers, h, v = 512, 2048, 24, 2304, 51200
     assert narayanan == pytest.approx(96 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h)))
     assert model == pytest.approx(72 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (12 * layers * h)))
+
+
+def test_maxtexts_2024_count_is_six_flops_a_parameter_a_token_and_half_the_attention_square():
+    """Llama 2 7B as MaxText counted it at efb6d9e4a: 6 N per token for its 6.738 billion
+    parameters (the norms' 266,240 left out), and causal attention 6 l h s^2 per sequence."""
+    shape = dict(layers=32, hidden=4096, heads=32, seq=4096, vocab=32000, global_batch=4,
+                 block=Block(ffn=11008.0, gated=True))
+    attention = 4 * 6 * 32 * 4096 * 4096**2
+    per_token = (flops_per_step("maxtext2024", **shape) - attention) / (4 * 4096)
+    assert per_token / 6 == pytest.approx(6_738_415_616 - 266_240, rel=1e-12)
+    assert flops_per_step("maxtext2024", **shape) < flops_per_step("model", **shape)   # half the attention square
+
+
+def test_a_zero_cell_names_a_stage_or_a_sharding_mode(tmp_path, profiles):
+    """A hybrid-sharded run (FSDP inside a node, replicas across) is a row of its own mode,
+    priced as that layout is; ZeRO-2 communicates as ZeRO-1."""
+    rows = [_row(zero=z, flash_attention="true") for z in ("hsdp", "FSDP", "2", "zero1", "3")]
+    hsdp, fsdp, two, one, three = read_runs(_runs(tmp_path, *rows))
+    assert (hsdp.zero, fsdp.zero, two.zero, one.zero, three.zero) == ("hsdp", "fsdp", "zero1", "zero1", "zero3")
+    hw = run_hardware(hsdp, find_profile(hsdp.hw, profiles))
+    times = {run.zero: predict_run(run, hw).step_time_s for run in (hsdp, fsdp, three)}
+    assert times["hsdp"] != times["fsdp"]        # one micro-batch each: FSDP reduces as ZeRO-3 does
+    assert times["fsdp"] == times["zero3"]
+    assert predict_run(two, hw).step_time_s == predict_run(one, hw).step_time_s
 
 
 def test_every_shipped_run_is_feasible_and_table_4_holds_within_ten_percent(profiles):
