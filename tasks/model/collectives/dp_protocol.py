@@ -15,7 +15,9 @@ torch/distributed/fsdp/_init_utils.py shards over the ranks of one node, a group
 ``device_count()`` ranks from ``_init_intra_and_inter_node_groups``, or a 2-D device mesh's
 inner dimension; _runtime_utils.py ``_reduce_grad`` reduce-scatters a unit's gradient in that
 group and all-reduces the reduced shard across the nodes, ``_inter_node_pg``, on its own
-stream behind the backward; under ``no_sync`` neither runs).
+stream behind the backward; under ``no_sync`` neither runs; a synchronised backward frees
+each unit's unsharded gradient once it is reduced, ``flat_param.grad = None`` in
+``_reduce_grad``, keeping only the shard, so a step of one micro-batch holds no whole gradient).
 """
 
 from __future__ import annotations
@@ -70,15 +72,19 @@ class ShardingMode:
     """A ``layout.ZERO_MODES`` entry: the model states it splits ("weights", "gradients",
     "optimizer") over the DP group, or with ``hybrid`` over the DP group's ranks on one node
     (the "shard" group of ``DP_GROUPS``, replicated across nodes), and the collectives it
-    runs, in the order they run."""
+    runs, in the order they run. ``shards_unaccumulated``: the states it splits too where a
+    step runs one micro-batch per replica, so that nothing is accumulated between reductions
+    (FSDP keeps a whole gradient only under ``no_sync``)."""
 
     name: str
     shards: FrozenSet[str]
     collectives: Tuple[DpCollective, ...]
     hybrid: bool = False
+    shards_unaccumulated: FrozenSet[str] = frozenset()
 
 
 _REDUCE_BEHIND_BACKWARD = dict(hidden_by="backward", needs_dp_overlap=True)
+_GRADIENTS = frozenset({"gradients"})
 
 #: Every sharding mode, in ``ZERO_MODES`` order.
 SHARDING: Dict[str, ShardingMode] = {
@@ -98,13 +104,14 @@ SHARDING: Dict[str, ShardingMode] = {
     "fsdp": ShardingMode("fsdp", frozenset({"weights", "optimizer"}), (
         DpCollective("all_gather", True, "forward"),
         DpCollective("all_gather", True, "backward"),
-        DpCollective("reduce_scatter", False, **_REDUCE_BEHIND_BACKWARD))),
+        DpCollective("reduce_scatter", False, **_REDUCE_BEHIND_BACKWARD)), shards_unaccumulated=_GRADIENTS),
     # FSDP HYBRID_SHARD under no_sync: FSDP within each node, the reduced gradient shards all-reduced across nodes
     "hsdp": ShardingMode("hsdp", frozenset({"weights", "optimizer"}), (
         DpCollective("all_gather", True, "forward", group="shard"),
         DpCollective("all_gather", True, "backward", group="shard"),
         DpCollective("reduce_scatter", False, **_REDUCE_BEHIND_BACKWARD, group="shard"),
-        DpCollective("all_reduce", False, **_REDUCE_BEHIND_BACKWARD, group="replicate")), hybrid=True),
+        DpCollective("all_reduce", False, **_REDUCE_BEHIND_BACKWARD, group="replicate")), hybrid=True,
+        shards_unaccumulated=_GRADIENTS),
 }
 assert tuple(SHARDING) == ZERO_MODES and all(code("zero", name) == i for i, name in enumerate(SHARDING)), \
     "one sharding mode per layout.ZERO_MODES entry, in its order, numbered as its code"
@@ -247,10 +254,17 @@ def by_mode(zero, value: Callable[[ShardingMode], object],
     return np.choose(zero, [np.asarray(value(mode), dtype=np.float64) for mode in modes])
 
 
-def shards(zero, state: str) -> np.ndarray:
+def shards(zero, state: str, microbatches=None) -> np.ndarray:
     """Whether each layout's mode (codes) splits ``state`` ("weights", "gradients",
-    "optimizer") over its DP group (or, for a hybrid mode, its shard group)."""
-    return np.asarray([state in mode.shards for mode in SHARDING.values()])[np.asarray(zero)]
+    "optimizer") over its DP group (or, for a hybrid mode, its shard group); given each
+    layout's ``microbatches`` per step, also where its mode splits it at one micro-batch
+    (``ShardingMode.shards_unaccumulated``)."""
+    zero = np.asarray(zero)
+    always = np.asarray([state in mode.shards for mode in SHARDING.values()])[zero]
+    if microbatches is None:
+        return always
+    single = np.asarray([state in mode.shards_unaccumulated for mode in SHARDING.values()])[zero]
+    return always | (single & (np.asarray(microbatches) <= 1))
 
 
 def hybrid(zero) -> np.ndarray:

@@ -63,10 +63,12 @@ def weights_sharded(zero) -> np.ndarray:
     return shards(zero, "weights")
 
 
-def model_state_bytes(params, dp, zero, weight_bytes=WEIGHT_BYTES):
+def model_state_bytes(params, dp, zero, weight_bytes=WEIGHT_BYTES, microbatches=None):
     """Weights, gradients and optimizer states of ``params`` parameters on one device.
     ``weight_bytes``: the width the model keeps its weights in (``WEIGHT_BYTES``, or
-    ``FP8_WEIGHT_BYTES`` under a stack's ``fp8_params``).
+    ``FP8_WEIGHT_BYTES`` under a stack's ``fp8_params``). ``microbatches``: per step and
+    replica, where known; at one, fsdp and hsdp shard the gradients too (no ``no_sync``
+    accumulation: ``dp_protocol.ShardingMode.shards_unaccumulated``).
 
     ZeRO (Rajbhandari et al. 2020) divides by the DP degree what it shards
     (``dp_protocol.SHARDING``): zero1 the optimizer states (4 + 12/DP bytes per parameter);
@@ -79,7 +81,7 @@ def model_state_bytes(params, dp, zero, weight_bytes=WEIGHT_BYTES):
     params = np.asarray(params, dtype=np.float64)
     dp = np.asarray(dp, dtype=np.float64)
     weights = np.where(shards(zero, "weights"), weight_bytes / dp, weight_bytes)
-    gradients = np.where(shards(zero, "gradients"), GRADIENT_BYTES / dp, GRADIENT_BYTES)
+    gradients = np.where(shards(zero, "gradients", microbatches), GRADIENT_BYTES / dp, GRADIENT_BYTES)
     optimizer = np.where(shards(zero, "optimizer"), OPTIMIZER_BYTES / dp, OPTIMIZER_BYTES)
     return params * (weights + gradients + optimizer)
 

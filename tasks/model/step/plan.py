@@ -65,7 +65,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-23"
+STEP_MODEL_VERSION = "step-24"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -152,8 +152,8 @@ def stage_memory(lay: StepLayouts, ctx: StepContext):
     stack = ctx.stack
     weight_bytes = memory.FP8_WEIGHT_BYTES if stack.fp8_params else memory.WEIGHT_BYTES
     shard_ranks = lay.shard_ranks(ctx.hardware)
-    states = memory.model_state_bytes(layer_params, shard_ranks, lay.zero, weight_bytes) \
-        + memory.model_state_bytes(embedding_params, shard_ranks, lay.zero)
+    states = memory.model_state_bytes(layer_params, shard_ranks, lay.zero, weight_bytes, lay.microbatches) \
+        + memory.model_state_bytes(embedding_params, shard_ranks, lay.zero, microbatches=lay.microbatches)
     if stack.fp8 and not stack.fp8_params:
         states = states + memory.fp8_weight_copy_bytes(layer_params, shard_ranks, lay.zero)
     gathered = np.where(lay.sharded, 2.0 * weight_bytes * per_layer / lay.tp, 0.0)

@@ -30,6 +30,23 @@ def test_model_states_follow_zero_sharding():
                                  "fsdp": (2 / 8 + 2 + 12 / 8) * 1e9, "hsdp": (2 / 8 + 2 + 12 / 8) * 1e9})
 
 
+def test_fsdp_at_one_micro_batch_keeps_only_its_gradient_shard(gpt3, h100):
+    """PyTorch FSDP keeps a unit's whole gradient only under no_sync (torch 2.13.0
+    _runtime_utils.py: a synchronised backward reduce-scatters it and sets flat_param.grad to
+    None): at one micro-batch per step FSDP and hybrid FSDP hold 2/DP bytes of gradient per
+    parameter as ZeRO-3 does, at two the whole 2 bytes; ZeRO-1 (Megatron's contiguous buffer)
+    keeps it whole either way."""
+    for mode in ("fsdp", "hsdp"):
+        assert float(memory.model_state_bytes(1e9, 8, Z[mode], microbatches=1)) == pytest.approx(16e9 / 8)
+        assert float(memory.model_state_bytes(1e9, 8, Z[mode], microbatches=2)) == \
+            pytest.approx(float(memory.model_state_bytes(1e9, 8, Z[mode])))
+    assert float(memory.model_state_bytes(1e9, 8, Z["zero1"], microbatches=1)) == pytest.approx((4 + 12 / 8) * 1e9)
+    ctx = StepContext(gpt3, h100, devices=64, global_batch=8, memory_fraction=1e6)
+    one = _one(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero="fsdp"), ctx)
+    zero3 = _one(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero="zero3"), ctx)
+    assert one["memory_per_device_bytes"] == pytest.approx(zero3["memory_per_device_bytes"], rel=1e-12)
+
+
 @pytest.mark.parametrize("sp, recompute, expected", [
     (False, "none", 2048 * 12288 * (10 + 24 / 8 + 5 * 96 * 2048 / (12288 * 8))),
     (True, "none", 2048 * 12288 / 8 * (34 + 5 * 96 * 2048 / 12288)),
