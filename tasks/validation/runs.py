@@ -99,7 +99,7 @@ from tasks.validation.records import RowError
 from tasks.validation.throughput import FLOPS_FORMULAS
 
 __all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "CLUSTER_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES",
-           "UNIT_FACTORS", "MAX_RUNS_BYTES", "MAX_RUNS_ROWS", "MAX_NUMBER", "PublishedRun", "read_runs",
+           "UNIT_FACTORS", "ZERO_STAGES", "MAX_RUNS_BYTES", "MAX_RUNS_ROWS", "MAX_NUMBER", "PublishedRun", "read_runs",
            "runs_size_problem"]
 
 #: The largest runs file, in bytes, and in rows: the shipped one holds 19 rows in 5 KiB, and
@@ -153,7 +153,6 @@ UNMODELLED: Dict[str, str] = {"cp": _NO_CP, "context_parallel": _NO_CP, "ep": _N
 
 _PRECISIONS = ("bf16", "fp16", "fp8")
 _RECOMPUTE = RECOMPUTE_MODES
-_FORMULAS = FLOPS_FORMULAS
 #: ZeRO stages a ``zero`` cell may give, as the sharding mode each runs (ZeRO-2 communicates as ZeRO-1).
 ZERO_STAGES: Dict[int, str] = {0: "none", 1: "zero1", 2: "zero1", 3: "zero3"}
 
@@ -264,7 +263,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         dropout=r.probability("dropout", 0.0 if gated else DEFAULT_DROPOUT),
         elementwise=r.choice("elementwise", ELEMENTWISE_STYLES, "fused"), hw=r.text("hw"),
         precision=precision, metric=metric,
-        flops_formula=r.choice("flops_formula", _FORMULAS, "model"),
+        flops_formula=r.choice("flops_formula", FLOPS_FORMULAS, "model"),
         value=_in_metric_unit(r, metric, r.number("value", float, minimum=1e-12)),
         cluster=_cluster(r), **switches,
     )

@@ -45,7 +45,8 @@ SCHEDULES: Tuple[str, ...] = ("1f1b", "interleaved")
 #: "none" (plain DP), "zero1" (optimizer states), "zero3" (parameters, gradients and
 #: optimizer states, re-gathered every micro-batch, DeepSpeed stage 3), "fsdp" (PyTorch
 #: FSDP FULL_SHARD with gradient accumulation under ``no_sync``: parameters re-gathered
-#: every micro-batch, gradients kept unsharded and reduce-scattered once per step), "hsdp"
+#: every micro-batch, gradients kept unsharded and reduce-scattered once per step, only
+#: their shard kept where a step has one micro-batch), "hsdp"
 #: (FSDP's HYBRID_SHARD: "fsdp" among the DP group's ranks on each node, the reduced
 #: gradient shards all-reduced across nodes).
 ZERO_MODES: Tuple[str, ...] = ("none", "zero1", "zero3", "fsdp", "hsdp")

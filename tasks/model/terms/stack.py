@@ -5,8 +5,8 @@ A ``Stack`` is part of a whole-step model's context (``tasks.model.step.plan.Ste
 a validated run. Its defaults are the study's 2022 Megatron-LM stack (Pati et al., arXiv
 2302.02825; Korthikanti et al., arXiv 2205.05198): materialised attention, 16-bit GEMMs,
 TP and PP communication serialized, the DP gradient all-reduce overlapped with the backward
-pass. Named stacks are the presets of ``conf/stack`` (``megatron-2022``, ``megatron-core-2024``,
-``megatron-core-2024-fp8``).
+pass. Named stacks are the presets of ``conf/stack`` (``commscale presets`` lists them: the
+Megatron stacks of 2022 and 2024, DeepSpeed's ZeRO-3 of 2021, torchtitan's FSDP2, MaxText's XLA).
 """
 
 from __future__ import annotations
