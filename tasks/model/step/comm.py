@@ -198,8 +198,8 @@ def engine_copies(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
         nothing = np.zeros(np.shape(lay.tp))
         return {"forward": nothing, "backward": nothing}
     per_layer, embed = _stage_elements(lay, ctx)
-    weights = (lay.layers_per_stage * per_layer * dp_widths(ctx)["all_gather"]
-               + embed * dp_widths(ctx, embedding=True)["all_gather"])
+    gather, embed_gather = dp_widths(ctx)["all_gather"], dp_widths(ctx, embedding=True)["all_gather"]
+    weights = lay.layers_per_stage * per_layer * gather + embed * embed_gather
     values = lay.layers_per_stage * per_layer + embed
     copy_out = roofline.memory_bound_time(2.0 * weights, ctx.hardware) if engine.gather_copy_out else 0.0
     copy_in = roofline.memory_bound_time((float(ctx.dtype_bytes) + float(ctx.stack.main_grad_bytes)) * values,

@@ -18,7 +18,7 @@ from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack
 
 __all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distinct_shapes", "recomputed_share",
-           "dp_ranks_per_node", "tp_crosses_nodes"]
+           "tp_crosses_nodes"]
 
 
 @dataclass(frozen=True)

@@ -152,8 +152,9 @@ def stage_memory(lay: StepLayouts, ctx: StepContext):
     stack = ctx.stack
     weight_bytes = memory.FP8_WEIGHT_BYTES if stack.fp8_params else memory.WEIGHT_BYTES
     shard_ranks = lay.shard_ranks(ctx.hardware)
-    states = memory.model_state_bytes(layer_params, shard_ranks, lay.zero, weight_bytes, lay.microbatches) \
-        + memory.model_state_bytes(embedding_params, shard_ranks, lay.zero, microbatches=lay.microbatches)
+    m = lay.microbatches
+    states = memory.model_state_bytes(layer_params, shard_ranks, lay.zero, weight_bytes, microbatches=m) \
+        + memory.model_state_bytes(embedding_params, shard_ranks, lay.zero, microbatches=m)
     if stack.fp8 and not stack.fp8_params:
         states = states + memory.fp8_weight_copy_bytes(layer_params, shard_ranks, lay.zero)
     gathered = np.where(lay.sharded, 2.0 * weight_bytes * per_layer / lay.tp, 0.0)
