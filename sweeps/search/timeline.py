@@ -18,7 +18,7 @@ from sweeps.config import SearchSetup, load_search
 from sweeps.errors import ConfigError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import SEARCH
-from tasks.model.terms.layout import CODED_FIELDS, STRUCTURAL_CONSTRAINTS, Layout
+from tasks.model.terms.layout import CODED_FIELDS, CP_COMMS, STRUCTURAL_CONSTRAINTS, Layout, cp_problem
 from tasks.model.step.plan import step_plan
 from tasks.model.step.plan import STATUS_CODES, step_columns
 from tasks.model.step.context import as_layouts
@@ -80,9 +80,10 @@ def _typed(name: str, text: str) -> object:
     fields = {f.name: f for f in dataclasses.fields(Layout)}
     if name not in fields:
         raise ConfigError(f"{LAYOUT_PREFIX}{name}", text, f"is no layout field; one of {', '.join(fields)}")
-    if name in CODED_FIELDS:
-        if text not in CODED_FIELDS[name]:
-            raise ConfigError(f"{LAYOUT_PREFIX}{name}", text, f"must be one of {', '.join(CODED_FIELDS[name])}")
+    names = CODED_FIELDS.get(name, CP_COMMS if name == "cp_comm" else None)
+    if names is not None:
+        if text not in names:
+            raise ConfigError(f"{LAYOUT_PREFIX}{name}", text, f"must be one of {', '.join(names)}")
         return text
     if name == "sequence_parallel":
         if text.lower() not in ("true", "false"):
@@ -117,10 +118,11 @@ def _chosen_layout(setup: SearchSetup, lake: Optional[Lake]) -> Tuple[Layout, st
 
 def _overridden(layout: Layout, setup: SearchSetup, typed: Dict[str, object], overrides: Dict[str, str]) -> Layout:
     """``layout`` with the ``typed`` fields (``overrides`` as given, for a message); DP follows
-    TP and PP unless given."""
+    TP, PP and CP unless given."""
     fields = dict(typed)
-    if "dp" not in fields and ("tp" in fields or "pp" in fields):
-        model_parallel = int(fields.get("tp", layout.tp)) * int(fields.get("pp", layout.pp))
+    if "dp" not in fields and ("tp" in fields or "pp" in fields or "cp" in fields):
+        model_parallel = int(fields.get("tp", layout.tp)) * int(fields.get("pp", layout.pp)) \
+            * int(fields.get("cp", layout.cp))
         fields["dp"] = max(setup.spec.devices // model_parallel, 1)
     if fields.get("schedule") == "1f1b" and "virtual_stages" not in fields:
         fields["virtual_stages"] = 1
@@ -143,6 +145,9 @@ def build_timeline(args: Sequence[str], lake: Optional[Lake]) -> StepTimeline:
         layout = _overridden(layout, setup, typed, layout_args)
         source = "overridden (" + ", ".join(f"{LAYOUT_PREFIX}{k}={v}" for k, v in layout_args.items()) + ")"
     ctx = setup.step_context
+    problem = cp_problem(layout.cp, ctx.model.seq_len, ctx.stack.flash)
+    if problem:
+        raise ConfigError(f"{LAYOUT_PREFIX}cp", layout.cp, problem + f" (stack {setup.spec.stack})")
     # judged for structure only: a layout over memory is still drawn, and said to be
     columns = step_columns(layout.columns(), dataclasses.replace(ctx, memory_fraction=float("inf")))
     status = int(columns["status_code"][0])
@@ -150,8 +155,9 @@ def build_timeline(args: Sequence[str], lake: Optional[Lake]) -> StepTimeline:
         name = STATUS_CODES[status]
         raise ConfigError(LAYOUT_PREFIX.rstrip("."), layout.describe(),
                           f"breaks {name}: {STRUCTURAL_CONSTRAINTS[name]}")
-    if layout.tp * layout.pp * layout.dp != setup.spec.devices:
-        raise ConfigError(f"{LAYOUT_PREFIX}dp", layout.dp, f"TP x PP x DP = {layout.tp * layout.pp * layout.dp:,} "
+    ranks = layout.tp * layout.pp * layout.cp * layout.dp
+    if ranks != setup.spec.devices:
+        raise ConfigError(f"{LAYOUT_PREFIX}dp", layout.dp, f"TP x PP x CP x DP = {ranks:,} "
                           f"is not the search's {setup.spec.devices:,} devices")
     plan = step_plan(as_layouts(layout.columns(), np.asarray([float(layout.dp)]), ctx), ctx)
     stages = shown_stages(layout.pp)

@@ -115,7 +115,7 @@ def _layout(run: PublishedRun, micro_batch: int) -> Layout:
     return Layout(tp=run.tp, pp=run.pp, dp=run.dp, micro_batch=micro_batch,
                   schedule="interleaved" if run.vp > 1 else "1f1b", virtual_stages=run.vp, zero=run.zero,
                   sequence_parallel=run.sequence_parallel, recompute=run.recompute,
-                  recompute_layers=run.recompute_layers)
+                  recompute_layers=run.recompute_layers, cp=run.cp, cp_comm=run.cp_comm)
 
 
 def _columns(layouts: List[Layout]) -> Dict[str, np.ndarray]:

@@ -10,7 +10,8 @@ Blank cells take these documented defaults (a blank cell means the source does n
   gate and up projections of ``ffn_hidden``, then down: three matrices); blank: gated where
   ``ffn_hidden`` is not 4 x ``hidden`` (Llama's widths), plain where it is (GPT's), so a gated
   MLP 4 x ``hidden`` wide (PaLM's) says true;
-- ``dp``: ``gpus / (tp x pp)``; ``gpus``: ``tp x pp x dp``;
+- ``cp``, ``cp_comm``, ``dp``, ``gpus``: as ``tasks.validation.run_layout`` reads them (CP 1,
+  ``gpus / (tp x pp x cp)``, ``tp x pp x cp x dp``);
 - ``micro_batch``: the fastest one that fits memory, of 1, 2, 4, 8, 16 dividing the batch of a
   replica (what a tuned run uses; the layout search's own rule);
 - ``zero``: 0. A ZeRO stage (0 to 3; ZeRO-2 communicates as ZeRO-1) or a sharding mode by
@@ -70,12 +71,13 @@ Blank cells take these documented defaults (a blank cell means the source does n
 A metric may be spelled as in ``METRIC_ALIASES`` (``step_time`` for ``iter_time``), and its
 value given in another unit of ``UNIT_FACTORS`` (``ms``; an MFU as a ``fraction``).
 
-A column of ``UNMODELLED`` (``cp``, ``ep``, ``num_experts`` and their spellings) above 1
-refuses its row: context parallelism and mixture-of-experts layers are not modelled.
+A column of ``UNMODELLED`` (``ep``, ``num_experts`` and their spellings) above 1 refuses its
+row: mixture-of-experts layers are not modelled.
 
-A value that cannot be read, or a layout that cannot run (TP x PP x DP not the GPU count,
+A value that cannot be read, or a layout that cannot run (TP x PP x CP x DP not the GPU count,
 a batch that does not split into micro-batches), raises ``RowError`` naming the file, the row
-(1-based, after the header) and the field, before anything is predicted. So does a file that
+(1-based, after the header) and the field, before anything is predicted (context parallelism's
+checks: ``run_layout``). So does a file that
 is no CSV text: not a regular file, a NUL byte, a cell beyond Python's CSV field limit
 (131,072 characters), a row of more cells than the header. A number is ASCII, finite and at
 most ``MAX_NUMBER``. A file beyond ``MAX_RUNS_BYTES`` or ``MAX_RUNS_ROWS``
@@ -96,6 +98,7 @@ from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
 from tasks.model.terms.stack import CROSS_ENTROPY_IMPLS, DP_ENGINE_NAMES, ELEMENTWISE_STYLES, offload_problem
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
+from tasks.validation.run_layout import LAYOUT_COLUMNS, parallel_degrees
 from tasks.validation.throughput import FLOPS_FORMULAS
 
 __all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "CLUSTER_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES",
@@ -114,8 +117,8 @@ REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "glob
 #: default), and ``params_b``, ``confidence`` and ``notes``, which it does not. Any other
 #: column is refused, naming it: a misspelled ``recompute`` would otherwise be blank and
 #: predict another layout.
-OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", "tp", "pp", "vp", "dp", "gpus",
-                    "micro_batch", "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
+OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", *LAYOUT_COLUMNS, "vp", "micro_batch",
+                    "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
                     "grad_reduce_in_fp32", "dp_engine", "param_gather_overlap", "cross_entropy", "fp8_params",
                     "offload_layers", *CLUSTER_COLUMNS, "unit", "confidence", "notes")
@@ -145,11 +148,9 @@ UNIT_FACTORS: Dict[str, Dict[str, float]] = {
 #: Columns a runs file may carry for what the model does not express (they are not among
 #: ``published_runs.csv``'s): a value above 1 refuses the row, naming it, rather than letting
 #: it be predicted as another layout (context-parallel ranks folded into DP, say).
-_NO_CP = "context parallelism is not modelled"
 _NO_EP = "expert parallelism (mixture of experts) is not modelled"
 _NO_MOE = "mixture-of-experts layers are not modelled"
-UNMODELLED: Dict[str, str] = {"cp": _NO_CP, "context_parallel": _NO_CP, "ep": _NO_EP, "expert_parallel": _NO_EP,
-                              "experts": _NO_MOE, "num_experts": _NO_MOE}
+UNMODELLED: Dict[str, str] = {"ep": _NO_EP, "expert_parallel": _NO_EP, "experts": _NO_MOE, "num_experts": _NO_MOE}
 
 _PRECISIONS = ("bf16", "fp16", "fp8")
 _RECOMPUTE = RECOMPUTE_MODES
@@ -201,6 +202,8 @@ class PublishedRun:
     dp_engine: str = "megatron"
     param_gather_overlap: bool = False
     cross_entropy: str = "unfused"
+    cp: int = 1
+    cp_comm: str = "p2p"
     cluster: Dict[str, float] = dataclass_field(default_factory=dict)
 
     def error(self, field: str, value: object, why: str) -> RowError:
@@ -230,16 +233,11 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
     problem = heads_problem(hidden, heads, kv_heads)
     if problem:
         raise r.fail(*problem)
-    tp, pp = r.number("tp", int, 1), r.number("pp", int, 1)
-    gpus = r.number("gpus", int, 0, minimum=0)
-    dp = r.number("dp", int, (gpus // (tp * pp)) if gpus else 1)
-    gpus = gpus or tp * pp * dp
-    if tp * pp * dp != gpus:
-        raise r.fail("gpus", gpus, f"is not tp x pp x dp = {tp} x {pp} x {dp} = {tp * pp * dp}: an impossible layout")
     metric = METRIC_ALIASES.get(r.text("metric").lower(), r.text("metric").lower())
     if metric not in METRICS:
         raise r.fail("metric", r.text("metric"), f"is not one of {', '.join([*METRICS, *METRIC_ALIASES])}")
     flash = r.flag("flash_attention", False)
+    degrees = parallel_degrees(r, seq=r.number("seq", int), flash=flash)
     gated = r.flag("gated_mlp", ffn_hidden != 4 * hidden)
     recompute, recompute_layers = r.choice("recompute", _RECOMPUTE, "none"), r.number("recompute_layers", int, 0,
                                                                                       minimum=0)
@@ -248,14 +246,14 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         raise r.fail("recompute_layers", recompute_layers, problem)
     precision = r.choice("precision", _PRECISIONS, "bf16")
     switches = _stack_switches(r, precision, flash)
-    problem = offload_problem(switches["offload_layers"], r.number("layers", int), pp, recompute)
+    problem = offload_problem(switches["offload_layers"], r.number("layers", int), degrees["pp"], recompute)
     if problem:
         raise r.fail("offload_layers", switches["offload_layers"], problem)
     return PublishedRun(
         path=path, row=row, source=r.text("source"), model=r.text("model"), layers=r.number("layers", int),
         hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden,
         gated_mlp=gated, vocab=r.number("vocab", int, 0, minimum=0),
-        seq=r.number("seq", int), tp=tp, pp=pp, vp=r.number("vp", int, 1), dp=dp, gpus=gpus,
+        seq=r.number("seq", int), vp=r.number("vp", int, 1), **degrees,
         global_batch=r.number("global_batch", int), micro_batch=r.number("micro_batch", int, 0, minimum=0) or None,
         zero=_zero(r), recompute=recompute, recompute_layers=recompute_layers,
         sequence_parallel=r.flag("sequence_parallel", False), flash_attention=flash,

@@ -143,12 +143,22 @@ def cross_entropy_time(logits, hw: HardwareProfile, impl: str = "unfused"):
 
 
 def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, block: Block = STUDY_BLOCK,
-               stack: Stack = _STUDY_STACK, sequence_parallel=True) -> LayerCost:
+               stack: Stack = _STUDY_STACK, sequence_parallel=True, cp=1.0) -> LayerCost:
     """Every compute piece of one layer (see ``LayerCost``). ``block.flash`` must agree with
     ``stack.attention``; ``sequence_parallel`` (bool or bool array) splits the replicated
-    element-wise kernels by TP (the study's table splits them: the default)."""
+    element-wise kernels by TP (the study's table splits them: the default).
+
+    ``cp`` (scalar or array): context-parallel ranks, with ``sl`` each device's share of the
+    sequence (SL / CP). Its fused attention is CP steps of causal attention over ``sl`` tokens:
+    under Megatron's load-balanced split each step (the ring's, ``collectives.cp_exchange``) is as much work
+    as that, and CP of them are the 1/CP of the whole sequence's causal attention each rank
+    owns. Context parallelism needs fused attention (Transformer Engine's is the only one
+    Megatron-Core runs it with)."""
     if block.flash != stack.flash:
         raise ValueError(f"block.flash={block.flash} disagrees with stack.attention={stack.attention!r}")
+    if not block.flash and np.any(np.asarray(cp) > 1):
+        raise ValueError("context parallelism needs stack.attention='flash': Megatron-Core runs it only in "
+                         "Transformer Engine's fused attention")
     gemms = layer.gemm_shapes(h, heads, sl, b, tp, block)
     forward_gemms = [g for g in gemms if g.pass_ == "fwd"]
     linear_fwd_gemms = [g for g in forward_gemms if g.name not in ATTENTION_CORE_GEMMS]
@@ -173,7 +183,7 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd
         kernels += len(linear_fwd_gemms)
     if block.flash:
-        attn_fwd, attn_bwd = fused_attention_times(h, sl, b, tp, hw, causal=stack.causal)
+        attn_fwd, attn_bwd = (cp * t for t in fused_attention_times(h, sl, b, tp, hw, causal=stack.causal))
         core = core + attn_fwd
         kernels += 1
         core_kernels += 1

@@ -3,7 +3,8 @@
 
 - ``plan``: the step's plan, every operation costed once, and ``step_columns``, which sums
   it into each layout's step time, exposed communication and memory;
-- ``compute`` and ``comm``: one micro-batch's compute and its TP, PP and DP communication;
+- ``compute`` and ``comm``: one micro-batch's compute and its TP, PP and DP communication (and
+  CP's exchange: ``comm.cp_comm``);
 - ``context``: what every layout shares (model, cluster, batch, stack) and the layouts as arrays;
 - ``memory``: model states and activations of one device;
 - ``parts``: one layer of a step, piece by piece (a search's winners are measured against it);

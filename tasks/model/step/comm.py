@@ -1,4 +1,4 @@
-"""Communication of a whole step: TP, PP and DP/ZeRO collectives, what of them the stack
+"""Communication of a whole step: TP, CP, PP and DP/ZeRO collectives, what of them the stack
 overlaps with compute, the bytes DP moves, and the latency floor (method.md §3 and §6;
 Korthikanti et al., arXiv 2205.05198; Rajbhandari et al., ZeRO, 2020; Narayanan et al. 2021).
 Vectorised over layouts; seconds and bytes."""
@@ -10,6 +10,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from tasks.model.collectives import dp_protocol
+from tasks.model.collectives.cp_exchange import cp_layer_exchange, kv_chunk_bytes
 from tasks.model.kernels import layer, roofline
 from tasks.model.terms import metrics
 from tasks.model.collectives.nccl import bus_factor, lowest_latency, tier_figures, tier_time
@@ -18,8 +19,8 @@ from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step.context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
 from tasks.model.step.memory import FP8_WEIGHT_BYTES
 
-__all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "pp_comm", "dp_widths", "dp_comm", "dp_by_window",
-           "dp_traffic", "latency_floor", "embedding_matrices", "engine_copies"]
+__all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "cp_comm", "pp_comm", "dp_widths", "dp_comm",
+           "dp_by_window", "dp_traffic", "latency_floor", "embedding_matrices", "engine_copies"]
 
 
 def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
@@ -53,8 +54,8 @@ def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctS
     when not given)."""
     m, hw = ctx.model, ctx.hardware
     shapes = distinct_shapes(lay) if shapes is None else shapes
-    one = tp_collective_time(float(m.hidden), float(m.seq_len), shapes.micro_batch, shapes.tp, float(ctx.dtype_bytes),
-                             tp_crosses_nodes(shapes.tp, hw), hw, shapes.sequence_parallel)
+    one = tp_collective_time(float(m.hidden), float(m.seq_len) / shapes.cp, shapes.micro_batch, shapes.tp,
+                             float(ctx.dtype_bytes), tp_crosses_nodes(shapes.tp, hw), hw, shapes.sequence_parallel)
     return shapes.spread(np.where(shapes.tp > 1, one, 0.0), np.shape(lay.tp))
 
 
@@ -79,6 +80,26 @@ def tp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
             "backward_exposed": exposed - forward_exposed}
 
 
+def cp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np.ndarray]:
+    """Context parallelism's exchange of keys and values in one micro-batch on the busiest stage
+    (``collectives.cp_exchange``, per layer, times the stage's layers): ``total``, ``exposed``,
+    ``forward_total``, ``forward_exposed`` and ``latency`` (its α steps alone); 0 at CP 1. A
+    ring hop hides behind one attention step, a CP-th of the layer's attention (``cost``)."""
+    if not np.any(lay.cp > 1):     # a table without CP (every search's): nothing to price
+        nothing = np.zeros(np.shape(lay.tp))
+        return {name: nothing for name in ("total", "exposed", "forward_total", "forward_exposed", "latency")}
+    m = ctx.model
+    tokens = lay.micro_batch * float(m.seq_len) * lay.seq_share
+    chunk = kv_chunk_bytes(tokens, float(m.kv_heads or m.heads), float(m.hidden) / float(m.heads), lay.tp,
+                           float(ctx.dtype_bytes))
+    step_fwd = metrics.apply_flop_vs_bw(cost.attention_fwd, ctx.flop_vs_bw) / lay.cp
+    step_bwd = metrics.apply_flop_vs_bw(cost.attention_bwd, ctx.flop_vs_bw) / lay.cp
+    repeats = lay.recomputed_share + np.where(lay.selective, 1.0, 0.0)
+    layer_figures = cp_layer_exchange(lay.cp, lay.cp_comm, chunk, lay.cp_crosses(ctx.hardware), step_fwd, step_bwd,
+                                      repeats, ctx.hardware, tp=lay.tp)
+    return {name: lay.layers_per_stage * value for name, value in layer_figures.items()}
+
+
 def pp_comm(lay: StepLayouts, ctx: StepContext, compute_mb: np.ndarray) -> Dict[str, np.ndarray]:
     """PP: each micro-batch's activations forward and its gradient backward per stage
     boundary, v times for the interleaved schedule. Each TP rank sends 1/TP of the activation
@@ -93,8 +114,8 @@ def pp_comm(lay: StepLayouts, ctx: StepContext, compute_mb: np.ndarray) -> Dict[
     (a_in, bw_in), (a_out, bw_out) = tier_figures(hw.intra_node), tier_figures(hw.inter_node)
     crosses = lay.pp_crosses(hw)
     alpha, bandwidth = np.where(crosses, a_out, a_in), np.where(crosses, bw_out, bw_in)
-    message = layer.tp_allreduce_bytes(float(ctx.model.hidden), float(ctx.model.seq_len), lay.micro_batch,
-                                       float(ctx.dtype_bytes))
+    message = layer.tp_allreduce_bytes(float(ctx.model.hidden), float(ctx.model.seq_len) * lay.seq_share,
+                                       lay.micro_batch, float(ctx.dtype_bytes))
     p2p_bytes = message / lay.tp
     total = np.where(lay.pp > 1, 2.0 * lay.stages * (alpha + p2p_bytes / bandwidth), 0.0)
     hidden = np.maximum(0.0, total - compute_mb)
@@ -210,7 +231,7 @@ def engine_copies(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
         return dp_protocol.by_mode(lay.zero, lambda mode: sum(
             1.0 for c in mode.collectives if c.op == op and c.per_microbatch and c.hidden_by == window), table)
 
-    runs = engine_layouts(lay, ctx) & (lay.dp > 1)
+    runs = engine_layouts(lay, ctx) & (lay.grad_ranks > 1)
     forward = count("all_gather", "forward") * copy_out
     backward = count("all_gather", "backward") * copy_out + count("reduce_scatter", "backward") * copy_in
     return {name: np.where(runs, metrics.apply_flop_vs_bw(t, ctx.flop_vs_bw), 0.0)
@@ -220,7 +241,7 @@ def engine_copies(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
 def _rank_copies(engine: dp_protocol.DpEngine, lay: StepLayouts, ctx: StepContext) -> np.ndarray:
     """Seconds one collective spends copying its ranks' parts, one kernel per rank, where the
     engine goes through PyTorch's list API (``DpEngine.copy_per_rank``); else 0."""
-    return lay.dp * ctx.hardware.kernel_launch_us * 1e-6 if engine.copy_per_rank else np.zeros_like(lay.dp)
+    return lay.grad_ranks * ctx.hardware.kernel_launch_us * 1e-6 if engine.copy_per_rank else np.zeros_like(lay.dp)
 
 
 def _per_tensor_layer_time(op: str, width: float, lay: StepLayouts, ctx: StepContext,
@@ -231,7 +252,7 @@ def _per_tensor_layer_time(op: str, width: float, lay: StepLayouts, ctx: StepCon
     m = ctx.model
     matrices, vectors = layer.layer_tensors(float(m.hidden), float(m.heads), ctx.block)
     tensors = np.asarray(matrices + vectors)[:, None] * width / lay.tp
-    each = tier_time(op, lay.dp, tensors, crosses, ctx.hardware, local_ranks=local)
+    each = tier_time(op, lay.grad_ranks, tensors, crosses, ctx.hardware, local_ranks=local)
     return each.sum(axis=0) + len(matrices + vectors) * _rank_copies(engine, lay, ctx)
 
 

@@ -80,6 +80,24 @@ class StepLayouts:
     recompute: np.ndarray        # codes of layout.RECOMPUTE_MODES
     layers_per_stage: np.ndarray
     recomputed_share: np.ndarray  # share of each model chunk's layers full recomputation repeats (0 without it)
+    cp: np.ndarray               # context-parallel ranks each sequence is split over
+    cp_comm: np.ndarray          # codes of layout.CP_COMMS
+
+    @property
+    def grad_ranks(self) -> np.ndarray:
+        """Ranks the DP collectives and the sharding modes span: DP x CP. Context-parallel ranks
+        hold the same weights and each its part of every sequence's gradient, so Megatron-Core
+        reduces gradients and shards the distributed optimizer over the data-parallel group with
+        context parallelism (``get_data_parallel_group(with_context_parallel=True)`` in
+        megatron/core/distributed/param_and_grad_buffer.py at d98e8a64dd); with ranks numbered
+        TP fastest, then CP, then DP (``parallel_state``'s order tp-cp-ep-dp-pp) it is one group
+        of DP x CP ranks at a stride of TP, as a DP group is without CP."""
+        return self.dp * self.cp
+
+    @property
+    def seq_share(self) -> np.ndarray:
+        """Share of each sequence's tokens a device holds: 1 / CP."""
+        return 1.0 / self.cp
 
     @property
     def selective(self) -> np.ndarray:
@@ -93,36 +111,41 @@ class StepLayouts:
     def tp_crosses(self, hw: HardwareProfile) -> np.ndarray:
         return tp_crosses_nodes(self.tp, hw)
 
+    def cp_crosses(self, hw: HardwareProfile) -> np.ndarray:
+        """Whether a CP group (TP x CP consecutive ranks) spans more than one node."""
+        return self.tp * self.cp > hw.devices_per_node
+
     def dp_crosses(self, hw: HardwareProfile) -> np.ndarray:
-        return self.tp * self.dp > hw.devices_per_node
+        return self.tp * self.grad_ranks > hw.devices_per_node
 
     def dp_local_ranks(self, hw: HardwareProfile) -> np.ndarray:
-        """Ranks of one DP group on one node (``dp_ranks_per_node``)."""
-        return dp_ranks_per_node(self.tp, self.dp, hw.devices_per_node)
+        """Ranks of one DP (x CP) group on one node (``dp_ranks_per_node``)."""
+        return dp_ranks_per_node(self.tp, self.grad_ranks, hw.devices_per_node)
 
     def shard_ranks(self, hw: HardwareProfile) -> np.ndarray:
-        """Ranks each layout's sharding mode splits model states over: the DP group, or for a
-        hybrid mode (``dp_protocol.ShardingMode.hybrid``) its ranks on one node."""
-        return np.where(hybrid(self.zero), self.dp_local_ranks(hw), self.dp)
+        """Ranks each layout's sharding mode splits model states over: the DP (x CP) group, or
+        for a hybrid mode (``dp_protocol.ShardingMode.hybrid``) its ranks on one node."""
+        return np.where(hybrid(self.zero), self.dp_local_ranks(hw), self.grad_ranks)
 
     def dp_group(self, group: str, hw: HardwareProfile) -> tuple:
         """(ranks, ranks on one node, whether it spans nodes, share of a tensor each device
         moves) of the DP collectives' ``group`` (``dp_protocol.DP_GROUPS``)."""
-        ranks, local, share = group_ranks(group, self.dp, self.dp_local_ranks(hw))
+        ranks, local, share = group_ranks(group, self.grad_ranks, self.dp_local_ranks(hw))
         crosses = self.dp_crosses(hw) if group == "dp" else (ranks > 1) & (group == "replicate")
         return ranks, local, crosses, share
 
     def pp_crosses(self, hw: HardwareProfile) -> np.ndarray:
-        return self.tp * self.dp * self.pp > hw.devices_per_node
+        return self.tp * self.grad_ranks * self.pp > hw.devices_per_node
 
 
 class DistinctShapes(NamedTuple):
-    """The distinct (micro-batch, TP, sequence parallelism) of a set of layouts, of which a
+    """The distinct (micro-batch, TP, sequence parallelism, CP) of a set of layouts, of which a
     space holds a few dozen, and each layout's index into them."""
 
     micro_batch: np.ndarray
     tp: np.ndarray
     sequence_parallel: np.ndarray
+    cp: np.ndarray
     index: np.ndarray
 
     def spread(self, values, shape) -> np.ndarray:
@@ -131,13 +154,15 @@ class DistinctShapes(NamedTuple):
 
 
 def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
-    """The layouts' distinct (micro-batch, TP, SP), all that a layer's compute, the output
+    """The layouts' distinct (micro-batch, TP, SP, CP), all that a layer's compute, the output
     layer's and a TP collective depend on: each is costed once and spread back."""
-    # One integer per (micro-batch, TP, SP): both degrees are whole numbers below 2^24.
-    keys = (lay.micro_batch.astype(np.int64) << 25) | (lay.tp.astype(np.int64) << 1) | lay.sequence_parallel
+    # One integer per (micro-batch, TP, SP, CP): micro-batch and TP below 2^20, CP below 2^12.
+    keys = (((lay.micro_batch.astype(np.int64) << 20) | lay.tp.astype(np.int64)) << 13) \
+        | (lay.cp.astype(np.int64) << 1) | lay.sequence_parallel
     unique, inverse = np.unique(keys.reshape(-1), return_inverse=True)
-    b, tp, sp = (unique >> 25).astype(np.float64), ((unique >> 1) & (2**24 - 1)).astype(np.float64), (unique & 1) > 0
-    return DistinctShapes(b, tp, sp, inverse.reshape(-1))
+    b, tp = (unique >> 33).astype(np.float64), ((unique >> 13) & (2**20 - 1)).astype(np.float64)
+    cp, sp = ((unique >> 1) & (2**12 - 1)).astype(np.float64), (unique & 1) > 0
+    return DistinctShapes(b, tp, sp, cp, inverse.reshape(-1))
 
 
 def tp_crosses_nodes(tp, hw: HardwareProfile) -> np.ndarray:
@@ -159,13 +184,16 @@ def as_layouts(layouts: Mapping[str, np.ndarray], dp: np.ndarray, ctx: StepConte
     stages = np.where(interleaved, np.asarray(layouts["virtual_stages"], dtype=np.float64), 1.0)
     recompute = np.asarray(layouts["recompute"], dtype=np.int64)
     layers_per_stage = busiest_stage_layers(float(ctx.model.layers), pp, stages)
+    ones = np.ones(np.shape(tp))
     return StepLayouts(tp=tp, pp=pp, dp=dp, micro_batch=b, microbatches=np.floor(ctx.global_batch / (dp * b)),
                        stages=stages,
                        interleaved=interleaved, zero=np.asarray(layouts["zero"], dtype=np.int64),
                        sequence_parallel=np.asarray(layouts["sequence_parallel"], dtype=bool),
                        recompute=recompute, layers_per_stage=layers_per_stage,
                        recomputed_share=recomputed_share(recompute, layouts.get("recompute_layers"),
-                                                         layers_per_stage / stages))
+                                                         layers_per_stage / stages),
+                       cp=ones * np.asarray(layouts.get("cp", 1), dtype=np.float64),
+                       cp_comm=(ones * np.asarray(layouts.get("cp_comm", 0))).astype(np.int64))
 
 
 def recomputed_share(recompute, recompute_layers, chunk_layers):

@@ -20,6 +20,9 @@ per-layer model of ``tasks.model.projection.grid`` (method.md §3) to a whole st
   overlapped with the linear GEMMs. Sequence parallelism replaces each by a reduce-scatter
   and an all-gather (Korthikanti et al.) and splits the replicated element-wise kernels.
 - **Optimizer**: one memory-bound Adam step over the device's shard of the states.
+- **CP** (``comm.cp_comm``, ``collectives.cp_exchange``): each sequence split over CP ranks,
+  each rank's layers run on its SL/CP tokens; the keys and values exchanged around a ring
+  behind attention, or all-gathered.
 - **PP**: a point-to-point send of each micro-batch's activations forward and of its
   gradient backward per stage boundary (v times for the interleaved schedule); the
   bubble, (p-1)/v ticks of the M + (p-1)/v a step takes, M micro-batches (Narayanan et
@@ -27,8 +30,9 @@ per-layer model of ``tasks.model.projection.grid`` (method.md §3) to a whole st
   the step).
 - **DP** (Rajbhandari et al., ZeRO, 2020): what each way of sharding model states splits,
   which collectives it runs, how often and behind what: ``tasks.model.collectives.dp_protocol``.
-- **Links**: ranks are numbered TP fastest, then DP, then PP (Megatron-LM's order); a
-  group uses the scale-out tier when it spans more than a node's devices.
+- **Links**: ranks are numbered TP fastest, then CP, then DP, then PP (Megatron-LM's order); a
+  group uses the scale-out tier when it spans more than a node's devices. DP collectives and
+  the sharding modes span DP x CP ranks (``StepLayouts.grad_ranks``).
 - **Latency** (Erdil and Schneider-Joseph, arXiv 2411.01137): every kernel pays at least
   the launch floor and every collective step an α, already inside the times above;
   ``latency_s`` reports that floor alone: the step's time if every kernel and collective
@@ -53,7 +57,7 @@ import numpy as np
 from tasks.model.kernels import layer
 from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step import memory
-from tasks.model.step.comm import dp_comm, embedding_matrices, engine_copies, latency_floor, pp_comm, tp_comm
+from tasks.model.step.comm import cp_comm, dp_comm, embedding_matrices, engine_copies, latency_floor, pp_comm, tp_comm
 from tasks.model.step.compute import compute_per_microbatch, optimizer_time, stage_layer_cost
 from tasks.model.step.context import StepContext, StepLayouts, as_layouts, distinct_shapes
 from tasks.model.terms import metrics
@@ -65,7 +69,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-24"
+STEP_MODEL_VERSION = "step-25"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -80,7 +84,8 @@ class StepPlan:
     (``layer_cost.LayerCost``). ``compute``: one micro-batch on the busiest stage
     (``step.compute.compute_per_microbatch``: ``per_microbatch``, ``forward``,
     ``forward_hide``, ``backward_hide``, ``kernels_per_microbatch``). ``tp``, ``pp``: one
-    micro-batch's TP and PP communication (``step.comm.tp_comm``, ``pp_comm``). ``dp``: the
+    micro-batch's TP and PP communication (``step.comm.tp_comm``, ``pp_comm``); ``cp``: its
+    CP exchange (``step.comm.cp_comm``). ``dp``: the
     step's DP collectives (``step.comm.dp_comm``). ``optimizer``: the optimizer step.
     ``params``: parameters on the largest device; ``memory``: its bytes. ``ticks``: the
     pipeline's ticks (``pipeline_ticks``)."""
@@ -91,6 +96,7 @@ class StepPlan:
     compute: Dict[str, np.ndarray]
     tp: Dict[str, np.ndarray]
     pp: Dict[str, np.ndarray]
+    cp: Dict[str, np.ndarray]
     dp: Dict[str, np.ndarray]
     optimizer: np.ndarray
     params: np.ndarray
@@ -99,8 +105,8 @@ class StepPlan:
 
     @cached_property
     def exposed_per_microbatch(self) -> np.ndarray:
-        """Communication one micro-batch's tick waits for: TP, PP and per-micro-batch DP."""
-        return self.tp["exposed"] + self.pp["exposed"] + self.dp["per_microbatch"]
+        """Communication one micro-batch's tick waits for: TP, CP, PP and per-micro-batch DP."""
+        return self.tp["exposed"] + self.cp["exposed"] + self.pp["exposed"] + self.dp["per_microbatch"]
 
     @cached_property
     def tick(self) -> np.ndarray:
@@ -126,7 +132,8 @@ def step_plan(lay: StepLayouts, ctx: StepContext) -> StepPlan:
     compute = _with_engine_copies(compute_per_microbatch(lay, ctx, cost, shapes), lay, ctx)
     params, device_memory = stage_memory(lay, ctx)
     return StepPlan(layouts=lay, ctx=ctx, cost=cost, compute=compute, tp=tp_comm(lay, ctx, cost, shapes),
-                    pp=pp_comm(lay, ctx, compute["per_microbatch"]), dp=dp_comm(lay, ctx, compute),
+                    pp=pp_comm(lay, ctx, compute["per_microbatch"]), cp=cp_comm(lay, ctx, cost),
+                    dp=dp_comm(lay, ctx, compute),
                     optimizer=optimizer_time(lay, ctx, params), params=params, memory=device_memory,
                     ticks=pipeline_ticks(lay))
 
@@ -158,12 +165,13 @@ def stage_memory(lay: StepLayouts, ctx: StepContext):
     if stack.fp8 and not stack.fp8_params:
         states = states + memory.fp8_weight_copy_bytes(layer_params, shard_ranks, lay.zero)
     gathered = np.where(lay.sharded, 2.0 * weight_bytes * per_layer / lay.tp, 0.0)
-    act = memory.layer_activation_bytes(float(model.seq_len), lay.micro_batch, h, heads, lay.tp,
+    seq = float(model.seq_len) * lay.seq_share
+    act = memory.layer_activation_bytes(seq, lay.micro_batch, h, heads, lay.tp,
                                         lay.sequence_parallel, lay.recompute, block,
                                         fp8_inputs=stack.fp8, recomputed_share=lay.recomputed_share)
     held = memory.resident_layers(lay.layers_per_stage, lay.pp, stack.offload_layers)
     first = memory.in_flight_microbatches(lay.microbatches, lay.pp, lay.stages, lay.interleaved) * held * act
-    last = held * act + memory.logits_bytes(float(model.seq_len), lay.micro_batch, vocab, lay.tp)
+    last = held * act + memory.logits_bytes(seq, lay.micro_batch, vocab, lay.tp)
     return layer_params + embedding_params, states + gathered + np.maximum(first, last)
 
 
@@ -172,18 +180,21 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
 
     Reads ``tp``, ``pp``, ``micro_batch``, ``schedule`` (code), ``virtual_stages``,
     ``zero`` (code), ``sequence_parallel`` (bool), ``recompute`` (code). Returns arrays:
+    ``cp`` and ``cp_comm`` (code of ``layout.CP_COMMS``) where given (1 and p2p where not). Returns arrays:
     ``dp``, ``microbatches``, ``status_code`` (index into ``STATUS_CODES``),
     ``step_time_s``, ``exposed_comm_s``, ``exposed_comm_share``,
     ``tokens_per_s_per_device``, ``memory_per_device_bytes``, ``latency_s``,
     ``bubble_fraction``, ``compute_s``, ``tp_comm_s``, ``pp_comm_s``, ``dp_comm_s``
     (all TP, PP and DP/ZeRO collectives of a step, hidden or not), ``tp_exposed_s`` and
-    ``pp_exposed_s`` (what of them the step waits for), ``optimizer_s``,
+    ``pp_exposed_s`` (what of them the step waits for), ``cp_comm_s`` and ``cp_exposed_s``
+    (context parallelism's exchange, all of it and what the step waits for), ``optimizer_s``,
     ``dp_traffic_bytes`` (bytes one device sends over its DP rings per step),
     ``params_per_device``. Step metrics are NaN where a structural constraint fails; memory
     is NaN there too.
     """
     model = ctx.model
-    dp_int = ctx.devices // np.maximum(np.asarray(layouts["tp"]) * np.asarray(layouts["pp"]), 1)
+    model_parallel = np.asarray(layouts["tp"]) * np.asarray(layouts["pp"]) * np.asarray(layouts.get("cp", 1))
+    dp_int = ctx.devices // np.maximum(model_parallel, 1)
     violations = structural_violations({**layouts, "dp": dp_int}, heads=model.heads, layers=model.layers,
                                        devices=ctx.devices, global_batch=ctx.global_batch)
     status = first_violation(violations)
@@ -203,7 +214,7 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
 def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
     """The step's times, traffic and memory (method.md §3, §6 and §8), summed from its plan."""
     plan = step_plan(lay, ctx)
-    compute, tp, pp, dp = plan.compute, plan.tp, plan.pp, plan.dp
+    compute, tp, pp, cp, dp = plan.compute, plan.tp, plan.pp, plan.cp, plan.dp
     ticks, step = plan.ticks, plan.step_time
     exposed_comm = ticks * plan.exposed_per_microbatch + dp["per_step"]
     return {
@@ -211,13 +222,15 @@ def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
         "exposed_comm_s": exposed_comm,
         "exposed_comm_share": metrics.communication_share(exposed_comm, step),
         "tokens_per_s_per_device": ctx.global_batch * ctx.model.seq_len / step / ctx.devices,
-        "latency_s": latency_floor(lay, ctx, ticks, compute["kernels_per_microbatch"]),
+        "latency_s": latency_floor(lay, ctx, ticks, compute["kernels_per_microbatch"]) + ticks * cp["latency"],
         "bubble_fraction": (ticks - lay.microbatches) / ticks,
         "compute_s": ticks * compute["per_microbatch"],
         "tp_comm_s": ticks * tp["total"],
         "pp_comm_s": ticks * pp["total"],
         "tp_exposed_s": ticks * tp["exposed"],
         "pp_exposed_s": ticks * pp["exposed"],
+        "cp_comm_s": ticks * cp["total"],
+        "cp_exposed_s": ticks * cp["exposed"],
         "dp_comm_s": dp["total"],
         "optimizer_s": plan.optimizer,
         "dp_traffic_bytes": dp["traffic"],

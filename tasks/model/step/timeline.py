@@ -3,7 +3,8 @@ complete events of the Trace Event format that Chrome's tracing and Perfetto ope
 
 The step model charges every pipeline stage the busiest stage's tick: one micro-batch's
 forward pass (``forward_s``) and backward pass (``backward_s``), each its compute and then
-the communication it waits for (TP, PP, and DP collectives run per micro-batch). The passes
+the communication it waits for (TP, CP's exchange of keys and values, PP, and DP collectives
+run per micro-batch). The passes
 run in Megatron-LM's order (``pass_order``: 1F1B, or the interleaved schedule's chunks of
 ``virtual_stages``), each starting when its stage is free and its input has arrived from the
 stage before (forward) or after (backward). After a stage's last backward come the DP
@@ -27,7 +28,7 @@ __all__ = ["TRACKS", "PassTimes", "TimelineEvent", "pass_times", "pass_order", "
            "step_timeline", "trace_json"]
 
 #: One track (a trace "thread") per kind of work on each stage, in this order.
-TRACKS: Tuple[str, ...] = ("compute", "tp", "pp", "dp")
+TRACKS: Tuple[str, ...] = ("compute", "tp", "cp", "pp", "dp")
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,9 @@ class PassTimes:
 def pass_times(plan: StepPlan, row: int = 0) -> PassTimes:
     """The passes of layout ``row`` of ``plan``: the forward holds the layers' forward, the
     logits GEMM and the loss, the TP collectives of the forward and the embedding's, half of
-    the PP sends, and the DP collectives hidden by the forward; the backward holds the rest."""
-    lay, compute, tp, pp = plan.layouts, plan.compute, plan.tp, plan.pp
+    the PP sends, the CP exchange of the first forward, and the DP collectives hidden by the
+    forward; the backward holds the rest (recomputation's repeats of TP and CP among them)."""
+    lay, compute, tp, pp, cp = plan.layouts, plan.compute, plan.tp, plan.pp, plan.cp
     dp = dp_by_window(lay, plan.ctx, compute)
 
     def at(values) -> float:
@@ -64,13 +66,15 @@ def pass_times(plan: StepPlan, row: int = 0) -> PassTimes:
 
     forward_compute = at(compute["forward"])
     compute_s = {"forward": forward_compute, "backward": at(compute["per_microbatch"]) - forward_compute}
-    exposed = {"forward": {"tp": at(tp["forward_exposed"]), "pp": at(pp["exposed"]) / 2.0,
-                           "dp": at(dp["microbatch_forward_exposed"])},
-               "backward": {"tp": at(tp["backward_exposed"]), "pp": at(pp["exposed"]) / 2.0,
+    exposed = {"forward": {"tp": at(tp["forward_exposed"]), "cp": at(cp["forward_exposed"]),
+                           "pp": at(pp["exposed"]) / 2.0, "dp": at(dp["microbatch_forward_exposed"])},
+               "backward": {"tp": at(tp["backward_exposed"]), "cp": at(cp["exposed"]) - at(cp["forward_exposed"]),
+                            "pp": at(pp["exposed"]) / 2.0,
                             "dp": at(dp["microbatch_backward_exposed"]) + at(dp["microbatch_none_exposed"])}}
-    total = {"forward": {"tp": at(tp["forward_total"]), "pp": at(pp["total"]) / 2.0,
+    total = {"forward": {"tp": at(tp["forward_total"]), "cp": at(cp["forward_total"]), "pp": at(pp["total"]) / 2.0,
                          "dp": at(dp["microbatch_forward"])},
-             "backward": {"tp": at(tp["backward_total"]), "pp": at(pp["total"]) / 2.0,
+             "backward": {"tp": at(tp["backward_total"]), "cp": at(cp["total"]) - at(cp["forward_total"]),
+                          "pp": at(pp["total"]) / 2.0,
                           "dp": at(dp["microbatch_backward"]) + at(dp["microbatch_none"])}}
     tail = (("dp", "reduce gradients", at(dp["step_backward_exposed"]), at(dp["step_backward"])),
             ("compute", "optimizer step", at(plan.optimizer), at(plan.optimizer)),
@@ -200,7 +204,7 @@ def _pass_events(stage: int, kind: str, mb: int, chunk: int, start: float, chunk
     compute = times.compute[kind] / chunks
     yield from _placed(stage, "compute", label, start, compute, track_end, {"micro_batch": mb, "chunk": chunk})
     at = start + compute
-    for track in ("tp", "pp", "dp"):
+    for track in ("tp", "cp", "pp", "dp"):
         exposed, total = times.exposed[kind][track] / chunks, times.total[kind][track] / chunks
         at += exposed
         if total > 0.0:

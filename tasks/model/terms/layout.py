@@ -1,9 +1,10 @@
 """A parallel layout of one training step, as plain data, and its structural checks.
 
-A layout splits ``devices`` accelerators into TP x PP x DP groups (DP is what is left:
-``devices / (tp * pp)``) and says how the step runs: micro-batch size, pipeline schedule
-(1F1B or interleaved with ``virtual_stages`` model chunks per device), how ZeRO/FSDP
-shards the model states over DP, sequence parallelism, and activation recomputation.
+A layout splits ``devices`` accelerators into TP x CP x PP x DP groups (DP is what is left:
+``devices / (tp * cp * pp)``; CP, context parallelism, splits each sequence) and says how the
+step runs: micro-batch size, pipeline schedule (1F1B or interleaved with ``virtual_stages``
+model chunks per device), how ZeRO/FSDP shards the model states over DP, sequence
+parallelism, activation recomputation, and how CP ranks exchange keys and values.
 
 Layouts travel as columns (one NumPy array per field, one row per layout) so that a whole
 space is checked and costed in one call. String-valued fields are integer codes in
@@ -23,6 +24,7 @@ __all__ = [
     "SCHEDULES",
     "ZERO_MODES",
     "RECOMPUTE_MODES",
+    "CP_COMMS",
     "CODED_FIELDS",
     "code",
     "encode",
@@ -32,6 +34,7 @@ __all__ = [
     "STRUCTURAL_CONSTRAINTS",
     "Layout",
     "recompute_layers_problem",
+    "cp_problem",
     "structural_violations",
     "first_violation",
     "family",
@@ -53,6 +56,15 @@ ZERO_MODES: Tuple[str, ...] = ("none", "zero1", "zero3", "fsdp", "hsdp")
 #: Activation recomputation (Korthikanti et al., arXiv 2205.05198): none, selective
 #: (the attention core: scores, softmax, dropout, context), full (the whole layer).
 RECOMPUTE_MODES: Tuple[str, ...] = ("none", "selective", "full")
+
+#: How context-parallel ranks exchange keys and values (Megatron-Core's ``cp_comm_type``, run by
+#: Transformer Engine's ``attention/dot_product_attention/context_parallel.py`` at d0067d0da):
+#: "p2p" passes each rank's K/V chunk around a ring, one hop per attention step, behind that
+#: step's attention (``AttnFuncWithCPAndKVP2P``, Megatron-LM's default ``--cp-comm-type p2p``);
+#: "all_gather" gathers the whole K/V before a layer's attention and reduce-scatters their
+#: gradients after it (``AttnFuncWithCPAndKVAllGather``; the variant Llama 3 trained with,
+#: Grattafiori et al. 2024, arXiv 2407.21783 §3.3.2). Names in a ``Layout``, codes in columns.
+CP_COMMS: Tuple[str, ...] = ("p2p", "all_gather")
 
 #: The layout fields that are names in a ``Layout`` and in the lake, integer codes in columns.
 CODED_FIELDS: Dict[str, Tuple[str, ...]] = {"schedule": SCHEDULES, "zero": ZERO_MODES, "recompute": RECOMPUTE_MODES}
@@ -78,20 +90,22 @@ def decode(field: str, codes: Sequence[int]) -> List[str]:
 
 
 #: The fields of a layout a search varies and the lake keeps, in table order (a ``Layout``'s
-#: ``recompute_layers``, which only a run states, is 0 for each of them).
+#: ``recompute_layers``, which only a run states, is 0 for each of them; so is context
+#: parallelism: ``cp`` 1, ``cp_comm`` p2p).
 LAYOUT_FIELDS: Tuple[str, ...] = ("tp", "pp", "dp", "micro_batch", "schedule", "virtual_stages", "zero",
                                   "sequence_parallel", "recompute")
 
 #: What the words of ``Layout.describe`` mean, on one line.
 LAYOUT_LEGEND = ("tpN/ppN/dpN: tensor-, pipeline-, data-parallel degree; pp2(i5): interleaved schedule, 5 model "
                  "chunks per device; bN: micro-batch of N sequences; none/zero1/zero3/fsdp/hsdp: how DP shards model "
-                 "states; sp: sequence parallel; sele/full: selective/full activation recomputation; full(5): full "
+                 "states; cpN: context-parallel degree, cpN(ag) exchanging K/V by all-gather; sp: sequence parallel; "
+                 "sele/full: selective/full activation recomputation; full(5): full "
                  "recomputation of 5 layers per model chunk, the others keep their activations")
 
 #: Structural constraints, checked before any cost: name -> what must hold.
 STRUCTURAL_CONSTRAINTS: Dict[str, str] = {
     "tp_divides_heads": "TP divides the model's attention heads",
-    "tp_pp_divides_devices": "TP x PP divides the device count",
+    "tp_pp_divides_devices": "TP x PP x CP divides the device count",
     "stages_hold_layers": "every model chunk holds a layer: layers >= PP x virtual stages (an uneven split puts "
                           "the extra layers on the first stages, as Megatron-Core's uneven pipeline split does)",
     "batch_divisible": "the global batch is divisible by DP x micro-batch",
@@ -117,11 +131,17 @@ class Layout:
     #: (Megatron-LM's --recompute-method block with --recompute-num-layers); the others keep
     #: their activations. 0: every layer.
     recompute_layers: int = 0
+    #: Context parallelism: ranks each sequence is split over (1: none), and how they exchange
+    #: keys and values (``CP_COMMS``). Only a run states them so far; a search keeps 1.
+    cp: int = 1
+    cp_comm: str = "p2p"
 
     def __post_init__(self) -> None:
         for name in CODED_FIELDS:
             code(name, getattr(self, name))
-        for name in ("tp", "pp", "dp", "micro_batch", "virtual_stages"):
+        if self.cp_comm not in CP_COMMS:
+            raise ValueError(f"cp_comm={self.cp_comm!r}: choose one of {', '.join(CP_COMMS)}")
+        for name in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "cp"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
         problem = recompute_layers_problem(self.recompute, self.recompute_layers)
@@ -133,13 +153,15 @@ class Layout:
         row = asdict(self)
         for name in CODED_FIELDS:
             row[name] = code(name, row[name])
+        row["cp_comm"] = CP_COMMS.index(self.cp_comm)
         return {name: np.asarray([value]) for name, value in row.items()}
 
     def describe(self) -> str:
         """A short human label, e.g. ``tp8 pp4(i2) dp16 b1 zero1 sp sele`` (``LAYOUT_LEGEND``
         spells it out)."""
         pp = f"pp{self.pp}" + (f"(i{self.virtual_stages})" if self.schedule == "interleaved" else "")
-        parts = [f"tp{self.tp}", pp, f"dp{self.dp}", f"b{self.micro_batch}", self.zero]
+        cp = [f"cp{self.cp}" + ("(ag)" if self.cp_comm == "all_gather" else "")] if self.cp > 1 else []
+        parts = [f"tp{self.tp}", *cp, pp, f"dp{self.dp}", f"b{self.micro_batch}", self.zero]
         parts += ["sp"] if self.sequence_parallel else []
         parts += [] if self.recompute == "none" else [self.recompute[:4] + (f"({self.recompute_layers})"
                                                                             if self.recompute_layers else "")]
@@ -156,12 +178,26 @@ def recompute_layers_problem(recompute: str, recompute_layers: int) -> str:
     return ""
 
 
+def cp_problem(cp: int, seq_len: int, flash: bool) -> str:
+    """What is wrong with context parallelism of ``cp`` ranks for ``seq_len``-token sequences
+    (empty: nothing): it needs fused attention (Megatron-Core runs it only in Transformer
+    Engine's attention: megatron/core/transformer/dot_product_attention.py at d98e8a64dd asserts
+    "Context parallelism is only supported by TEDotProductAttention!"), and each sequence must
+    split into 2 x CP equal chunks (Megatron's causal load balance gives each rank two)."""
+    if cp > 1 and not flash:
+        return "needs fused (flash) attention: Megatron-Core runs context parallelism only in Transformer Engine's"
+    if cp > 1 and seq_len % (2 * cp):
+        return f"does not split {seq_len}-token sequences into 2 x CP = {2 * cp} equal chunks"
+    return ""
+
+
 def structural_violations(layouts: Mapping[str, np.ndarray], *, heads: int, layers: int, devices: int,
                           global_batch: int) -> Dict[str, np.ndarray]:
     """For each of ``STRUCTURAL_CONSTRAINTS``, a bool array: True where a layout breaks it.
 
     ``layouts`` holds ``tp``, ``pp``, ``micro_batch``, ``schedule`` (code),
-    ``virtual_stages`` (and ``dp`` if given; otherwise it is ``devices / (tp * pp)``).
+    ``virtual_stages`` (and ``cp``, 1 where not given; ``dp`` if given, otherwise it is
+    ``devices / (tp * pp * cp)``).
     Vectorised; every constraint is checked on every layout (not only the first that
     fails), so a caller can say how many layouts each one rules out.
     """
@@ -170,7 +206,7 @@ def structural_violations(layouts: Mapping[str, np.ndarray], *, heads: int, laye
     b = np.asarray(layouts["micro_batch"], dtype=np.int64)
     v = np.asarray(layouts["virtual_stages"], dtype=np.int64)
     interleaved = np.asarray(layouts["schedule"]) == code("schedule", "interleaved")
-    model_parallel = tp * pp
+    model_parallel = tp * pp * np.asarray(layouts.get("cp", 1), dtype=np.int64)
     dp = np.asarray(layouts["dp"], dtype=np.int64) if "dp" in layouts else devices // np.maximum(model_parallel, 1)
     splits = devices % model_parallel != 0
     if "dp" in layouts:

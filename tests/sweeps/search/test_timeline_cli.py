@@ -59,8 +59,21 @@ def test_layout_overrides_choose_the_layout_and_each_stage_drawn_is_a_process(tm
     assert _end_s(trace) == pytest.approx(trace["otherData"]["step_time_s"], rel=1e-3)
 
 
+def test_a_context_parallel_layout_draws_its_exchange_and_dp_follows_cp(tmp_path):
+    result, trace = _timeline(tmp_path, "default", "layout.cp=2", "layout.cp_comm=all_gather", "layout.tp=8",
+                              "layout.pp=1")
+    assert result.exit_code == 0, result.output
+    assert trace["otherData"]["layout"].startswith("tp8 cp2(ag) pp1 dp16")
+    tracks = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    exchanged = [e for e in trace["traceEvents"] if e.get("cat") == "cp"]
+    assert "cp" in tracks and exchanged and all(e["args"]["exposed_us"] == pytest.approx(e["dur"]) for e in exchanged)
+    assert _end_s(trace) == pytest.approx(trace["otherData"]["step_time_s"], rel=1e-3)
+
+
 @pytest.mark.parametrize("args, says", [(["layout.tp=3"], "tp_divides_heads"), (["layout.dp=7"], "256 devices"),
-                                        (["layout.zero=zero2"], "must be one of"), (["-o", "."], "is a folder")])
+                                        (["layout.zero=zero2"], "must be one of"), (["-o", "."], "is a folder"),
+                                        (["small", "layout.cp=2"], "layout.cp=2: needs fused (flash) attention"),
+                                        (["layout.cp_comm=ring"], "must be one of p2p, all_gather")])
 def test_bad_input_is_refused_in_one_line_and_nothing_is_written(tmp_path, args, says):
     result = CliRunner().invoke(main, ["timeline", *args, "--lake", str(tmp_path / "lake")] +
                                 ([] if "-o" in args else ["-o", str(tmp_path / "t.json")]))

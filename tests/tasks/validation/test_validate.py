@@ -120,18 +120,47 @@ def test_a_gated_mlp_column_says_what_the_width_alone_cannot(tmp_path, profiles)
         read_runs(path)
 
 
-def test_a_row_of_context_or_expert_parallelism_is_refused_not_predicted_as_another_layout(tmp_path):
-    def runs(column: str, values) -> Path:
-        path = tmp_path / f"{column}.csv"
-        path.write_text("\n".join([HEADER + f",{column}", *(_row() + f",{v}" for v in values)]) + "\n",
-                        encoding="utf-8")
-        return path
+def test_a_row_of_expert_parallelism_is_refused_not_predicted_as_another_layout(tmp_path):
+    path = tmp_path / "num_experts.csv"
+    path.write_text("\n".join([HEADER + ",num_experts", _row() + ",1", _row() + ",8"]) + "\n", encoding="utf-8")
+    with pytest.raises(RowError, match="row 2: num_experts='8' mixture-of-experts layers are not modelled"):
+        read_runs(path)
 
-    assert len(read_runs(runs("cp", ["", "1"]))) == 2
-    with pytest.raises(RowError, match="row 2: cp='2' context parallelism is not modelled"):
-        read_runs(runs("cp", ["1", "2"]))
-    with pytest.raises(RowError, match="row 1: num_experts='8' mixture-of-experts layers are not modelled"):
-        read_runs(runs("num_experts", ["8"]))
+
+def _cp_runs(tmp_path, rows) -> Path:
+    """A runs file with ``cp`` and ``cp_comm`` columns: each of ``rows`` (cells, cp, cp_comm)."""
+    path = tmp_path / "cp.csv"
+    path.write_text("\n".join([HEADER + ",cp,cp_comm", *(_row(**cells) + f",{cp},{comm}" for cells, cp, comm in rows)])
+                    + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_context_parallel_row_counts_its_cp_ranks_and_is_priced_with_its_exchange(tmp_path, profiles):
+    """CP ranks are GPUs of their own (TP x PP x CP x DP), a blank DP follows from them, and a
+    CP row is priced: its ranks each run half the sequence, so it is no slower than twice the
+    ranks' DP would make it, and all-gathering K/V costs what the ring hides."""
+    flash = dict(flash_attention="true", seq="16384", dp="", gpus="32", global_batch="64", micro_batch="1")
+    ring, gathered, plain = read_runs(_cp_runs(tmp_path, [(flash, "2", ""), (flash, "2", "all_gather"),
+                                                          (flash, "", "")]))
+    assert (ring.cp, ring.dp, ring.gpus, ring.cp_comm) == (2, 16, 32, "p2p")
+    assert (gathered.cp_comm, plain.cp, plain.dp) == ("all_gather", 1, 32)
+    hw = find_profile(ring.hw, profiles)
+    ring_p, gathered_p = predict_run(ring, hw), predict_run(gathered, hw)
+    assert ring_p.layout.cp == 2 and ring_p.layout.describe().startswith("tp1 cp2 pp1 dp16")
+    assert gathered_p.step_time_s > ring_p.step_time_s
+    assert ring_p.memory_gb < predict_run(plain, hw).memory_gb
+
+
+@pytest.mark.parametrize("cells, cp, comm, named", [
+    (dict(flash_attention="true", dp="", gpus="32"), "3", "", "row 1: cp='3' does not split 2048-token sequences"),
+    (dict(dp="", gpus="32"), "2", "", "row 1: cp='2' needs fused (flash) attention"),
+    (dict(flash_attention="true"), "2", "", "row 1: gpus=32 is not tp x pp x cp x dp = 1 x 1 x 2 x 32 = 64"),
+    (dict(flash_attention="true", dp="", gpus="32"), "2", "ring", "row 1: cp_comm='ring' is not one of p2p"),
+    (dict(flash_attention="true", dp="", gpus="32"), "0", "", "row 1: cp='0'"),
+])
+def test_a_context_parallel_row_that_cannot_run_is_refused_naming_the_field(tmp_path, cells, cp, comm, named):
+    with pytest.raises(RowError, match=re.escape(named)):
+        read_runs(_cp_runs(tmp_path, [(cells, cp, comm)]))
 
 
 def test_a_dropout_column_says_whether_the_layers_drop_out(tmp_path, profiles):
@@ -230,11 +259,11 @@ def test_every_shipped_run_is_feasible_and_table_4_holds_within_ten_percent(prof
 
 def test_every_held_out_run_names_its_source_and_is_predicted_on_a_profile(profiles):
     runs = read_runs(DATA / "holdout_runs.csv")
-    assert len(runs) == 28 and all(find_profile(run.hw, profiles) for run in runs)
+    assert len(runs) == 31 and all(find_profile(run.hw, profiles) for run in runs)
     notes = [row["notes"] for row in csv.DictReader((DATA / "holdout_runs.csv").open(encoding="utf-8"))]
     assert all(re.search(r"commit [0-9a-f]{7,}|arXiv \d{4}\.\d{5}", note) for note in notes)
     result = validate_all(profiles, DATA, runs_file=DATA / "holdout_runs.csv", datasets=("runs",))
-    assert len(result.records) == 28 and not result.skipped
+    assert len(result.records) == 31 and not result.skipped
 
 
 def test_an_fp16_run_accumulates_16_bit_gradients_and_a_bf16_run_fp32():
