@@ -26,17 +26,18 @@ from sweeps.config.schemas import SearchSpec
 from sweeps.config.specs import validate_hardware, validate_model
 from sweeps.errors import ConfigError, UserError
 from tasks.identity import content_hash
-from tasks.model.terms.layout import CODED_FIELDS
+from tasks.model.terms.layout import CODED_FIELDS, cp_problem
 from tasks.model.projection.grid import COST_MODEL_VERSION
 from tasks.model.search.rows import OBJECTIVES, no_fit_reason
-from tasks.model.search.space import constraint_counts, enumerate_layouts
+from tasks.model.search.space import LayoutSpace, constraint_counts, enumerate_layouts
 from tasks.model.kernels.roofline import MissingFigure, gemm_ceiling, peak_flops
 from tasks.model.terms.specs import HardwareProfile, TransformerModel, fingerprint
 from tasks.model.terms.stack import Stack
 from tasks.model.step.plan import STEP_MODEL_VERSION, StepContext, step_columns
 
 __all__ = ["SearchSetup", "SAMPLERS", "DEFAULT_PRESET", "TRIALS_BOUND", "CONFIG_GROUPS", "load_search",
-           "compose_stack", "load_stack", "composed_config", "validate_search", "check_budget", "check_space"]
+           "compose_stack", "load_stack", "composed_config", "validate_search", "check_budget", "check_space",
+           "check_context_parallel"]
 
 DEFAULT_PRESET = "default"
 #: How a trial's parameters spell a layout (``sweeps.search.suggest_layout``): part of a
@@ -95,7 +96,8 @@ class SearchSetup:
         spec = dataclasses.asdict(self.spec)
         for volatile in VOLATILE_FIELDS:
             spec.pop(volatile)
-        return {**spec, "sampler": self.sampler, "parameters": TRIAL_PARAMETERS, "model_fp": fingerprint(self.model),
+        parameters = TRIAL_PARAMETERS + (",context" if len(self.spec.space.context_choices()) > 1 else "")
+        return {**spec, "sampler": self.sampler, "parameters": parameters, "model_fp": fingerprint(self.model),
                 "hardware_fp": fingerprint(self.hardware), "stack_fp": fingerprint(self.stack),
                 "cost_model": f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"}
 
@@ -193,8 +195,10 @@ def load_search(overrides: Sequence[str] = (), *, scaling: bool = False, exhaust
     validate_model(model)
     validate_hardware(hardware)
     decisive = tuple(item for item in overrides if "=" in item and item.partition("=")[0] not in VOLATILE_FIELDS)
-    return SearchSetup(spec, model, hardware,
-                       load_stack(spec.stack, hardware, fields["stack"], allow_large=allow_large),
+    stack = load_stack(spec.stack, hardware, fields["stack"], allow_large=allow_large)
+    models = [load_preset("model", name) for name in spec.scaling.models] if scaling else [model]
+    check_context_parallel(spec.space, models, stack)
+    return SearchSetup(spec, model, hardware, stack,
                        preset=preset, overrides=decisive,
                        user_named=(path.resolve().parent != CONF_DIR / "search"
                                    or any(item.startswith("name=") for item in dotted)))
@@ -256,7 +260,7 @@ def validate_search(spec: SearchSpec) -> None:
     check_choices("search.sampler", [spec.sampler], SAMPLERS, verb="choose one of")
     check_fraction("search.memory_fraction", spec.memory_fraction, "a fraction of HBM")
     space = spec.space
-    for name in ("tp", "pp", "micro_batch"):
+    for name in ("tp", "pp", "micro_batch", "cp"):
         check_positive(f"search.space.{name}", getattr(space, name))
     for name, allowed in CODED_FIELDS.items():
         values = getattr(space, name)
@@ -295,6 +299,17 @@ def check_budget(spec: SearchSpec, *, allow_large: bool) -> None:
     if spec.trials > TRIALS_BOUND:
         raise ConfigError("search.trials", spec.trials, f"exceeds the bound of {TRIALS_BOUND:,} trials for one search; "
                                                         "give --allow-large to go on")
+
+
+def check_context_parallel(space: LayoutSpace, models: Sequence[TransformerModel], stack: Stack) -> None:
+    """Refuse (``ConfigError`` naming ``search.space.cp``) a CP degree the stack or a model's
+    sequence cannot run (``layout.cp_problem``): before any work."""
+    for model in models:
+        for cp in space.cp:
+            problem = cp_problem(cp, model.seq_len, stack.flash)
+            if problem:
+                raise ConfigError("search.space.cp", space.cp, f"{problem} ({model.name}, seq_len {model.seq_len}, "
+                                                               f"attention {stack.attention})")
 
 
 def check_space(setup: SearchSetup) -> Tuple[int, int]:

@@ -63,10 +63,16 @@ class ExportCase:
         return self.global_batch // (self.layout.dp * self.layout.micro_batch)
 
     @property
+    def grad_ranks(self) -> int:
+        """Ranks gradients are reduced and model states sharded over: DP x CP (context-parallel
+        ranks hold the same weights; ``tasks.model.step.context.StepLayouts.grad_ranks``)."""
+        return self.layout.dp * self.layout.cp
+
+    @property
     def sharding(self) -> str:
-        """The layout's ZeRO mode, "none" where DP is 1: over one replica nothing is sharded
-        and nothing is reduced, whatever the mode says."""
-        return "none" if self.layout.dp == 1 else self.layout.zero
+        """The layout's ZeRO mode, "none" where DP x CP is 1: over one replica nothing is
+        sharded and nothing is reduced, whatever the mode says."""
+        return "none" if self.grad_ranks == 1 else self.layout.zero
 
     @property
     def sequence_parallel(self) -> bool:
@@ -80,8 +86,8 @@ class ExportCase:
 
     @property
     def dp_overlap(self) -> bool:
-        """The stack overlaps DP communication with the backward pass, and there is some (DP > 1)."""
-        return self.stack.dp_overlap and self.layout.dp > 1
+        """The stack overlaps DP communication with the backward pass, and there is some (DP x CP > 1)."""
+        return self.stack.dp_overlap and self.grad_ranks > 1
 
     @property
     def gather_overlap(self) -> bool:
@@ -93,9 +99,9 @@ class ExportCase:
 
     @property
     def shard_ranks(self) -> int:
-        """Ranks a hybrid sharding mode splits model states over: the DP group's ranks on one
-        node (``dp_protocol.dp_ranks_per_node``)."""
-        return int(dp_ranks_per_node(self.layout.tp, self.layout.dp, self.hardware.devices_per_node))
+        """Ranks a hybrid sharding mode splits model states over: the DP (x CP) group's ranks on
+        one node (``dp_protocol.dp_ranks_per_node``)."""
+        return int(dp_ranks_per_node(self.layout.tp, self.grad_ranks, self.hardware.devices_per_node))
 
     @property
     def nodes(self) -> int:

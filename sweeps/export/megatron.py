@@ -9,6 +9,9 @@ before its arguments were generated from config dataclasses); the constraints qu
   an uneven split: ``--pipeline-model-parallel-layout``, each chunk's layers spelled out.
 - ``--sequence-parallel``; ``--micro-batch-size``; ``--global-batch-size`` (DP is what the
   devices leave, as in the layout).
+- Context parallelism: ``--context-parallel-size`` and ``--cp-comm-type`` (``p2p`` or
+  ``all_gather``, the names Transformer Engine's attention takes: its ``context_parallel.py``
+  at d0067d0da; ``validate_args`` asks a sequence of a multiple of 2 x CP, as the layout does).
 - ZeRO: none is Megatron's DDP (gradients all-reduced once per step, under ``no_sync``
   until the last micro-batch); zero1 is ``--use-distributed-optimizer`` (optimizer states
   sharded, gradients reduce-scattered once per step, weights all-gathered after the
@@ -140,6 +143,8 @@ def _layout(case: ExportCase) -> List[Flag]:
         out.append(("--pipeline-model-parallel-layout", f"'{layout}'"))
     elif lay.schedule == "interleaved":
         out.append(("--num-layers-per-virtual-pipeline-stage", chunk_split(case)[0]))
+    if lay.cp > 1:
+        out += [("--context-parallel-size", lay.cp), ("--cp-comm-type", lay.cp_comm)]
     if case.sequence_parallel:
         out.append(("--sequence-parallel", None))
     out += [("--micro-batch-size", lay.micro_batch), ("--global-batch-size", case.global_batch)]

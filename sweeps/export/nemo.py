@@ -10,7 +10,8 @@ configs it pins (NVIDIA/Megatron-LM@03f77931, requirements/manifest.json):
   with a gated MLP (SwiGLU, RMSNorm, RoPE), gpt3_175b otherwise (GELU, LayerNorm); the
   ``model.config`` edits then set the shape (GPTConfig, a Megatron-Core TransformerConfig).
 - ``trainer.strategy``: MegatronStrategy's TP, PP, virtual pipeline size, sequence
-  parallelism and context parallelism (1: the llama3_8b recipe sets 2), and ``fsdp``; an
+  parallelism and context parallelism (the layout's CP, where the llama3_8b recipe sets 2, and
+  ``model.config.cp_comm_type``, Megatron-Core's name for its exchange), and ``fsdp``; an
   uneven split of the layers as Megatron-Core's ``pipeline_model_parallel_layout``.
 - ``data``: the data module's micro- and global batch and sequence length.
 - ZeRO: none and zero1 are ``optim.config.use_distributed_optimizer`` False and True
@@ -72,12 +73,14 @@ def _layout(case: ExportCase) -> List[str]:
     lay = case.layout
     strategy = {"tensor_model_parallel_size": lay.tp, "pipeline_model_parallel_size": lay.pp,
                 "virtual_pipeline_model_parallel_size": lay.virtual_stages if lay.schedule == "interleaved" else None,
-                "pipeline_model_parallel_layout": pipeline_layout(case), "context_parallel_size": 1,
+                "pipeline_model_parallel_layout": pipeline_layout(case), "context_parallel_size": lay.cp,
                 "sequence_parallel": case.sequence_parallel}
     lines = [f"recipe.data.{name} = {value!r}" for name, value in
              (("seq_length", case.model.seq_len), ("micro_batch_size", lay.micro_batch),
               ("global_batch_size", case.global_batch))]
     lines += [f"recipe.trainer.strategy.{name} = {value!r}" for name, value in strategy.items()]
+    if lay.cp > 1:
+        lines.append(f"recipe.model.config.cp_comm_type = {lay.cp_comm!r}")
     return lines + _sharding(case) + _recompute(case)
 
 

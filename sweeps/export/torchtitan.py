@@ -33,6 +33,10 @@ dims' (``torchtitan/distributed/parallel_dims.py``), its Llama 3 parallelisation
   torchtitan/components/quantization/float8.py registers); weights in bf16, gradients
   reduced in fp32 (``mixed_precision_reduce``'s one choice); DP communication always
   overlaps the backward pass.
+- Context parallelism is refused: torchtitan's (``context_parallel_degree``) exchanges K/V
+  inside PyTorch's SDPA by an all-gather after the first attention step or an all-to-all
+  (``context_parallel_rotate_method``), neither the ring nor the all-gather before attention
+  that the layout costs.
 """
 
 from __future__ import annotations
@@ -66,6 +70,9 @@ def _refuse_stack(case: ExportCase) -> None:
 
 def _parallelism(case: ExportCase) -> Dict[str, object]:
     lay, mode = case.layout, case.sharding
+    if lay.cp > 1:
+        raise Unexpressible(NAME, f"CP {lay.cp} ({lay.cp_comm}): torchtitan's context parallelism exchanges K/V by "
+                                  "an all-gather after the first attention step or an all-to-all, not as costed")
     if lay.tp > 1 and not case.sequence_parallel:
         raise Unexpressible(NAME, f"TP {lay.tp} without sequence parallelism (torchtitan's TP always shards the "
                                   "norms by sequence)")

@@ -2,7 +2,9 @@
 
 Six categorical parameters (``sweeps.config.search.TRIAL_PARAMETERS``), none conditional on
 another: ``tensor`` (TP, with SP where it is a layout of its own), ``pp``, ``micro_batch``,
-``pipeline`` (the schedule with its virtual stages), ``zero`` and ``recompute``. The same
+``pipeline`` (the schedule with its virtual stages), ``zero`` and ``recompute``; and a
+seventh, ``context`` (CP with its exchange of keys and values), in a space that holds more
+than one (a space without context parallelism asks the six, as it did before CP). The same
 choices are asked of the sampler (``suggest_layout``), read back from a journal
 (``trial_layout``) and told again when a study is rebuilt from the lake's rows
 (``trial_distributions``, ``layout_params``).
@@ -19,7 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeps.errors import UserError
 from sweeps.search.journal import REPAIR_HINT
-from tasks.model.terms.layout import decode
+from tasks.model.terms.layout import CP_COMMS, decode
 from tasks.model.search.rows import OBJECTIVES
 from tasks.model.search.space import LayoutSpace
 
@@ -39,19 +41,31 @@ def _pipeline_choices(space: LayoutSpace) -> Dict[str, tuple]:
             for name, v in ((decode("schedule", [c])[0], v) for c, v in space.schedule_choices())}
 
 
+def _context_choices(space: LayoutSpace) -> Dict[str, tuple]:
+    """The ``context`` parameter's values: ``cp1``, or ``cpN:EXCHANGE`` per CP above 1 and
+    exchange (``layout.CP_COMMS``), e.g. ``cp4:p2p``."""
+    return {f"cp{cp}" if cp == 1 else f"cp{cp}:{CP_COMMS[comm]}": (cp, CP_COMMS[comm])
+            for cp, comm in space.context_choices()}
+
+
 def trial_distributions(space: LayoutSpace) -> Dict[str, CategoricalDistribution]:
-    """Each parameter's choices, in the order the sampler is asked them."""
+    """Each parameter's choices, in the order the sampler is asked them (``context`` only
+    where the space holds more than one)."""
     choices = {"tensor": list(_tensor_choices(space)), "pp": space.pp, "micro_batch": space.micro_batch,
                "pipeline": list(_pipeline_choices(space)), "zero": space.zero, "recompute": space.recompute}
+    if len(space.context_choices()) > 1:
+        choices["context"] = list(_context_choices(space))
     return {name: CategoricalDistribution(list(values)) for name, values in choices.items()}
 
 
 def _layout(params: Dict[str, Any], space: LayoutSpace) -> Dict[str, Any]:
     tp, sp = _tensor_choices(space)[params["tensor"]]
     schedule, stages = _pipeline_choices(space)[params["pipeline"]]
+    cp, cp_comm = _context_choices(space)[params["context"]] if "context" in params else \
+        next(iter(_context_choices(space).values()))
     return {"tp": tp, "pp": params["pp"], "micro_batch": params["micro_batch"], "schedule": schedule,
             "virtual_stages": stages, "zero": params["zero"], "sequence_parallel": sp,
-            "recompute": params["recompute"]}
+            "recompute": params["recompute"], "cp": cp, "cp_comm": cp_comm}
 
 
 def suggest_layout(trial: optuna.trial.BaseTrial, space: LayoutSpace) -> Dict[str, Any]:
@@ -91,13 +105,20 @@ def layout_params(layout: Dict[str, Any], space: LayoutSpace) -> Dict[str, Any]:
     stages = int(layout["virtual_stages"]) if layout["schedule"] == "interleaved" else 1
     tensor = next((k for k, v in _tensor_choices(space).items() if v == (int(layout["tp"]), sp)), None)
     pipeline = next((k for k, v in _pipeline_choices(space).items() if v == (layout["schedule"], stages)), None)
+    cp = int(layout.get("cp", 1))
+    context = next((k for k, v in _context_choices(space).items()
+                    if v == (cp, layout.get("cp_comm", "p2p") if cp > 1 else "p2p")), None)
     params = {"tensor": tensor, "pp": int(layout["pp"]), "micro_batch": int(layout["micro_batch"]),
-              "pipeline": pipeline, "zero": layout["zero"], "recompute": layout["recompute"]}
-    for name, dist in trial_distributions(space).items():
+              "pipeline": pipeline, "zero": layout["zero"], "recompute": layout["recompute"], "context": context}
+    distributions = trial_distributions(space)
+    for name, dist in distributions.items():
         if params[name] not in dist.choices:
             raise UserError(f"trial {layout.get('trial', '?')}'s layout is not in this study's space: its {name} "
                             f"is none of {list(dist.choices)}")
-    return params
+    if "context" not in distributions and context is None:
+        raise UserError(f"trial {layout.get('trial', '?')}'s layout is not in this study's space: its context "
+                        f"cp{cp} is none of {list(_context_choices(space))}")
+    return {name: params[name] for name in distributions}
 
 
 def trial_values(row: Dict[str, Any], objective: str) -> List[float]:

@@ -18,7 +18,7 @@ from sweeps.config import SearchSetup, load_search
 from sweeps.errors import ConfigError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import SEARCH
-from tasks.model.terms.layout import CODED_FIELDS, CP_COMMS, STRUCTURAL_CONSTRAINTS, Layout, cp_problem
+from tasks.model.terms.layout import CODED_FIELDS, STRUCTURAL_CONSTRAINTS, Layout, cp_problem
 from tasks.model.step.plan import step_plan
 from tasks.model.step.plan import STATUS_CODES, step_columns
 from tasks.model.step.context import as_layouts
@@ -80,10 +80,9 @@ def _typed(name: str, text: str) -> object:
     fields = {f.name: f for f in dataclasses.fields(Layout)}
     if name not in fields:
         raise ConfigError(f"{LAYOUT_PREFIX}{name}", text, f"is no layout field; one of {', '.join(fields)}")
-    names = CODED_FIELDS.get(name, CP_COMMS if name == "cp_comm" else None)
-    if names is not None:
-        if text not in names:
-            raise ConfigError(f"{LAYOUT_PREFIX}{name}", text, f"must be one of {', '.join(names)}")
+    if name in CODED_FIELDS:
+        if text not in CODED_FIELDS[name]:
+            raise ConfigError(f"{LAYOUT_PREFIX}{name}", text, f"must be one of {', '.join(CODED_FIELDS[name])}")
         return text
     if name == "sequence_parallel":
         if text.lower() not in ("true", "false"):

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from tasks.model.terms.layout import Layout, encode
+from tasks.model.terms.layout import CODED_FIELDS, Layout, encode
 from tasks.model.step.memory import usable_memory_bytes
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack
@@ -121,7 +121,7 @@ def _layout(run: PublishedRun, micro_batch: int) -> Layout:
 def _columns(layouts: List[Layout]) -> Dict[str, np.ndarray]:
     rows = [lay.columns() for lay in layouts]
     cols = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
-    for name in ("schedule", "zero", "recompute"):
+    for name in CODED_FIELDS:
         cols[name] = encode(name, [getattr(lay, name) for lay in layouts])
     return cols
 

@@ -90,7 +90,8 @@ def accuracy_rows() -> pd.DataFrame:
 def search_rows() -> pd.DataFrame:
     """Two studies; in study a, trial 2 is dominated by trial 1 and trial 3 is infeasible."""
     base = dict(model="gpt3", hardware="h100", devices=64, global_batch=512, micro_batch=1, schedule="1f1b",
-                virtual_stages=1, zero="zero1", sequence_parallel=False, recompute="none", reason=None, latency_s=0.01,
+                virtual_stages=1, zero="zero1", sequence_parallel=False, recompute="none", cp=1, cp_comm="p2p",
+                reason=None, latency_s=0.01,
                 memory_per_device_bytes=6e10, step_time_s=1.0, exposed_comm_s=0.1, objective=0.0)
     trials = [("a", 0, 8, 8, 1, "ok", 1000.0, 0.15), ("a", 1, 8, 4, 2, "ok", 1200.0, 0.20),
               ("a", 2, 4, 8, 2, "ok", 900.0, 0.35), ("a", 3, 64, 1, 1, "infeasible", None, None),
@@ -110,7 +111,8 @@ def scaling_rows() -> pd.DataFrame:
                                                 (64, 1800.0, 0.08, 0.4)):
             rows.append(dict(key=f"{model}{devices}", model=model, hardware="h100", devices=devices, global_batch=batch,
                              tp=8, pp=1, dp=devices // 8, micro_batch=1, schedule="1f1b", virtual_stages=1, zero=1,
-                             sequence_parallel=True, recompute="none", step_time_s=step, exposed_comm_share=0.2,
+                             sequence_parallel=True, recompute="none", cp=1, cp_comm="p2p", step_time_s=step,
+                             exposed_comm_share=0.2,
                              tokens_per_s_per_device=tokens, memory_per_device_bytes=5e10, latency_s=latency,
                              winner_family="tp+dp"))
     return pd.DataFrame(rows)

@@ -2,8 +2,9 @@
 
 The space is the cross product of the candidate lists, except that the virtual-stage
 count applies to the interleaved schedule only (1F1B has one), and sequence parallelism
-to TP > 1 only (at TP = 1 it is the same layout as without). DP is not a field of the
-space: it is what the devices leave, ``devices / (TP * PP)``. ``enumerate_layouts`` builds
+to TP > 1 only (at TP = 1 it is the same layout as without), and the exchange of keys and
+values (``cp_comm``) to CP > 1 only. DP is not a field of the space: it is what the devices
+leave, ``devices / (TP * PP * CP)``. ``enumerate_layouts`` builds
 the whole space as columns with NumPy index arithmetic (no Python loop per layout), so
 the exhaustive reference (``exhaustive``) is one call of ``step.step_columns``.
 """
@@ -33,7 +34,9 @@ __all__ = ["LayoutSpace", "enumerate_layouts", "constraint_counts", "exhaustive"
 class LayoutSpace:
     """Candidate values per layout field (one list each; strings as in ``tasks.model.terms.layout``).
 
-    ``virtual_stages`` are the interleaved schedule's choices (values above 1).
+    ``virtual_stages`` are the interleaved schedule's choices (values above 1); ``cp`` the
+    context-parallel degrees and ``cp_comm`` their exchanges (``layout.CP_COMMS``), which only CP
+    above 1 has (1 and p2p by default: a space without context parallelism).
     """
 
     tp: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
@@ -44,6 +47,8 @@ class LayoutSpace:
     zero: List[str] = field(default_factory=lambda: list(ZERO_MODES))
     sequence_parallel: List[bool] = field(default_factory=lambda: [False, True])
     recompute: List[str] = field(default_factory=lambda: list(RECOMPUTE_MODES))
+    cp: List[int] = field(default_factory=lambda: [1])
+    cp_comm: List[str] = field(default_factory=lambda: ["p2p"])
 
     def schedule_choices(self) -> List[Tuple[int, int]]:
         """(schedule code, virtual stages) pairs of the space."""
@@ -58,32 +63,40 @@ class LayoutSpace:
         layout there is ``False`` (never enumerated or searched twice)."""
         return list(self.sequence_parallel) if tp > 1 else [False]
 
+    def context_choices(self) -> List[Tuple[int, int]]:
+        """(CP, exchange code) pairs of the space: CP 1 once (it exchanges nothing), each CP
+        above 1 with each of ``cp_comm``."""
+        return [(cp, code("cp_comm", name)) for cp in self.cp for name in (self.cp_comm if cp > 1 else ["p2p"])]
+
     @property
     def size(self) -> int:
         """Layouts in the space (before any constraint)."""
         tp_sp = sum(len(self.sequence_parallel_choices(tp)) for tp in self.tp)
         return (tp_sp * len(self.pp) * len(self.micro_batch) * len(self.schedule_choices())
-                * len(self.zero) * len(self.recompute))
+                * len(self.zero) * len(self.recompute) * len(self.context_choices()))
 
 
 def enumerate_layouts(space: LayoutSpace, devices: int) -> Dict[str, np.ndarray]:
-    """Every layout of ``space`` as columns (coded fields), DP derived from ``devices``
-    (0 where TP x PP does not divide them)."""
+    """Every layout of ``space`` as columns (coded fields; ``cp_comm`` as codes of
+    ``layout.CP_COMMS``), DP derived from ``devices`` (0 where TP x PP x CP does not divide them)."""
     sched = np.asarray(space.schedule_choices(), dtype=np.int64).reshape(-1, 2)
+    context = np.asarray(space.context_choices(), dtype=np.int64).reshape(-1, 2)
     axes = [np.asarray(space.tp, dtype=np.int64), np.asarray(space.pp, dtype=np.int64),
             np.asarray(space.micro_batch, dtype=np.int64), np.arange(len(sched)),
             encode("zero", space.zero), np.asarray(space.sequence_parallel, dtype=bool),
-            encode("recompute", space.recompute)]
+            encode("recompute", space.recompute), np.arange(len(context))]
     index = np.indices([len(a) for a in axes]).reshape(len(axes), -1)
-    tp, pp, b, choice, zero, sp, rc = (axis[i] for axis, i in zip(axes, index, strict=True))
+    tp, pp, b, choice, zero, sp, rc, ctx = (axis[i] for axis, i in zip(axes, index, strict=True))
     # At TP = 1 sequence parallelism is no layout of its own: keep the first row as False.
     keep = (tp > 1) | (sp == np.asarray(space.sequence_parallel, dtype=bool)[0])
-    tp, pp, b, choice, zero, rc = (column[keep] for column in (tp, pp, b, choice, zero, rc))
+    tp, pp, b, choice, zero, rc, ctx = (column[keep] for column in (tp, pp, b, choice, zero, rc, ctx))
     sp = sp[keep] & (tp > 1)
-    model_parallel = tp * pp
+    cp = context[ctx, 0]
+    model_parallel = tp * pp * cp
     dp = np.where(devices % model_parallel == 0, devices // model_parallel, 0)
     return {"tp": tp, "pp": pp, "dp": dp, "micro_batch": b, "schedule": sched[choice, 0],
-            "virtual_stages": sched[choice, 1], "zero": zero, "sequence_parallel": sp, "recompute": rc}
+            "virtual_stages": sched[choice, 1], "zero": zero, "sequence_parallel": sp, "recompute": rc,
+            "cp": cp, "cp_comm": context[ctx, 1]}
 
 
 def constraint_counts(layouts: Dict[str, np.ndarray], *, heads: int, layers: int, devices: int,

@@ -8,7 +8,7 @@ parallelism, activation recomputation, and how CP ranks exchange keys and values
 
 Layouts travel as columns (one NumPy array per field, one row per layout) so that a whole
 space is checked and costed in one call. String-valued fields are integer codes in
-columns (an index into ``SCHEDULES``, ``ZERO_MODES``, ``RECOMPUTE_MODES``) and names in
+columns (an index into ``SCHEDULES``, ``ZERO_MODES``, ``RECOMPUTE_MODES``, ``CP_COMMS``) and names in
 ``Layout`` and in the lake. Nothing here imports Ray; checks run before any distributed
 call, as plain data (after torchtitan's ``ParallelDims``).
 """
@@ -67,7 +67,8 @@ RECOMPUTE_MODES: Tuple[str, ...] = ("none", "selective", "full")
 CP_COMMS: Tuple[str, ...] = ("p2p", "all_gather")
 
 #: The layout fields that are names in a ``Layout`` and in the lake, integer codes in columns.
-CODED_FIELDS: Dict[str, Tuple[str, ...]] = {"schedule": SCHEDULES, "zero": ZERO_MODES, "recompute": RECOMPUTE_MODES}
+CODED_FIELDS: Dict[str, Tuple[str, ...]] = {"schedule": SCHEDULES, "zero": ZERO_MODES, "recompute": RECOMPUTE_MODES,
+                                            "cp_comm": CP_COMMS}
 
 
 def code(field: str, name: str) -> int:
@@ -90,10 +91,9 @@ def decode(field: str, codes: Sequence[int]) -> List[str]:
 
 
 #: The fields of a layout a search varies and the lake keeps, in table order (a ``Layout``'s
-#: ``recompute_layers``, which only a run states, is 0 for each of them; so is context
-#: parallelism: ``cp`` 1, ``cp_comm`` p2p).
+#: ``recompute_layers``, which only a run states, is 0 for each of them).
 LAYOUT_FIELDS: Tuple[str, ...] = ("tp", "pp", "dp", "micro_batch", "schedule", "virtual_stages", "zero",
-                                  "sequence_parallel", "recompute")
+                                  "sequence_parallel", "recompute", "cp", "cp_comm")
 
 #: What the words of ``Layout.describe`` mean, on one line.
 LAYOUT_LEGEND = ("tpN/ppN/dpN: tensor-, pipeline-, data-parallel degree; pp2(i5): interleaved schedule, 5 model "
@@ -132,15 +132,13 @@ class Layout:
     #: their activations. 0: every layer.
     recompute_layers: int = 0
     #: Context parallelism: ranks each sequence is split over (1: none), and how they exchange
-    #: keys and values (``CP_COMMS``). Only a run states them so far; a search keeps 1.
+    #: keys and values (``CP_COMMS``).
     cp: int = 1
     cp_comm: str = "p2p"
 
     def __post_init__(self) -> None:
         for name in CODED_FIELDS:
             code(name, getattr(self, name))
-        if self.cp_comm not in CP_COMMS:
-            raise ValueError(f"cp_comm={self.cp_comm!r}: choose one of {', '.join(CP_COMMS)}")
         for name in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "cp"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
@@ -153,7 +151,6 @@ class Layout:
         row = asdict(self)
         for name in CODED_FIELDS:
             row[name] = code(name, row[name])
-        row["cp_comm"] = CP_COMMS.index(self.cp_comm)
         return {name: np.asarray([value]) for name, value in row.items()}
 
     def describe(self) -> str:

@@ -40,6 +40,10 @@ ARGUMENTS: Dict[str, object] = {
     "--num-layers-per-virtual-pipeline-stage": "int",  # line 2584
     "--pipeline-model-parallel-layout": "str",  # line 2573
     "--sequence-parallel": "switch",  # line 2224
+    "--context-parallel-size": "int",  # line 2704
+    # line 2706: nargs "+", no choices; these are the values Transformer Engine's attention takes
+    # (transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py at d0067d0da)
+    "--cp-comm-type": ("p2p", "all_gather", "a2a", "a2a+p2p"),
     "--micro-batch-size": "int",  # line 1974
     "--global-batch-size": "int",  # line 1981
     "--use-distributed-optimizer": "switch",  # line 2658
@@ -111,10 +115,11 @@ def layout_of(flags: Dict[str, Optional[str]], world: int) -> Tuple[Layout, List
     elif recompute == "full":
         assert (flags["--recompute-method"], flags["--recompute-num-layers"]) == ("uniform", "1")
     v = len(split) // pp
-    return Layout(tp=tp, pp=pp, dp=world // (tp * pp), micro_batch=int(flags["--micro-batch-size"]),
+    cp = int(flags.get("--context-parallel-size") or 1)
+    return Layout(tp=tp, pp=pp, dp=world // (tp * pp * cp), micro_batch=int(flags["--micro-batch-size"]),
                   schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v, zero=zero,
                   sequence_parallel="--sequence-parallel" in flags, recompute=recompute,
-                  recompute_layers=recompute_layers), split
+                  recompute_layers=recompute_layers, cp=cp, cp_comm=flags.get("--cp-comm-type") or "p2p"), split
 
 
 def expected(case) -> Layout:
@@ -144,6 +149,7 @@ def test_every_feasible_layout_round_trips_through_megatron_lms_own_arguments_or
     assert any(lay.schedule == "interleaved" for lay in exported)
     assert any(lay.recompute_layers for lay in exported)
     assert any(case.sharding == "zero1" and case.stack.param_gather_overlap for _, case, _ in exports("megatron"))
+    assert {(lay.cp, lay.cp_comm) for lay in exported} >= {(1, "p2p"), (2, "p2p"), (4, "all_gather")}
     assert len(exported) > len(cases) // 2
 
 

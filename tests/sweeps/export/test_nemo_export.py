@@ -51,7 +51,8 @@ FIELDS: Dict[str, Dict[str, object]] = {
                      "attention_dropout": float, "recompute_granularity": ("full", "selective", None),
                      "recompute_method": ("uniform", "block", None), "recompute_num_layers": (int, None),
                      "attention_backend": "AttnBackend", "masked_softmax_fusion": bool,
-                     "bias_activation_fusion": bool, "bias_dropout_fusion": bool},
+                     "bias_activation_fusion": bool, "bias_dropout_fusion": bool,
+                     "cp_comm_type": ("p2p", "all_gather", "a2a", "a2a+p2p", None)},
 }
 #: Megatron-Core megatron/core/transformer/enums.py, class AttnBackend.
 ATTN_BACKEND = ("flash", "fused", "unfused", "local", "auto")
@@ -129,12 +130,13 @@ def layout_of(edits: Dict[str, object], devices: int) -> Tuple[Layout, List[int]
             else "zero1" if edits["optim.config.use_distributed_optimizer"] else "none")
     method, count = edits["model.config.recompute_method"], edits["model.config.recompute_num_layers"]
     assert method in (None, "block") or count == 1
-    dp = devices // (tp * pp * edits["trainer.strategy.context_parallel_size"])
-    return Layout(tp=tp, pp=pp, dp=dp, micro_batch=edits["data.micro_batch_size"],
+    cp = edits["trainer.strategy.context_parallel_size"]
+    return Layout(tp=tp, pp=pp, dp=devices // (tp * pp * cp), micro_batch=edits["data.micro_batch_size"],
                   schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v, zero=zero,
                   sequence_parallel=edits["trainer.strategy.sequence_parallel"],
                   recompute=edits["model.config.recompute_granularity"] or "none",
-                  recompute_layers=count if method == "block" else 0), split
+                  recompute_layers=count if method == "block" else 0, cp=cp,
+                  cp_comm=edits.get("model.config.cp_comm_type") or "p2p"), split
 
 
 def test_every_feasible_layout_round_trips_through_nemos_own_fields_or_is_refused_in_one_line(exports):
@@ -153,6 +155,7 @@ def test_every_feasible_layout_round_trips_through_nemos_own_fields_or_is_refuse
         exported.append(case.layout)
     assert {lay.zero for lay in exported} >= {"none", "zero1", "zero3"}
     assert {lay.recompute for lay in exported} == {"none", "selective", "full"}
+    assert {(lay.cp, lay.cp_comm) for lay in exported} >= {(1, "p2p"), (2, "p2p"), (4, "all_gather")}
     assert any(lay.recompute_layers for lay in exported)
     assert any(lay.schedule == "interleaved" for lay in exported)
 

@@ -111,6 +111,12 @@ def test_what_torchtitan_lacks_is_refused_naming_it(cases, label, zero, why):
         export("torchtitan", dataclasses.replace(case, layout=dataclasses.replace(case.layout, zero=zero)))
 
 
+@pytest.mark.parametrize("label", ["cp-ring", "cp-gather"])
+def test_context_parallelism_is_refused_as_torchtitan_exchanges_kv_otherwise(built_cases, label):
+    with pytest.raises(Unexpressible, match=r"CP \d \((p2p|all_gather)\): torchtitan's context parallelism"):
+        export("torchtitan", dict(built_cases)[label])
+
+
 def test_hybrid_sharding_over_several_micro_batches_is_refused(built_cases):
     """torchtitan's HSDP reduces every micro-batch; the layout reduces once per step."""
     case = dict(built_cases)["hsdp"]

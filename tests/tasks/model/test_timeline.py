@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from tasks.model.terms.layout import ZERO_MODES, Layout, decode
+from tasks.model.terms.layout import CODED_FIELDS, ZERO_MODES, Layout, decode
 from tasks.model.step.plan import step_plan
 from tasks.model.search.space import LayoutSpace, enumerate_layouts
 from tasks.model.terms.stack import Stack
@@ -54,7 +54,7 @@ def _feasible_layouts(ctx: StepContext, every: int):
     layouts = enumerate_layouts(space, ctx.devices)
     columns = step_columns(layouts, ctx)
     keep = np.flatnonzero(columns["status_code"] == 0)[::every]
-    names = {name: decode(name, layouts[name]) for name in ("schedule", "zero", "recompute")}
+    names = {name: decode(name, layouts[name]) for name in CODED_FIELDS}
     for i in keep:
         row = {name: values[i] for name, values in layouts.items()}
         row.update({name: str(decoded[i]) for name, decoded in names.items()})
