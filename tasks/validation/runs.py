@@ -71,8 +71,10 @@ Blank cells take these documented defaults (a blank cell means the source does n
 A metric may be spelled as in ``METRIC_ALIASES`` (``step_time`` for ``iter_time``), and its
 value given in another unit of ``UNIT_FACTORS`` (``ms``; an MFU as a ``fraction``).
 
-A column of ``UNMODELLED`` (``ep``, ``num_experts`` and their spellings) above 1 refuses its
-row: mixture-of-experts layers are not modelled.
+A column of ``run_scope.UNMODELLED`` (``ep``, ``num_experts`` and their spellings) above 1
+marks a row the model does not express (mixture-of-experts layers): ``read_runs`` refuses it,
+or, given a ``skipped`` list, leaves it out and lists it there with why, so the file's other
+rows are still predicted.
 
 A value that cannot be read, or a layout that cannot run (TP x PP x CP x DP not the GPU count,
 a batch that does not split into micro-batches), raises ``RowError`` naming the file, the row
@@ -99,6 +101,7 @@ from tasks.model.terms.stack import CROSS_ENTROPY_IMPLS, DP_ENGINE_NAMES, ELEMEN
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
 from tasks.validation.run_layout import LAYOUT_COLUMNS, parallel_degrees
+from tasks.validation.run_scope import UNMODELLED, unmodelled
 from tasks.validation.throughput import FLOPS_FORMULAS
 
 __all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "CLUSTER_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES",
@@ -145,12 +148,6 @@ UNIT_FACTORS: Dict[str, Dict[str, float]] = {
     "mfu": {"%": 1.0, "percent": 1.0, "fraction": 100.0},
 }
 
-#: Columns a runs file may carry for what the model does not express (they are not among
-#: ``published_runs.csv``'s): a value above 1 refuses the row, naming it, rather than letting
-#: it be predicted as another layout (context-parallel ranks folded into DP, say).
-_NO_EP = "expert parallelism (mixture of experts) is not modelled"
-_NO_MOE = "mixture-of-experts layers are not modelled"
-UNMODELLED: Dict[str, str] = {"ep": _NO_EP, "expert_parallel": _NO_EP, "experts": _NO_MOE, "num_experts": _NO_MOE}
 
 _PRECISIONS = ("bf16", "fp16", "fp8")
 _RECOMPUTE = RECOMPUTE_MODES
@@ -225,9 +222,9 @@ def _zero(r: RowCells) -> str:
 
 def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
     r = RowCells(path, row, cells)
-    for field, why in UNMODELLED.items():
-        if r.number(field, int, 1, minimum=0) > 1:
-            raise r.fail(field, r.text(field), f"{why}: this row cannot be predicted")
+    problem = unmodelled(r)
+    if problem:
+        raise RowError(f"{path} row {row}: {problem}")
     hidden, heads = r.number("hidden", int), r.number("heads", int)
     kv_heads, ffn_hidden = r.number("kv_heads", int, heads), r.number("ffn_hidden", int, 4 * hidden)
     problem = heads_problem(hidden, heads, kv_heads)
@@ -367,8 +364,10 @@ def _header(path: Path, text: str) -> csv.DictReader:
     return reader
 
 
-def read_runs(path: Path) -> List[PublishedRun]:
-    """Every row of a runs CSV, checked; ``RowError`` on the first row that cannot be used."""
+def read_runs(path: Path, skipped: Optional[List[str]] = None) -> List[PublishedRun]:
+    """Every row of a runs CSV, checked; ``RowError`` on the first row that cannot be used.
+    With a ``skipped`` list, a row the model does not express (``unmodelled``) is left out
+    and listed there (``"file row N: why"``) instead; every other row is still checked."""
     _regular(path)
     try:
         text = Path(path).read_text(encoding="utf-8-sig")     # a spreadsheet's byte order mark is not a column
@@ -384,7 +383,15 @@ def read_runs(path: Path) -> List[PublishedRun]:
     if unknown:
         raise RowError(f"{path}: column {unknown[0]!r} is not a column of a runs file (known: {', '.join(known)}); "
                        "free text goes in notes")
-    runs = [_run(str(path), i, cells) for i, cells in enumerate(_rows(path, reader), start=1)]
+    runs, left_out = [], []
+    for i, cells in enumerate(_rows(path, reader), start=1):
+        problem = unmodelled(RowCells(str(path), i, cells)) if skipped is not None else None
+        if problem:
+            left_out.append(f"{Path(path).name} row {i}: {problem}")
+        else:
+            runs.append(_run(str(path), i, cells))
     if not runs:
-        raise RowError(f"{path}: holds no rows")
+        raise RowError(f"{path}: holds no rows" + (" the model expresses" if left_out else ""))
+    if skipped is not None:
+        skipped += left_out
     return runs

@@ -8,7 +8,8 @@ through ``tasks.model.collectives.nccl``), GEMM throughput (``gemm_efficiency.cs
 sweeps of ``gemm_k_sweeps.csv``, through ``tasks.model.kernels.roofline``), and the held-out runs
 (``holdout_runs.csv``, predicted as the runs are, dataset ``HELD_OUT``). Rows whose hardware
 has no profile are listed as skipped, except in a runs file, where an unknown hardware name
-is an error naming the row. A microbenchmark row's ``fitted_to`` cell names the figures
+is an error naming the row; a run of mixture-of-experts layers, which the model does not
+express yet, is listed as skipped (``runs.unmodelled``). A microbenchmark row's ``fitted_to`` cell names the figures
 fitted to it (``ValidationRecord.fitted_to``); no training run is fitted to.
 """
 
@@ -85,7 +86,7 @@ def validate_all(profiles: Dict[str, HardwareProfile], data_dir: Path, *, runs_f
     for the held-out ones)."""
     out = Validation()
     if "runs" in datasets:
-        out.records += validate_runs(read_runs(runs_file or data_dir / DATA_FILES["runs"]), profiles)
+        out.records += validate_runs(read_runs(runs_file or data_dir / DATA_FILES["runs"], out.skipped), profiles)
     if "layers" in datasets:
         layers_check.validate_layers(data_dir / DATA_FILES["layers"], profiles, out)
     if "collectives" in datasets:
@@ -94,5 +95,6 @@ def validate_all(profiles: Dict[str, HardwareProfile], data_dir: Path, *, runs_f
         microbench_check.validate_gemms(data_dir / DATA_FILES["gemm"], profiles, out)
         microbench_check.validate_gemms(data_dir / GEMM_SWEEPS_FILE, profiles, out, sweep=True)
     if HELD_OUT in datasets:
-        out.records += validate_runs(read_runs(data_dir / DATA_FILES[HELD_OUT]), profiles, dataset=HELD_OUT)
+        out.records += validate_runs(read_runs(data_dir / DATA_FILES[HELD_OUT], out.skipped), profiles,
+                                     dataset=HELD_OUT)
     return out

@@ -156,13 +156,25 @@ class DistinctShapes(NamedTuple):
 def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
     """The layouts' distinct (micro-batch, TP, SP, CP), all that a layer's compute, the output
     layer's and a TP collective depend on: each is costed once and spread back."""
-    # One integer per (micro-batch, TP, SP, CP): micro-batch and TP below 2^20, CP below 2^12.
-    keys = (((lay.micro_batch.astype(np.int64) << 20) | lay.tp.astype(np.int64)) << 13) \
-        | (lay.cp.astype(np.int64) << 1) | lay.sequence_parallel
-    unique, inverse = np.unique(keys.reshape(-1), return_inverse=True)
-    b, tp = (unique >> 33).astype(np.float64), ((unique >> 13) & (2**20 - 1)).astype(np.float64)
-    cp, sp = ((unique >> 1) & (2**12 - 1)).astype(np.float64), (unique & 1) > 0
-    return DistinctShapes(b, tp, sp, cp, inverse.reshape(-1))
+    columns = [np.asarray(x).reshape(-1).astype(np.int64) for x in (lay.micro_batch, lay.tp, lay.cp,
+                                                                       lay.sequence_parallel)]
+    radices = [int(c.max(initial=0)) + 1 for c in columns]
+    if np.prod([float(r) for r in radices]) < 2.0**62:
+        # One integer per shape, digits in mixed radix: the degrees' largest values bound each digit.
+        keys = np.zeros_like(columns[0])
+        for column, radix in zip(columns, radices, strict=True):
+            keys = keys * radix + column
+        unique, inverse = np.unique(keys, return_inverse=True)
+        digits = []
+        for radix in reversed(radices):
+            unique, digit = np.divmod(unique, radix)
+            digits.append(digit)
+        b, tp, cp, sp = reversed(digits)
+    else:
+        rows, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+        b, tp, cp, sp = rows.T
+    return DistinctShapes(b.astype(np.float64), tp.astype(np.float64), sp > 0, cp.astype(np.float64),
+                          np.asarray(inverse).reshape(-1))
 
 
 def tp_crosses_nodes(tp, hw: HardwareProfile) -> np.ndarray:

@@ -119,3 +119,22 @@ def test_the_timeline_draws_the_exchange_on_its_own_track_and_ends_at_the_step_t
     assert max(e.start_s + e.duration_s for e in events) == pytest.approx(float(plan.step_time[0]), rel=1e-3)
     ticks_exposed = float(plan.cp["exposed"][0]) * float(plan.layouts.microbatches[0])
     assert exposed == pytest.approx(ticks_exposed, rel=1e-6) and exposed > 0
+
+
+def test_each_distinct_shape_is_costed_once_and_spread_back_whatever_its_degrees():
+    """Layouts that share (micro-batch, TP, CP, SP) share one costing; the shapes come back
+    exact, from small degrees to the largest a config admits (10^9 sequences, 10^8 ranks)."""
+    from types import SimpleNamespace
+
+    from tasks.model.step.context import distinct_shapes
+
+    for b, tp, cp in (([1, 2, 1, 4, 1], [8, 8, 8, 2**23, 8], [1, 1, 2, 1, 1]),
+                      ([1e9, 2, 1e9, 2, 1], [1e8, 8, 1e8, 8, 8], [1e8, 1, 1e8, 1, 1])):
+        sp = [True, True, False, True, True]
+        lay = SimpleNamespace(micro_batch=np.asarray(b, dtype=float), tp=np.asarray(tp, dtype=float),
+                              cp=np.asarray(cp, dtype=float), sequence_parallel=np.asarray(sp))
+        shapes = distinct_shapes(lay)
+        back = [(shapes.micro_batch[i], shapes.tp[i], shapes.cp[i], bool(shapes.sequence_parallel[i]))
+                for i in shapes.index]
+        assert back == [(float(x), float(y), float(z), w) for x, y, z, w in zip(b, tp, cp, sp, strict=True)]
+        assert len(shapes.tp) == len(set(back))

@@ -120,11 +120,27 @@ def test_a_gated_mlp_column_says_what_the_width_alone_cannot(tmp_path, profiles)
         read_runs(path)
 
 
-def test_a_row_of_expert_parallelism_is_refused_not_predicted_as_another_layout(tmp_path):
+def test_a_row_of_experts_is_skipped_with_why_and_the_files_other_rows_are_predicted(tmp_path, profiles):
+    """A mixture-of-experts row is no error in the file, but the model cannot price it: read
+    alone it is refused naming the column, and ``validate`` lists it as skipped (never
+    predicting it as a dense layout) while it predicts the file's other rows."""
     path = tmp_path / "num_experts.csv"
-    path.write_text("\n".join([HEADER + ",num_experts", _row() + ",1", _row() + ",8"]) + "\n", encoding="utf-8")
+    path.write_text("\n".join([HEADER + ",num_experts", _row() + ",1", _row() + ",8", _row(value="4.0") + ","])
+                    + "\n", encoding="utf-8")
     with pytest.raises(RowError, match="row 2: num_experts='8' mixture-of-experts layers are not modelled"):
         read_runs(path)
+    skipped: list = []
+    assert [run.row for run in read_runs(path, skipped)] == [1, 3]
+    assert skipped == ["num_experts.csv row 2: num_experts='8' mixture-of-experts layers are not modelled: this row "
+                       "cannot be predicted"]
+    result = validate_all(profiles, DATA, runs_file=path, datasets=("runs",))
+    assert [r.row for r in result.records] == [1, 3] and result.skipped == skipped
+    path.write_text("\n".join([HEADER + ",ep", _row() + ",4"]) + "\n", encoding="utf-8")
+    with pytest.raises(RowError, match="holds no rows the model expresses"):
+        read_runs(path, [])
+    path.write_text("\n".join([HEADER + ",ep", _row() + ",many"]) + "\n", encoding="utf-8")
+    with pytest.raises(RowError, match="row 1: ep='many'"):
+        read_runs(path, [])
 
 
 def _cp_runs(tmp_path, rows) -> Path:
@@ -259,11 +275,11 @@ def test_every_shipped_run_is_feasible_and_table_4_holds_within_ten_percent(prof
 
 def test_every_held_out_run_names_its_source_and_is_predicted_on_a_profile(profiles):
     runs = read_runs(DATA / "holdout_runs.csv")
-    assert len(runs) == 31 and all(find_profile(run.hw, profiles) for run in runs)
+    assert len(runs) == 40 and all(find_profile(run.hw, profiles) for run in runs)
     notes = [row["notes"] for row in csv.DictReader((DATA / "holdout_runs.csv").open(encoding="utf-8"))]
     assert all(re.search(r"commit [0-9a-f]{7,}|arXiv \d{4}\.\d{5}", note) for note in notes)
     result = validate_all(profiles, DATA, runs_file=DATA / "holdout_runs.csv", datasets=("runs",))
-    assert len(result.records) == 31 and not result.skipped
+    assert len(result.records) == 40 and not result.skipped
 
 
 def test_an_fp16_run_accumulates_16_bit_gradients_and_a_bf16_run_fp32():
