@@ -63,7 +63,7 @@ def exhaustive_frame(setup: SearchSetup) -> pd.DataFrame:
     layouts, costs = exhaustive(setup.spec.space, setup.step_context)
     frame = pd.DataFrame({**layouts, **{k: v for k, v in costs.items() if k != "dp"}})
     frame = frame[frame["status_code"] == 0].copy()
-    frame["family"] = families(frame["tp"], frame["pp"], frame["dp"], frame["zero"])
+    frame["family"] = families(frame["tp"], frame["pp"], frame["dp"], frame["zero"], frame["cp"])
     for name in CODED_FIELDS:
         frame[name] = decode(name, frame[name])
     return frame.iloc[ranking(frame, setup.spec.objective)]

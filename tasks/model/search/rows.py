@@ -173,8 +173,8 @@ def evaluate_trials(points: pa.Table, context: SearchContext) -> pa.Table:
     for name, _ in _METRICS + _DETAIL[:-1]:
         out[name] = pa.array(result[name])
     out["objective"] = pa.array(result[column])
-    out["family"] = pa.array(families(layouts["tp"], layouts["pp"], result["dp"],
-                                      layouts["zero"]).tolist(), pa.string())
+    out["family"] = pa.array(families(layouts["tp"], layouts["pp"], result["dp"], layouts["zero"],
+                                      layouts["cp"]).tolist(), pa.string())
     record = dict(context.record)
     for name in RECORD_FIELDS:
         out[name] = pa.nulls(points.num_rows, pa.string()) if name not in record else \
@@ -221,7 +221,7 @@ def best_layout_rows(points: pa.Table, context: ScalingContext) -> pa.Table:
             row.update(dp=int(result["dp"][best]), sequence_parallel=bool(pick["sequence_parallel"]),
                        status=STATUS_OK, reason=None, microbatches=int(result["microbatches"][best]),
                        winner_family=families(*(np.asarray([v]) for v in (pick["tp"], pick["pp"], result["dp"][best],
-                                                                         pick["zero"])))[0])
+                                                                         pick["zero"], pick["cp"])))[0])
             row.update({name: float(result[name][best]) for name, _ in _METRICS + [("bubble_fraction", None)]})
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=SCALING_SCHEMA)

@@ -230,18 +230,21 @@ def first_violation(violations: Mapping[str, np.ndarray]) -> np.ndarray:
     return code
 
 
-def family(tp: int, pp: int, dp: int, zero: str) -> str:
+def family(tp: int, pp: int, dp: int, zero: str, cp: int = 1) -> str:
     """The strategy family of a layout, as Fernandez et al. (arXiv 2411.13055) compare
     them: "fsdp" (data parallel only, fully sharded), "hsdp" (data parallel only, sharded
     within each node and replicated across nodes), "dp" (data parallel only, replicated or
-    ZeRO-1), else the parallel dimensions in use joined by "+", e.g. "tp+pp+dp"."""
-    if tp == 1 and pp == 1:
+    ZeRO-1), else the parallel dimensions in use joined by "+", e.g. "tp+pp+dp" (and
+    "tp+cp+pp" where sequences are split)."""
+    if tp == 1 and pp == 1 and cp == 1:
         return {"zero3": "fsdp", "fsdp": "fsdp", "hsdp": "hsdp"}.get(zero, "dp")
-    parts = [name for name, degree in (("tp", tp), ("pp", pp), ("dp", dp)) if degree > 1]
+    parts = [name for name, degree in (("tp", tp), ("cp", cp), ("pp", pp), ("dp", dp)) if degree > 1]
     return "+".join(parts)
 
 
-def families(tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, zero_code: np.ndarray) -> np.ndarray:
-    """``family`` of each row of a layout table (zero as codes)."""
-    return np.asarray([family(int(t), int(p), int(d), z)
-                       for t, p, d, z in zip(tp, pp, dp, decode("zero", zero_code), strict=True)], dtype=object)
+def families(tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, zero_code: np.ndarray, cp=None) -> np.ndarray:
+    """``family`` of each row of a layout table (zero as codes; ``cp`` None: 1 throughout)."""
+    cp = np.ones(len(tp), dtype=np.int64) if cp is None else cp
+    return np.asarray([family(int(t), int(p), int(d), z, int(c))
+                       for t, p, d, z, c in zip(tp, pp, dp, decode("zero", zero_code), cp, strict=True)],
+                      dtype=object)

@@ -78,5 +78,6 @@ def test_search_rows_carry_cp_and_the_longctx_optimum_splits_sequences(tmp_path)
     lake = tmp_path / "lake"
     result = CliRunner().invoke(main, ["search", "longctx", "trials=16", "batch=8", "--lake", str(lake)])
     assert result.exit_code == 0, result.output
-    rows = query(Lake(str(lake)), f"SELECT cp, cp_comm, status FROM {SEARCH}").to_pandas()
+    rows = query(Lake(str(lake)), f"SELECT cp, cp_comm, status, family FROM {SEARCH}").to_pandas()
     assert len(rows) == 16 and set(rows["cp_comm"]) <= set(CP_COMMS) and (rows["cp"] > 1).any()
+    assert all(("cp" in fam.split("+")) == (cp > 1) for fam, cp in zip(rows["family"], rows["cp"], strict=True))

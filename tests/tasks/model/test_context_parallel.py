@@ -14,7 +14,7 @@ from tasks.model.step.context import as_layouts
 from tasks.model.collectives.cp_exchange import kv_chunk_bytes
 from tasks.model.step.plan import STATUS_CODES, StepContext, step_columns, step_plan
 from tasks.model.step.timeline import step_timeline
-from tasks.model.terms.layout import Layout, cp_problem
+from tasks.model.terms.layout import Layout, cp_problem, family
 from tasks.model.terms.stack import Stack
 
 FLASH = Stack(attention="flash", tp_overlap=True, pp_overlap=True)
@@ -106,6 +106,9 @@ def test_devices_must_split_into_tp_pp_cp_and_cp_needs_fused_attention(llama, h1
     with pytest.raises(ValueError, match="cp_comm='ring'"):
         Layout(tp=1, pp=1, dp=1, micro_batch=1, cp=2, cp_comm="ring")
     assert Layout(tp=8, pp=2, dp=4, micro_batch=1, cp=2, cp_comm="all_gather").describe().startswith("tp8 cp2(ag) pp2")
+    # a family names CP where sequences are split: data parallelism with CP is no plain FSDP
+    assert (family(8, 8, 1, "zero3", 16), family(1, 1, 4, "fsdp", 2), family(1, 1, 8, "fsdp")) == \
+        ("tp+cp+pp", "cp+dp", "fsdp")
 
 
 def test_the_timeline_draws_the_exchange_on_its_own_track_and_ends_at_the_step_time(llama, h100):
