@@ -319,7 +319,8 @@ def check_space(setup: SearchSetup) -> Tuple[int, int]:
     layouts = enumerate_layouts(spec.space, spec.devices)
     total = len(layouts["tp"])
     counts, _ = constraint_counts(layouts, heads=setup.model.heads, layers=setup.model.layers,
-                                              devices=spec.devices, global_batch=spec.global_batch)
+                                  devices=spec.devices, global_batch=spec.global_batch,
+                                  kv_heads=setup.model.kv_heads or 0)
     if counts["tp_divides_heads"] == total:
         raise ConfigError("search.space.tp", spec.space.tp,
                           f"no TP in the space divides model.heads={setup.model.heads} of {setup.model.name} "

@@ -21,6 +21,11 @@ layout's ``cp_comm`` (``terms.layout.CP_COMMS``; Transformer Engine's
 - **all_gather** (``AttnFuncWithCPAndKVAllGather``): K and V are all-gathered over the CP group
   before the layer's attention and dK, dV reduce-scattered after it, with nothing beside them
   to hide behind: all of it is waited for.
+- **a2a** (``AttnFuncWithCPAndQKVOA2A``, DeepSpeed Ulysses): Q, K and V go through an
+  all-to-all each before attention (``flash_attn_a2a_communicate``: sequence gathered, heads
+  scattered) and the output through one after; the backward sends dO before and dQ, dK, dV
+  after. Attention waits for its inputs and the next GEMM for its output: all of it is
+  waited for, four all-to-alls a pass, each moving (CP-1)/CP of its tensor.
 
 A ring hop crosses nodes where the CP group does (ranks numbered TP fastest, then CP:
 Megatron-Core's order tp-cp-ep-dp-pp), and runs at that tier's point-to-point figures as the
@@ -39,7 +44,7 @@ from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["kv_chunk_bytes", "cp_layer_exchange"]
 
-_ALL_GATHER = CP_COMMS.index("all_gather")
+_ALL_GATHER, _A2A = CP_COMMS.index("all_gather"), CP_COMMS.index("a2a")
 
 
 def kv_chunk_bytes(tokens, kv_heads: float, head_dim: float, tp, p: float = 2.0):
@@ -50,14 +55,15 @@ def kv_chunk_bytes(tokens, kv_heads: float, head_dim: float, tp, p: float = 2.0)
 
 
 def cp_layer_exchange(cp, cp_comm, chunk_bytes, crosses, step_fwd, step_bwd, repeats, hw: HardwareProfile,
-                      *, tp) -> Dict[str, np.ndarray]:
+                      *, tp, q_bytes=0.0) -> Dict[str, np.ndarray]:
     """One layer's exchange for one micro-batch, 0 where ``cp`` is 1: ``forward_total`` and
     ``forward_exposed`` (the first forward pass's), ``total`` and ``exposed`` (with ``repeats``
     more forward exchanges under recomputation, and the backward's), ``latency`` (their α steps
     alone). ``cp_comm``: codes of ``CP_COMMS``; ``chunk_bytes``: ``kv_chunk_bytes``; ``crosses``:
     whether the CP group spans nodes; ``step_fwd``/``step_bwd``: one attention step's time,
     forward and backward (a layer's attention over CP); ``tp``: the TP degree (ranks of a CP
-    group on one node: a node's devices over TP)."""
+    group on one node: a node's devices over TP); ``q_bytes``: one device's queries (and
+    attention output), which the a2a exchange moves too."""
     cp = np.asarray(cp, dtype=np.float64)
     (a_in, bw_in), (a_out, bw_out) = tier_figures(hw.intra_node), tier_figures(hw.inter_node)
     alpha, bandwidth = np.where(crosses, a_out, a_in), np.where(crosses, bw_out, bw_in)
@@ -69,12 +75,20 @@ def cp_layer_exchange(cp, cp_comm, chunk_bytes, crosses, step_fwd, step_bwd, rep
     local = np.minimum(np.maximum(np.floor(hw.devices_per_node / np.asarray(tp, dtype=np.float64)), 1.0), cp)
     gather = tier_time("all_gather", cp, cp * chunk_bytes, crosses, hw, local_ranks=local)
     scatter = tier_time("reduce_scatter", cp, cp * chunk_bytes, crosses, hw, local_ranks=local)
-    ring = np.asarray(cp_comm) != _ALL_GATHER
-    fwd, bwd = np.where(ring, ring_fwd, gather), np.where(ring, ring_bwd, scatter)
-    fwd_exposed, bwd_exposed = np.where(ring, ring_fwd_exposed, gather), np.where(ring, ring_bwd_exposed, scatter)
+    # a2a: Q, K, V (half the chunk each of K and V) and the output; the backward the same bytes
+    swaps = 2.0 * tier_time("all_to_all", cp, q_bytes, crosses, hw, local_ranks=local) \
+        + 2.0 * tier_time("all_to_all", cp, chunk_bytes / 2.0, crosses, hw, local_ranks=local)
+    comm = np.asarray(cp_comm)
+    ring, a2a = (comm != _ALL_GATHER) & (comm != _A2A), comm == _A2A
+    fwd = np.where(ring, ring_fwd, np.where(a2a, swaps, gather))
+    bwd = np.where(ring, ring_bwd, np.where(a2a, swaps, scatter))
+    fwd_exposed = np.where(ring, ring_fwd_exposed, fwd)
+    bwd_exposed = np.where(ring, ring_bwd_exposed, bwd)
+    swap_alpha = 4.0 * lowest_latency("all_to_all", cp, crosses, hw, local_ranks=local)
     alphas = np.where(ring, (cp - 1.0) * alpha * (1.0 + repeats) + cp * alpha,
-                      lowest_latency("all_gather", cp, crosses, hw, local_ranks=local) * (1.0 + repeats)
-                      + lowest_latency("reduce_scatter", cp, crosses, hw, local_ranks=local))
+                      np.where(a2a, swap_alpha * (2.0 + repeats),
+                               lowest_latency("all_gather", cp, crosses, hw, local_ranks=local) * (1.0 + repeats)
+                               + lowest_latency("reduce_scatter", cp, crosses, hw, local_ranks=local)))
     out = {"forward_total": fwd, "forward_exposed": fwd_exposed, "total": fwd * (1.0 + repeats) + bwd,
            "exposed": fwd_exposed * (1.0 + repeats) + bwd_exposed, "latency": alphas}
     return {name: np.where(cp > 1, value, 0.0) for name, value in out.items()}

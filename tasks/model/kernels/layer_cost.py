@@ -143,7 +143,7 @@ def cross_entropy_time(logits, hw: HardwareProfile, impl: str = "unfused"):
 
 
 def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, block: Block = STUDY_BLOCK,
-               stack: Stack = _STUDY_STACK, sequence_parallel=True, cp=1.0) -> LayerCost:
+               stack: Stack = _STUDY_STACK, sequence_parallel=True, cp=1.0, heads_split=False) -> LayerCost:
     """Every compute piece of one layer (see ``LayerCost``). ``block.flash`` must agree with
     ``stack.attention``; ``sequence_parallel`` (bool or bool array) splits the replicated
     element-wise kernels by TP (the study's table splits them: the default).
@@ -152,8 +152,10 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     sequence (SL / CP). Its fused attention is CP steps of causal attention over ``sl`` tokens:
     under Megatron's load-balanced split each step (the ring's, ``collectives.cp_exchange``) is as much work
     as that, and CP of them are the 1/CP of the whole sequence's causal attention each rank
-    owns. Context parallelism needs fused attention (Transformer Engine's is the only one
-    Megatron-Core runs it with)."""
+    owns. Under ``heads_split`` (bool or bool array: the all-to-all exchange, ``layout.CP_COMMS``
+    a2a) a rank instead attends whole sequences, SL = CP x ``sl`` tokens, with 1/CP of its TP
+    rank's heads: as much work, in one kernel over the whole length. Context parallelism needs
+    fused attention (Transformer Engine's is the only one Megatron-Core runs it with)."""
     if block.flash != stack.flash:
         raise ValueError(f"block.flash={block.flash} disagrees with stack.attention={stack.attention!r}")
     if not block.flash and np.any(np.asarray(cp) > 1):
@@ -183,7 +185,9 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd
         kernels += len(linear_fwd_gemms)
     if block.flash:
-        attn_fwd, attn_bwd = (cp * t for t in fused_attention_times(h, sl, b, tp, hw, causal=stack.causal))
+        ring = fused_attention_times(h, sl, b, tp, hw, causal=stack.causal)
+        whole = fused_attention_times(h, np.multiply(sl, cp), b, np.multiply(tp, cp), hw, causal=stack.causal)
+        attn_fwd, attn_bwd = (np.where(heads_split, w, cp * r) for w, r in zip(whole, ring, strict=True))
         core = core + attn_fwd
         kernels += 1
         core_kernels += 1

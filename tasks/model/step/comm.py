@@ -84,7 +84,8 @@ def cp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np
     """Context parallelism's exchange of keys and values in one micro-batch on the busiest stage
     (``collectives.cp_exchange``, per layer, times the stage's layers): ``total``, ``exposed``,
     ``forward_total``, ``forward_exposed`` and ``latency`` (its α steps alone); 0 at CP 1. A
-    ring hop hides behind one attention step, a CP-th of the layer's attention (``cost``)."""
+    ring hop hides behind one attention step, a CP-th of the layer's attention (``cost``); the
+    all-to-all exchange moves the queries and the attention output too."""
     if not np.any(lay.cp > 1):     # a table without CP (every search's): nothing to price
         nothing = np.zeros(np.shape(lay.tp))
         return {name: nothing for name in ("total", "exposed", "forward_total", "forward_exposed", "latency")}
@@ -96,7 +97,8 @@ def cp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np
     step_bwd = metrics.apply_flop_vs_bw(cost.attention_bwd, ctx.flop_vs_bw) / lay.cp
     repeats = lay.recomputed_share + np.where(lay.selective, 1.0, 0.0)
     layer_figures = cp_layer_exchange(lay.cp, lay.cp_comm, chunk, lay.cp_crosses(ctx.hardware), step_fwd, step_bwd,
-                                      repeats, ctx.hardware, tp=lay.tp)
+                                      repeats, ctx.hardware, tp=lay.tp,
+                                      q_bytes=tokens * float(m.hidden) / lay.tp * float(ctx.dtype_bytes))
     return {name: lay.layers_per_stage * value for name, value in layer_figures.items()}
 
 

@@ -35,7 +35,8 @@ def stage_layer_cost(lay: StepLayouts, ctx: StepContext, shapes: Optional[Distin
     shapes = distinct_shapes(lay) if shapes is None else shapes
     cost = layer_cost(np.full(len(shapes.tp), float(m.hidden)), float(m.heads), float(m.seq_len) / shapes.cp,
                       shapes.micro_batch, shapes.tp, ctx.device, p=float(ctx.dtype_bytes), block=ctx.block,
-                      stack=ctx.stack, sequence_parallel=shapes.sequence_parallel, cp=shapes.cp)
+                      stack=ctx.stack, sequence_parallel=shapes.sequence_parallel, cp=shapes.cp,
+                      heads_split=shapes.heads_split)
     spread = {name: shapes.spread(getattr(cost, name), np.shape(lay.tp))
               for name in LayerCost.__dataclass_fields__ if not name.startswith("kernels_")}
     return LayerCost(**spread, kernels_fwd=cost.kernels_fwd, kernels_core=cost.kernels_core)

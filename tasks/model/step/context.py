@@ -95,6 +95,11 @@ class StepLayouts:
         return self.dp * self.cp
 
     @property
+    def heads_split(self) -> np.ndarray:
+        """Whether CP splits heads rather than sequences in attention (the a2a exchange)."""
+        return (self.cp > 1) & (self.cp_comm == code("cp_comm", "a2a"))
+
+    @property
     def seq_share(self) -> np.ndarray:
         """Share of each sequence's tokens a device holds: 1 / CP."""
         return 1.0 / self.cp
@@ -139,13 +144,14 @@ class StepLayouts:
 
 
 class DistinctShapes(NamedTuple):
-    """The distinct (micro-batch, TP, sequence parallelism, CP) of a set of layouts, of which a
-    space holds a few dozen, and each layout's index into them."""
+    """The distinct (micro-batch, TP, sequence parallelism, CP, whether CP splits heads) of a set
+    of layouts, of which a space holds a few dozen, and each layout's index into them."""
 
     micro_batch: np.ndarray
     tp: np.ndarray
     sequence_parallel: np.ndarray
     cp: np.ndarray
+    heads_split: np.ndarray
     index: np.ndarray
 
     def spread(self, values, shape) -> np.ndarray:
@@ -154,10 +160,11 @@ class DistinctShapes(NamedTuple):
 
 
 def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
-    """The layouts' distinct (micro-batch, TP, SP, CP), all that a layer's compute, the output
-    layer's and a TP collective depend on: each is costed once and spread back."""
+    """The layouts' distinct (micro-batch, TP, SP, CP, heads split by CP), all that a layer's
+    compute, the output layer's and a TP collective depend on: each is costed once and spread
+    back."""
     columns = [np.asarray(x).reshape(-1).astype(np.int64) for x in (lay.micro_batch, lay.tp, lay.cp,
-                                                                       lay.sequence_parallel)]
+                                                                       lay.sequence_parallel, lay.heads_split)]
     radices = [int(c.max(initial=0)) + 1 for c in columns]
     if np.prod([float(r) for r in radices]) < 2.0**62:
         # One integer per shape, digits in mixed radix: the degrees' largest values bound each digit.
@@ -169,11 +176,11 @@ def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
         for radix in reversed(radices):
             unique, digit = np.divmod(unique, radix)
             digits.append(digit)
-        b, tp, cp, sp = reversed(digits)
+        b, tp, cp, sp, split = reversed(digits)
     else:
         rows, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
-        b, tp, cp, sp = rows.T
-    return DistinctShapes(b.astype(np.float64), tp.astype(np.float64), sp > 0, cp.astype(np.float64),
+        b, tp, cp, sp, split = rows.T
+    return DistinctShapes(b.astype(np.float64), tp.astype(np.float64), sp > 0, cp.astype(np.float64), split > 0,
                           np.asarray(inverse).reshape(-1))
 
 

@@ -196,7 +196,8 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
     model_parallel = np.asarray(layouts["tp"]) * np.asarray(layouts["pp"]) * np.asarray(layouts.get("cp", 1))
     dp_int = ctx.devices // np.maximum(model_parallel, 1)
     violations = structural_violations({**layouts, "dp": dp_int}, heads=model.heads, layers=model.layers,
-                                       devices=ctx.devices, global_batch=ctx.global_batch)
+                                       devices=ctx.devices, global_batch=ctx.global_batch,
+                                       kv_heads=model.kv_heads or 0)
     status = first_violation(violations)
     lay = as_layouts(layouts, np.maximum(dp_int, 1).astype(np.float64), ctx)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -63,8 +63,11 @@ RECOMPUTE_MODES: Tuple[str, ...] = ("none", "selective", "full")
 #: step's attention (``AttnFuncWithCPAndKVP2P``, Megatron-LM's default ``--cp-comm-type p2p``);
 #: "all_gather" gathers the whole K/V before a layer's attention and reduce-scatters their
 #: gradients after it (``AttnFuncWithCPAndKVAllGather``; the variant Llama 3 trained with,
-#: Grattafiori et al. 2024, arXiv 2407.21783 §3.3.2). Names in a ``Layout``, codes in columns.
-CP_COMMS: Tuple[str, ...] = ("p2p", "all_gather")
+#: Grattafiori et al. 2024, arXiv 2407.21783 §3.3.2); "a2a" swaps sequence for heads by
+#: all-to-all, Q, K and V before attention and its output after (``AttnFuncWithCPAndQKVOA2A``,
+#: DeepSpeed Ulysses: Jacobs et al. 2023, arXiv 2309.14509), so each rank attends whole
+#: sequences with 1/CP of its TP rank's heads. Names in a ``Layout``, codes in columns.
+CP_COMMS: Tuple[str, ...] = ("p2p", "all_gather", "a2a")
 
 #: The layout fields that are names in a ``Layout`` and in the lake, integer codes in columns.
 CODED_FIELDS: Dict[str, Tuple[str, ...]] = {"schedule": SCHEDULES, "zero": ZERO_MODES, "recompute": RECOMPUTE_MODES,
@@ -98,7 +101,8 @@ LAYOUT_FIELDS: Tuple[str, ...] = ("tp", "pp", "dp", "micro_batch", "schedule", "
 #: What the words of ``Layout.describe`` mean, on one line.
 LAYOUT_LEGEND = ("tpN/ppN/dpN: tensor-, pipeline-, data-parallel degree; pp2(i5): interleaved schedule, 5 model "
                  "chunks per device; bN: micro-batch of N sequences; none/zero1/zero3/fsdp/hsdp: how DP shards model "
-                 "states; cpN: context-parallel degree, cpN(ag) exchanging K/V by all-gather; sp: sequence parallel; "
+                 "states; cpN: context-parallel degree, cpN(ag) exchanging K/V by all-gather, cpN(a2a) by "
+                 "all-to-all of Q, K, V and the output; sp: sequence parallel; "
                  "sele/full: selective/full activation recomputation; full(5): full "
                  "recomputation of 5 layers per model chunk, the others keep their activations")
 
@@ -111,6 +115,8 @@ STRUCTURAL_CONSTRAINTS: Dict[str, str] = {
     "batch_divisible": "the global batch is divisible by DP x micro-batch",
     "schedule_fits": "an interleaved schedule has PP > 1, virtual stages > 1 and micro-batches a multiple of PP; "
                      "1F1B has one virtual stage",
+    "cp_splits_heads": "an all-to-all CP exchange (a2a) splits each TP rank's query and key/value heads over CP "
+                       "(Transformer Engine's AttnFuncWithCPAndQKVOA2A divides the heads it holds by CP)",
 }
 
 
@@ -157,7 +163,7 @@ class Layout:
         """A short human label, e.g. ``tp8 pp4(i2) dp16 b1 zero1 sp sele`` (``LAYOUT_LEGEND``
         spells it out)."""
         pp = f"pp{self.pp}" + (f"(i{self.virtual_stages})" if self.schedule == "interleaved" else "")
-        cp = [f"cp{self.cp}" + ("(ag)" if self.cp_comm == "all_gather" else "")] if self.cp > 1 else []
+        cp = [f"cp{self.cp}" + {"all_gather": "(ag)", "a2a": "(a2a)"}.get(self.cp_comm, "")] if self.cp > 1 else []
         parts = [f"tp{self.tp}", *cp, pp, f"dp{self.dp}", f"b{self.micro_batch}", self.zero]
         parts += ["sp"] if self.sequence_parallel else []
         parts += [] if self.recompute == "none" else [self.recompute[:4] + (f"({self.recompute_layers})"
@@ -189,12 +195,13 @@ def cp_problem(cp: int, seq_len: int, flash: bool) -> str:
 
 
 def structural_violations(layouts: Mapping[str, np.ndarray], *, heads: int, layers: int, devices: int,
-                          global_batch: int) -> Dict[str, np.ndarray]:
+                          global_batch: int, kv_heads: int = 0) -> Dict[str, np.ndarray]:
     """For each of ``STRUCTURAL_CONSTRAINTS``, a bool array: True where a layout breaks it.
 
     ``layouts`` holds ``tp``, ``pp``, ``micro_batch``, ``schedule`` (code),
     ``virtual_stages`` (and ``cp``, 1 where not given; ``dp`` if given, otherwise it is
-    ``devices / (tp * pp * cp)``).
+    ``devices / (tp * pp * cp)``), and ``cp_comm`` (codes; p2p where not given). ``kv_heads``: 0
+    for as many as ``heads``.
     Vectorised; every constraint is checked on every layout (not only the first that
     fails), so a caller can say how many layouts each one rules out.
     """
@@ -212,12 +219,18 @@ def structural_violations(layouts: Mapping[str, np.ndarray], *, heads: int, laye
     batch_bad = (global_batch % replicas != 0) | (dp < 1)
     microbatches = global_batch // replicas
     schedule_bad = np.where(interleaved, (pp < 2) | (v < 2) | (microbatches % pp != 0), v != 1)
+    cp = np.asarray(layouts.get("cp", 1), dtype=np.int64)
+    a2a = np.asarray(layouts.get("cp_comm", 0)) == CP_COMMS.index("a2a")
+    kv = kv_heads or heads
+    per_rank = np.maximum(heads // np.maximum(tp, 1), 1), np.maximum(kv // np.maximum(tp, 1), 1)
+    heads_bad = a2a & (cp > 1) & ((per_rank[0] % cp != 0) | (per_rank[1] % cp != 0))
     return {
         "tp_divides_heads": heads % tp != 0,
         "tp_pp_divides_devices": splits,
         "stages_hold_layers": layers < pp * v,
         "batch_divisible": batch_bad | splits,
         "schedule_fits": schedule_bad,
+        "cp_splits_heads": heads_bad,
     }
 
 

@@ -38,7 +38,7 @@ def cases() -> List[Tuple[str, ExportCase]]:
 def built_cases(cases) -> List[Tuple[str, ExportCase]]:
     """Layouts no search of these spaces yields: FSDP (no_sync), full recomputation of the
     first 3 layers of each chunk, sequence parallelism at TP 1, ZeRO-3 over one replica,
-    hybrid FSDP, context parallelism (a ring of 2, an all-gather over 4)."""
+    hybrid FSDP, context parallelism (a ring of 2, an all-gather over 4, an all-to-all over 2)."""
     base = next(case for label, case in cases if label == "core-2024" and case.layout.tp == 1
                 and case.layout.pp == 1 and case.layout.dp == 16)
     lay = base.layout
@@ -47,7 +47,8 @@ def built_cases(cases) -> List[Tuple[str, ExportCase]]:
                "sp-at-tp1": dataclasses.replace(lay, sequence_parallel=True),
                "zero3-dp1": dataclasses.replace(lay, tp=4, pp=4, dp=1, zero="zero3", sequence_parallel=True),
                "cp-ring": dataclasses.replace(lay, cp=2, dp=8),
-               "cp-gather": dataclasses.replace(lay, cp=4, dp=4, cp_comm="all_gather")}
+               "cp-gather": dataclasses.replace(lay, cp=4, dp=4, cp_comm="all_gather"),
+               "cp-a2a": dataclasses.replace(lay, cp=2, dp=8, cp_comm="a2a")}
     built = [(label, dataclasses.replace(base, layout=layout)) for label, layout in layouts.items()]
     # hybrid sharding (two nodes of 8) at one micro-batch, which torchtitan's HSDP runs as costed
     hsdp = dataclasses.replace(lay, zero="hsdp")

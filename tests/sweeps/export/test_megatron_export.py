@@ -149,7 +149,7 @@ def test_every_feasible_layout_round_trips_through_megatron_lms_own_arguments_or
     assert any(lay.schedule == "interleaved" for lay in exported)
     assert any(lay.recompute_layers for lay in exported)
     assert any(case.sharding == "zero1" and case.stack.param_gather_overlap for _, case, _ in exports("megatron"))
-    assert {(lay.cp, lay.cp_comm) for lay in exported} >= {(1, "p2p"), (2, "p2p"), (4, "all_gather")}
+    assert {(lay.cp, lay.cp_comm) for lay in exported} >= {(1, "p2p"), (2, "p2p"), (4, "all_gather"), (2, "a2a")}
     assert len(exported) > len(cases) // 2
 
 

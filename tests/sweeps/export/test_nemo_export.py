@@ -155,7 +155,7 @@ def test_every_feasible_layout_round_trips_through_nemos_own_fields_or_is_refuse
         exported.append(case.layout)
     assert {lay.zero for lay in exported} >= {"none", "zero1", "zero3"}
     assert {lay.recompute for lay in exported} == {"none", "selective", "full"}
-    assert {(lay.cp, lay.cp_comm) for lay in exported} >= {(1, "p2p"), (2, "p2p"), (4, "all_gather")}
+    assert {(lay.cp, lay.cp_comm) for lay in exported} >= {(1, "p2p"), (2, "p2p"), (4, "all_gather"), (2, "a2a")}
     assert any(lay.recompute_layers for lay in exported)
     assert any(lay.schedule == "interleaved" for lay in exported)
 

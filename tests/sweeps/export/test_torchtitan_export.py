@@ -111,9 +111,9 @@ def test_what_torchtitan_lacks_is_refused_naming_it(cases, label, zero, why):
         export("torchtitan", dataclasses.replace(case, layout=dataclasses.replace(case.layout, zero=zero)))
 
 
-@pytest.mark.parametrize("label", ["cp-ring", "cp-gather"])
+@pytest.mark.parametrize("label", ["cp-ring", "cp-gather", "cp-a2a"])
 def test_context_parallelism_is_refused_as_torchtitan_exchanges_kv_otherwise(built_cases, label):
-    with pytest.raises(Unexpressible, match=r"CP \d \((p2p|all_gather)\): torchtitan's context parallelism"):
+    with pytest.raises(Unexpressible, match=r"CP \d \((p2p|all_gather|a2a)\): torchtitan's context parallelism"):
         export("torchtitan", dict(built_cases)[label])
 
 
