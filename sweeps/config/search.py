@@ -96,7 +96,7 @@ class SearchSetup:
         spec = dataclasses.asdict(self.spec)
         for volatile in VOLATILE_FIELDS:
             spec.pop(volatile)
-        parameters = TRIAL_PARAMETERS + (",context" if len(self.spec.space.context_choices()) > 1 else "")
+        parameters = TRIAL_PARAMETERS + (",context" if self.spec.space.context_varies else "")
         return {**spec, "sampler": self.sampler, "parameters": parameters, "model_fp": fingerprint(self.model),
                 "hardware_fp": fingerprint(self.hardware), "stack_fp": fingerprint(self.stack),
                 "cost_model": f"{COST_MODEL_VERSION}+{STEP_MODEL_VERSION}"}

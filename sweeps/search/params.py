@@ -53,7 +53,7 @@ def trial_distributions(space: LayoutSpace) -> Dict[str, CategoricalDistribution
     where the space holds more than one)."""
     choices = {"tensor": list(_tensor_choices(space)), "pp": space.pp, "micro_batch": space.micro_batch,
                "pipeline": list(_pipeline_choices(space)), "zero": space.zero, "recompute": space.recompute}
-    if len(space.context_choices()) > 1:
+    if space.context_varies:
         choices["context"] = list(_context_choices(space))
     return {name: CategoricalDistribution(list(values)) for name, values in choices.items()}
 

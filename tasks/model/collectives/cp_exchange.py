@@ -38,6 +38,7 @@ from typing import Dict
 
 import numpy as np
 
+from tasks.model.collectives.dp_protocol import dp_ranks_per_node
 from tasks.model.collectives.nccl import lowest_latency, tier_figures, tier_time
 from tasks.model.terms.layout import CP_COMMS
 from tasks.model.terms.specs import HardwareProfile
@@ -72,7 +73,7 @@ def cp_layer_exchange(cp, cp_comm, chunk_bytes, crosses, step_fwd, step_bwd, rep
     ring_fwd, ring_bwd = (cp - 1.0) * one, 2.0 * one + inner * two
     ring_fwd_exposed = (cp - 1.0) * np.maximum(0.0, one - step_fwd)
     ring_bwd_exposed = 2.0 * np.maximum(0.0, one - step_bwd) + inner * np.maximum(0.0, two - step_bwd)
-    local = np.minimum(np.maximum(np.floor(hw.devices_per_node / np.asarray(tp, dtype=np.float64)), 1.0), cp)
+    local = dp_ranks_per_node(tp, cp, hw.devices_per_node)   # numbered right after TP, as a DP group is
     gather = tier_time("all_gather", cp, cp * chunk_bytes, crosses, hw, local_ranks=local)
     scatter = tier_time("reduce_scatter", cp, cp * chunk_bytes, crosses, hw, local_ranks=local)
     # a2a: Q, K, V (half the chunk each of K and V) and the output; the backward the same bytes

@@ -69,6 +69,12 @@ class LayoutSpace:
         return [(cp, code("cp_comm", name)) for cp in self.cp for name in (self.cp_comm if cp > 1 else ["p2p"])]
 
     @property
+    def context_varies(self) -> bool:
+        """Whether the space holds more than one (CP, exchange) choice: only then does a search
+        ask for one (``sweeps.search.params``), and its trial parameters say so."""
+        return len(self.context_choices()) > 1
+
+    @property
     def size(self) -> int:
         """Layouts in the space (before any constraint)."""
         tp_sp = sum(len(self.sequence_parallel_choices(tp)) for tp in self.tp)

@@ -54,7 +54,7 @@ def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctS
     when not given)."""
     m, hw = ctx.model, ctx.hardware
     shapes = distinct_shapes(lay) if shapes is None else shapes
-    one = tp_collective_time(float(m.hidden), float(m.seq_len) / shapes.cp, shapes.micro_batch, shapes.tp,
+    one = tp_collective_time(float(m.hidden), shapes.local_seq(m.seq_len), shapes.micro_batch, shapes.tp,
                              float(ctx.dtype_bytes), tp_crosses_nodes(shapes.tp, hw), hw, shapes.sequence_parallel)
     return shapes.spread(np.where(shapes.tp > 1, one, 0.0), np.shape(lay.tp))
 
@@ -90,7 +90,7 @@ def cp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np
         nothing = np.zeros(np.shape(lay.tp))
         return {name: nothing for name in ("total", "exposed", "forward_total", "forward_exposed", "latency")}
     m = ctx.model
-    tokens = lay.micro_batch * float(m.seq_len) * lay.seq_share
+    tokens = lay.micro_batch * lay.local_seq(m.seq_len)
     chunk = kv_chunk_bytes(tokens, float(m.kv_heads or m.heads), float(m.hidden) / float(m.heads), lay.tp,
                            float(ctx.dtype_bytes))
     step_fwd = metrics.apply_flop_vs_bw(cost.attention_fwd, ctx.flop_vs_bw) / lay.cp
@@ -116,7 +116,7 @@ def pp_comm(lay: StepLayouts, ctx: StepContext, compute_mb: np.ndarray) -> Dict[
     (a_in, bw_in), (a_out, bw_out) = tier_figures(hw.intra_node), tier_figures(hw.inter_node)
     crosses = lay.pp_crosses(hw)
     alpha, bandwidth = np.where(crosses, a_out, a_in), np.where(crosses, bw_out, bw_in)
-    message = layer.tp_allreduce_bytes(float(ctx.model.hidden), float(ctx.model.seq_len) * lay.seq_share,
+    message = layer.tp_allreduce_bytes(float(ctx.model.hidden), lay.local_seq(ctx.model.seq_len),
                                        lay.micro_batch, float(ctx.dtype_bytes))
     p2p_bytes = message / lay.tp
     total = np.where(lay.pp > 1, 2.0 * lay.stages * (alpha + p2p_bytes / bandwidth), 0.0)

@@ -33,7 +33,7 @@ def stage_layer_cost(lay: StepLayouts, ctx: StepContext, shapes: Optional[Distin
     per distinct shape (``shapes``, worked out when not given)."""
     m = ctx.model
     shapes = distinct_shapes(lay) if shapes is None else shapes
-    cost = layer_cost(np.full(len(shapes.tp), float(m.hidden)), float(m.heads), float(m.seq_len) / shapes.cp,
+    cost = layer_cost(np.full(len(shapes.tp), float(m.hidden)), float(m.heads), shapes.local_seq(m.seq_len),
                       shapes.micro_batch, shapes.tp, ctx.device, p=float(ctx.dtype_bytes), block=ctx.block,
                       stack=ctx.stack, sequence_parallel=shapes.sequence_parallel, cp=shapes.cp,
                       heads_split=shapes.heads_split)
@@ -58,7 +58,7 @@ def _output_layer(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctS
     shapes = distinct_shapes(lay) if shapes is None else shapes
     b, tp = shapes.micro_batch, shapes.tp
     precision = "bf16" if ctx.stack.fp8 else ctx.stack.gemm_precision
-    tokens = float(ctx.model.seq_len) / shapes.cp * b
+    tokens = shapes.local_seq(ctx.model.seq_len) * b
     gemms = layer.training_gemms("logits", tokens, ctx.vocab / tp, float(ctx.model.hidden))
     accumulate = grad_accumulation_time(ctx.vocab * float(ctx.model.hidden) / tp, ctx.hardware, ctx.stack)
     loss = cross_entropy_time(tokens * ctx.vocab / tp, ctx.hardware, ctx.stack.cross_entropy)

@@ -17,8 +17,8 @@ from tasks.model.step.memory import USABLE_HBM_FRACTION, usable_memory_bytes, we
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack
 
-__all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distinct_shapes", "recomputed_share",
-           "tp_crosses_nodes"]
+__all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distinct_shapes", "local_seq",
+           "recomputed_share", "tp_crosses_nodes"]
 
 
 @dataclass(frozen=True)
@@ -99,10 +99,9 @@ class StepLayouts:
         """Whether CP splits heads rather than sequences in attention (the a2a exchange)."""
         return (self.cp > 1) & (self.cp_comm == code("cp_comm", "a2a"))
 
-    @property
-    def seq_share(self) -> np.ndarray:
-        """Share of each sequence's tokens a device holds: 1 / CP."""
-        return 1.0 / self.cp
+    def local_seq(self, seq_len: float) -> np.ndarray:
+        """Tokens of each ``seq_len``-token sequence a device holds (``local_seq``)."""
+        return local_seq(seq_len, self.cp)
 
     @property
     def selective(self) -> np.ndarray:
@@ -154,6 +153,10 @@ class DistinctShapes(NamedTuple):
     heads_split: np.ndarray
     index: np.ndarray
 
+    def local_seq(self, seq_len: float) -> np.ndarray:
+        """Tokens of each ``seq_len``-token sequence a device of each shape holds (``local_seq``)."""
+        return local_seq(seq_len, self.cp)
+
     def spread(self, values, shape) -> np.ndarray:
         """Per-shape ``values`` back over the layouts, as an array of ``shape``."""
         return np.asarray(values)[self.index].reshape(shape)
@@ -182,6 +185,12 @@ def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
         b, tp, cp, sp, split = rows.T
     return DistinctShapes(b.astype(np.float64), tp.astype(np.float64), sp > 0, cp.astype(np.float64), split > 0,
                           np.asarray(inverse).reshape(-1))
+
+
+def local_seq(seq_len: float, cp) -> np.ndarray:
+    """Tokens of a ``seq_len``-token sequence one device holds: SL / CP (context parallelism
+    splits each sequence over CP ranks; 1: the whole)."""
+    return float(seq_len) / np.asarray(cp, dtype=np.float64)
 
 
 def tp_crosses_nodes(tp, hw: HardwareProfile) -> np.ndarray:

@@ -165,7 +165,7 @@ def stage_memory(lay: StepLayouts, ctx: StepContext):
     if stack.fp8 and not stack.fp8_params:
         states = states + memory.fp8_weight_copy_bytes(layer_params, shard_ranks, lay.zero)
     gathered = np.where(lay.sharded, 2.0 * weight_bytes * per_layer / lay.tp, 0.0)
-    seq = float(model.seq_len) * lay.seq_share
+    seq = lay.local_seq(model.seq_len)
     act = memory.layer_activation_bytes(seq, lay.micro_batch, h, heads, lay.tp,
                                         lay.sequence_parallel, lay.recompute, block,
                                         fp8_inputs=stack.fp8, recomputed_share=lay.recomputed_share)
