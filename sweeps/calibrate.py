@@ -35,17 +35,9 @@ from sweeps.lake.kinds import ACCURACY, BASELINE, COLLECTIVE_FIT, OPMODEL
 from sweeps.lake.views import read_rows
 from sweeps.jobs.calibration import calibration_job
 from sweeps.run import RunReport, run_job
-from tasks.fit.accuracy import (
-    ACCURACY_SCHEMA_VERSION,
-    OPMODEL_SCHEMA_VERSION,
-    accuracy_rows,
-    fit_calibration,
-    models_from_rows,
-    newest_fit,
-    why_not_fit,
-)
+from tasks.fit.accuracy import ACCURACY_SCHEMA_VERSION, OPMODEL_SCHEMA_VERSION, fit_and_judge, models_from_rows, \
+    newest_fit, timed_rows
 from tasks.identity import content_hash
-from tasks.measure.stability import STATUS_UNSTABLE
 from tasks.model.projection.grid import Calibration
 from tasks.model.terms.specs import LinkTier
 
@@ -78,12 +70,6 @@ class CalibrationResult:
     not_fitted: Optional[str] = None  # why no fit was made (calibration_id None)
 
 
-def timed_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The ``baseline`` rows that were measured, stable or not: an unstable one the time cap
-    left unmeasured has no times, and an infeasible or out-of-memory one none either."""
-    return rows[rows["status"].isin(["ok", STATUS_UNSTABLE]) & rows["plain_step_s"].notna()]
-
-
 def calibrate(spec: CalibrationSpec, lake: Lake, **run_options) -> CalibrationResult:
     """Measure, fit and judge ``spec`` into ``lake``; ``run_options`` go to ``run_job``."""
     job = calibration_job(spec)
@@ -92,25 +78,17 @@ def calibrate(spec: CalibrationSpec, lake: Lake, **run_options) -> CalibrationRe
     report = run_job(job, lake, chunk_size=max(1, job.points.num_rows), **run_options)
     measure_s = time.perf_counter() - started
     rows = read_rows(lake, BASELINE, job.points, status=None)
-    ok = timed_rows(rows)
-    fit_rows, held = ok[ok["role"] != "held_out"], ok[ok["role"] == "held_out"]
     planned = int((job.points.column("role").to_numpy(zero_copy_only=False) != "held_out").sum())
-    not_fitted = why_not_fit(planned, fit_rows, int((ok["status"] == "ok").sum()))
-    if not_fitted:
-        return CalibrationResult(report, None, rows, None, 0.0, measure_s, not_fitted)
-    started = time.perf_counter()
-    fitted_at = time.time()
-    opmodels, calibration_id = fit_calibration(spec.name, fit_rows, fitted_at=fitted_at)
-    models, box = models_from_rows(opmodels.to_pandas())
-    accuracy = accuracy_rows(spec.name, calibration_id, models, box, fit_rows, held,
-                             judged_from_s=spec.judged_from_ms / 1e3, fitted_at=fitted_at)
-    fit_s = time.perf_counter() - started
+    judged = fit_and_judge(spec.name, rows, planned=planned, judged_from_s=spec.judged_from_ms / 1e3)
+    if judged.not_fitted:
+        return CalibrationResult(report, None, rows, None, 0.0, measure_s, judged.not_fitted)
+    opmodels, accuracy = judged.opmodels, judged.accuracy
     partition = job.partition
     if not lake.keys(OPMODEL, partition) >= set(opmodels.column("key").to_pylist()):
         lake.commit(OPMODEL, partition, opmodels, schema_version=OPMODEL_SCHEMA_VERSION)
     if accuracy.num_rows:
         lake.commit(ACCURACY, partition, accuracy, schema_version=ACCURACY_SCHEMA_VERSION)
-    return CalibrationResult(report, calibration_id, rows, accuracy.to_pandas(), fit_s, measure_s)
+    return CalibrationResult(report, judged.calibration_id, rows, accuracy.to_pandas(), judged.fit_s, measure_s)
 
 
 def link_tier(fits: pd.DataFrame, placement: str) -> Optional[LinkTier]:

@@ -14,6 +14,8 @@ variation out would narrow the range the fit covers.
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -29,7 +31,7 @@ from tasks.model.projection.opmodel import HYPERPARAMETERS, OPMODEL_VERSION, Mea
 __all__ = ["operator_model_key", "accuracy_key", "newest_fit", "OPMODEL_SCHEMA", "OPMODEL_SCHEMA_VERSION",
            "ACCURACY_SCHEMA", "ACCURACY_SCHEMA_VERSION",
            "HeldOutLeak", "why_not_fit", "fit_calibration", "models_from_rows", "accuracy_rows",
-           "error_summary"]
+           "error_summary", "timed_rows", "Judged", "fit_and_judge"]
 
 OPMODEL_SCHEMA_VERSION = 1
 ACCURACY_SCHEMA_VERSION = 1
@@ -188,3 +190,37 @@ def error_summary(accuracy: pd.DataFrame, op_classes: Sequence[str] = (STEP,)) -
     grouped = judged.assign(abs_error=judged["rel_error"].abs()).groupby("op_class")["abs_error"]
     return pd.DataFrame({"configs": grouped.size(), "median_abs_error": grouped.median(),
                          "worst_abs_error": grouped.max()})
+
+
+def timed_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The ``baseline`` rows that were measured, stable or not: an unstable one the time cap
+    left unmeasured has no times, and an infeasible or out-of-memory one none either."""
+    return rows[rows["status"].isin(["ok", STATUS_UNSTABLE]) & rows["plain_step_s"].notna()]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A calibration fitted from its measurements and judged on its held-out ones; or, with
+    ``calibration_id`` None, why it was not fitted (``not_fitted``)."""
+
+    calibration_id: Optional[str]
+    opmodels: Optional[pa.Table]
+    accuracy: Optional[pa.Table]
+    fit_s: float
+    not_fitted: Optional[str] = None
+
+
+def fit_and_judge(name: str, rows: pd.DataFrame, *, planned: int, judged_from_s: float) -> Judged:
+    """Fit calibration ``name`` from the measured ``baseline`` rows of its baseline and
+    variations (``planned`` of them were asked for) and judge it on its held-out rows."""
+    ok = timed_rows(rows)
+    fit_rows, held = ok[ok["role"] != "held_out"], ok[ok["role"] == "held_out"]
+    not_fitted = why_not_fit(planned, fit_rows, int((ok["status"] == "ok").sum()))
+    if not_fitted:
+        return Judged(None, None, None, 0.0, not_fitted)
+    started, fitted_at = time.perf_counter(), time.time()
+    opmodels, calibration_id = fit_calibration(name, fit_rows, fitted_at=fitted_at)
+    models, box = models_from_rows(opmodels.to_pandas())
+    accuracy = accuracy_rows(name, calibration_id, models, box, fit_rows, held, judged_from_s=judged_from_s,
+                             fitted_at=fitted_at)
+    return Judged(calibration_id, opmodels, accuracy, time.perf_counter() - started)

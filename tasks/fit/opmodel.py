@@ -32,10 +32,14 @@ def weighted_fit(w: np.ndarray, t: np.ndarray) -> Tuple[float, float]:
 
 def fit_operator(op_class: str, configs: Mapping[str, Sequence[float]], times_s: Sequence[float]) -> OperatorModel:
     """Fit one class to measured times; ``configs`` maps each of ``HYPERPARAMETERS`` to
-    an array of the measured configurations. Needs at least two positive times."""
+    an array of the measured configurations. Needs at least two positive times, or none: a
+    class that ran no kernel in any configuration (on a GPU the residual add's backward
+    passes its gradient on without one) is a model of zero time."""
     t = np.asarray(times_s, dtype=np.float64)
     w, d_min = work(op_class, *(configs[k] for k in HYPERPARAMETERS))
     keep = t > 0
+    if len(t) and not keep.any() and (t == 0).all():
+        return OperatorModel(op_class, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
     if keep.sum() < 2:
         raise ValueError(f"{op_class}: {int(keep.sum())} positive times; a fit needs at least 2")
     t, w, d_min = t[keep], np.asarray(w)[keep], np.asarray(d_min)[keep]

@@ -49,7 +49,7 @@ __all__ = ["SCHEMA_VERSION", "MEASUREMENT_VERSION", "BASELINE_POINT_SCHEMA", "BA
 
 SCHEMA_VERSION = 1
 #: Bumped when how a step is built or timed changes; part of every measurement's key.
-MEASUREMENT_VERSION = "layer-3"
+MEASUREMENT_VERSION = "layer-4"
 
 #: ``role``: "baseline" (the profiled baseline iteration), "variation" (one
 #: hyperparameter moved from the baseline, named in ``varied``) or "held_out" (kept out
@@ -121,11 +121,26 @@ class StepProfile:
         return sum(self.unattributed_operators.values())
 
 
+def _on_host(event) -> bool:
+    """An event of the host's timeline: a ``record_function`` region or an operator. On CUDA
+    the profiler also lays each region on the device's timeline (a user annotation spanning
+    its kernels, of the same name); counting both counted every region twice."""
+    return str(getattr(event, "device_type", "CPU")).endswith("CPU")
+
+
+def _kernel_seconds(prof) -> float:
+    """The device time of every kernel of a CUDA profile: device events less the regions'
+    annotations, as the profiler's own table totals them."""
+    return sum(e.self_device_time_total for e in prof.key_averages()
+               if not _on_host(e) and not getattr(e, "is_user_annotation", False)) / 1e6
+
+
 def _region_times(prof, cuda: bool) -> Dict[str, float]:
-    """Seconds per ``op:`` region name in one profiled step (summed over its calls)."""
+    """Seconds per ``op:`` region name in one profiled step (summed over its calls): on CUDA
+    the device time of the kernels launched inside the region, on the CPU its own time."""
     times: Dict[str, float] = {}
     for event in prof.key_averages():
-        if event.key.startswith(OP_PREFIX):
+        if event.key.startswith(OP_PREFIX) and _on_host(event):
             name = event.key[len(OP_PREFIX):]
             micros = event.device_time_total if cuda else event.cpu_time_total
             times[name] = times.get(name, 0.0) + micros / 1e6
@@ -178,7 +193,7 @@ def _profiled_samples(step, *, device: str, steps: int, until: Optional[float] =
         if unknown:
             raise RuntimeError(f"regions outside the operator classes: {sorted(unknown)}")
         if cuda:
-            wall = sum(e.self_device_time_total for e in prof.key_averages()) / 1e6
+            wall = _kernel_seconds(prof)
         samples.append(({c: regions.get(c, 0.0) for c in OP_CLASSES}, wall, _unattributed_operators(prof, cuda)))
     return samples
 

@@ -84,6 +84,17 @@ def test_a_fit_needs_two_measurements():
         fit_operator("fc1.fwd", {k: [1.0] for k in ("h", "heads", "sl", "b", "tp")}, [1e-3])
 
 
+def test_a_class_that_ran_no_kernel_anywhere_is_a_model_of_zero_time():
+    # Measured on an H200 (conf/data/device): the residual add's backward runs no kernel on a
+    # GPU, so every configuration gives it 0 s; a fit used to refuse the whole calibration.
+    configs = _grid()
+    model = fit_operator("residual_add.bwd", configs, np.zeros(len(configs["h"])))
+    assert (model.alpha_s, model.beta_s, model.points) == (0.0, 0.0, 0)
+    assert np.all(model.predict(*(configs[k] for k in ("h", "heads", "sl", "b", "tp"))) == 0)
+    with pytest.raises(ValueError, match="1 positive"):  # one time alone is still no fit
+        fit_operator("residual_add.bwd", configs, np.r_[1e-5, np.zeros(len(configs["h"]) - 1)])
+
+
 def test_accuracy_refuses_a_held_out_configuration_that_was_fitted():
     import pandas as pd
 
