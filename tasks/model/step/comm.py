@@ -345,8 +345,9 @@ def _per_step(lay: StepLayouts, ctx: StepContext, each: Dict[DpKey, np.ndarray])
 def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels_per_mb: np.ndarray) -> np.ndarray:
     """The latency floor (Erdil and Schneider-Joseph, arXiv 2411.01137): the step's time if
     every kernel and collective moved no bytes and did no FLOPs, launches and latency steps
-    only (each group's least latency on the tiers it spans, over the algorithms and protocols
-    NCCL may run: ``collectives.nccl.lowest_latency``)."""
+    only (a kernel's launch: the longer of the device's floor, ``kernel_launch_us``, and the
+    host's path, ``Stack.host_launch_us``; each group's least latency on the tiers it spans,
+    over the algorithms and protocols NCCL may run: ``collectives.nccl.lowest_latency``)."""
     hw = ctx.hardware
     tp_latency = lowest_latency("all_reduce", lay.tp, lay.tp_crosses(hw), hw,
                                 local_ranks=tp_ranks_per_node(lay.tp, hw.devices_per_node))
@@ -374,4 +375,6 @@ def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels
                 + np.where(lay.pp > 1, 2.0 * lay.stages * alpha_pp, 0.0)
                 + dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, True), table))
     alpha_step = dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, False), table)
-    return ticks * (kernels_per_mb * hw.kernel_launch_us * 1e-6 + alpha_mb) + alpha_step
+    # Each kernel costs the longer of the device's floor and the host's launch path.
+    per_kernel_s = max(hw.kernel_launch_us, ctx.stack.host_launch_us) * 1e-6
+    return ticks * (kernels_per_mb * per_kernel_s + alpha_mb) + alpha_step

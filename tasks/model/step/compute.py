@@ -73,22 +73,29 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     what recomputation repeats (selective: the attention core's forward; full: the whole
     forward of ``recomputed_share`` of the layers), plus the output layer (GEMMs and loss);
     what can hide DP traffic (forward and backward time of the stage, §6); the forward pass
-    alone (``forward``: the layers' forward, the logits GEMM and the loss); and the kernels
-    it launches."""
+    alone (``forward``: the layers' forward, the logits GEMM and the loss); the kernels it
+    launches, and the host's time to launch them (``host_per_microbatch``): the micro-batch
+    lasts the longer of the device's time and the host's."""
     repeat = lay.recomputed_share * cost.forward + np.where(lay.selective, cost.core_fwd, 0.0)
     t_layer = metrics.apply_flop_vs_bw(cost.total + repeat, ctx.flop_vs_bw)
     output_forward, output = _output_layer(lay, ctx, shapes)
     t_output = metrics.apply_flop_vs_bw(output, ctx.flop_vs_bw)
     repeated = lay.recomputed_share * cost.kernels_fwd + np.where(lay.selective, cost.kernels_core, 0)
     forward_hide = lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw)
+    kernels = lay.layers_per_stage * (3 * cost.kernels_fwd + repeated) \
+        + (3 + CROSS_ENTROPY_KERNELS[ctx.stack.cross_entropy] if ctx.vocab > 0 else 0)
+    device = lay.layers_per_stage * t_layer + t_output
+    # The host launches every kernel (Stack.host_launch_us); the device cannot run ahead of it.
+    # The host's path does not speed up with the device (flop_vs_bw scales the device only).
+    host = kernels * ctx.stack.host_launch_us * 1e-6
     return {
-        "per_microbatch": lay.layers_per_stage * t_layer + t_output,
+        "per_microbatch": np.maximum(device, host),
+        "host_per_microbatch": host,
         "forward": forward_hide + metrics.apply_flop_vs_bw(output_forward, ctx.flop_vs_bw),
         "forward_hide": forward_hide,
         "backward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.gemm_bwd + cost.attention_bwd,
                                                                          ctx.flop_vs_bw),
-        "kernels_per_microbatch": lay.layers_per_stage * (3 * cost.kernels_fwd + repeated)
-        + (3 + CROSS_ENTROPY_KERNELS[ctx.stack.cross_entropy] if ctx.vocab > 0 else 0),
+        "kernels_per_microbatch": kernels,
     }
 
 

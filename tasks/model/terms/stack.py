@@ -48,6 +48,10 @@ ELEMENTWISE_STYLES: Tuple[str, ...] = ("fused", "eager")
 CROSS_ENTROPY_IMPLS: Tuple[str, ...] = ("unfused", "te")
 
 
+#: The host's time per kernel of an eager training step, measured (``Stack.host_launch_us``).
+HOST_LAUNCH_US = 53.0
+
+
 @dataclass(frozen=True)
 class Stack:
     """The software stack's choices, each a switch of the cost model.
@@ -98,6 +102,14 @@ class Stack:
     (megatron/training/arguments.py: "Must use --overlap-param-gather with
     --overlap-grad-reduce").
     ``cross_entropy``: one of ``CROSS_ENTROPY_IMPLS``, how the loss over the logits runs.
+    ``host_launch_us``: the host's time per kernel of an eager training step (Python, torch's
+    dispatcher and autograd, the launch call). The device cannot run ahead of the host, so a
+    micro-batch lasts at least its kernels times this; 0 where the host never paces the
+    device (CUDA graphs replay a step's kernels with no host work between them; XLA runs a
+    compiled step). The default is measured (``tasks.measure.launch.plain_layer_launch``):
+    53 us per kernel for a plain ``torch.nn`` decoder layer's forward and backward in eager
+    mode, on an H200 machine's host with torch 2.11 (conf/data/device/h200-2026-11-27, run2);
+    another framework's or host's path is taken to cost the same (an assumption).
     """
 
     attention: str = "materialised"
@@ -113,6 +125,7 @@ class Stack:
     dp_engine: str = "megatron"
     param_gather_overlap: bool = False
     cross_entropy: str = "unfused"
+    host_launch_us: float = HOST_LAUNCH_US
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:
@@ -125,6 +138,8 @@ class Stack:
         if self.cross_entropy not in CROSS_ENTROPY_IMPLS:
             raise ValueError(f"stack.cross_entropy={self.cross_entropy!r}: choose one of "
                              f"{', '.join(CROSS_ENTROPY_IMPLS)}")
+        if not self.host_launch_us >= 0:
+            raise ValueError(f"stack.host_launch_us={self.host_launch_us!r}: must be 0 or more microseconds")
         if self.dp_engine not in DP_ENGINE_NAMES:
             raise ValueError(f"stack.dp_engine={self.dp_engine!r}: choose one of {', '.join(DP_ENGINE_NAMES)}")
         if self.fp8_params and self.gemm_precision != "fp8":
