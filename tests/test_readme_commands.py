@@ -31,7 +31,8 @@ README = ROOT / "README.md"
 #: (pattern, reason): a command matching the pattern is skipped for that reason.
 SKIPPED = [
     (r"-m pytest", "runs this test suite"),
-    (r"sweep=roi(?!-)|calibration=h100", "needs GPU workers (the GPU tests cover the measurements)"),
+    (r"sweep=roi(?!-)|calibration=h100|scripts/device_check\.py",
+     "needs GPU workers (the GPU tests cover the measurements)"),
     (r"--address|RAY_ADDRESS|scripts/cluster\.py|commscale submit|standin_gpu",
      "needs a cluster started by hand (tests/sweeps/cluster runs these on a loopback cluster)"),
 ]

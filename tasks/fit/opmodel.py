@@ -38,7 +38,7 @@ def fit_operator(op_class: str, configs: Mapping[str, Sequence[float]], times_s:
     t = np.asarray(times_s, dtype=np.float64)
     w, d_min = work(op_class, *(configs[k] for k in HYPERPARAMETERS))
     keep = t > 0
-    if len(t) and not keep.any() and (t == 0).all():
+    if len(t) and (t == 0).all():
         return OperatorModel(op_class, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
     if keep.sum() < 2:
         raise ValueError(f"{op_class}: {int(keep.sum())} positive times; a fit needs at least 2")

@@ -73,9 +73,9 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     what recomputation repeats (selective: the attention core's forward; full: the whole
     forward of ``recomputed_share`` of the layers), plus the output layer (GEMMs and loss);
     what can hide DP traffic (forward and backward time of the stage, §6); the forward pass
-    alone (``forward``: the layers' forward, the logits GEMM and the loss); the kernels it
-    launches, and the host's time to launch them (``host_per_microbatch``): the micro-batch
-    lasts the longer of the device's time and the host's."""
+    alone (``forward``: the layers' forward, the logits GEMM and the loss); and the kernels it
+    launches. The micro-batch lasts the longer of the device's time and the host's time to
+    launch its kernels (``Stack.host_launch_us`` each)."""
     repeat = lay.recomputed_share * cost.forward + np.where(lay.selective, cost.core_fwd, 0.0)
     t_layer = metrics.apply_flop_vs_bw(cost.total + repeat, ctx.flop_vs_bw)
     output_forward, output = _output_layer(lay, ctx, shapes)
@@ -90,7 +90,6 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     host = kernels * ctx.stack.host_launch_us * 1e-6
     return {
         "per_microbatch": np.maximum(device, host),
-        "host_per_microbatch": host,
         "forward": forward_hide + metrics.apply_flop_vs_bw(output_forward, ctx.flop_vs_bw),
         "forward_hide": forward_hide,
         "backward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.gemm_bwd + cost.attention_bwd,
