@@ -76,7 +76,7 @@ def validate_model(model: TransformerModel) -> None:
     check_fields("model", model, MODEL)
     if model.dropout >= 1:
         raise ConfigError("model.dropout", model.dropout, "must be a probability below 1")
-    problem = heads_problem(model.hidden, model.heads, model.kv_heads, prefix="model.")
+    problem = heads_problem(model.hidden, model.heads, model.kv_heads, prefix="model.", head_dim=model.head_dim)
     if problem:
         raise ConfigError(*problem)
 
@@ -90,7 +90,8 @@ def complete_model(model: TransformerModel) -> TransformerModel:
     ffn = model.ffn_hidden if model.ffn_hidden is not None else 4 * model.hidden
     if model.params_b is not None or not (isinstance(model.hidden, int) and isinstance(model.heads, int)):
         return dataclasses.replace(model, ffn_hidden=ffn)
-    block = Block(kv_heads=float(model.kv_heads) if model.kv_heads else None, ffn=float(ffn), gated=model.gated_mlp)
+    block = Block(kv_heads=float(model.kv_heads) if model.kv_heads else None, ffn=float(ffn), gated=model.gated_mlp,
+                  head_dim=float(model.head_dim) if model.head_dim else None)
     weights = model.layers * float(layer_params(model.hidden, model.heads, block))
     weights += float(model.vocab or 0) * model.hidden
     return dataclasses.replace(model, ffn_hidden=ffn, params_b=round(weights / 1e9, 3))

@@ -62,6 +62,8 @@ def _model(case: ExportCase) -> List[Flag]:
                        ("--num-attention-heads", model.heads), ("--ffn-hidden-size", model.ffn_hidden)]
     if model.kv_heads and model.kv_heads != model.heads:
         out += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
+    if model.head_dim:  # Megatron-LM takes hidden / heads unless --kv-channels says otherwise
+        out.append(("--kv-channels", model.head_dim))
     if model.gated_mlp:
         out.append(("--swiglu", None))
     out += [("--seq-length", model.seq_len), ("--max-position-embeddings", model.seq_len),

@@ -66,6 +66,8 @@ def _model(case: ExportCase) -> List[str]:
               "num_query_groups": model.kv_heads or model.heads, "ffn_hidden_size": model.ffn_hidden,
               "gated_linear_unit": model.gated_mlp, "seq_length": model.seq_len, "hidden_dropout": model.dropout,
               "attention_dropout": model.dropout}
+    if model.head_dim:
+        values["kv_channels"] = model.head_dim  # Megatron-Core's TransformerConfig: hidden / heads unless set
     return [f"recipe.model.config.{name} = {value!r}" for name, value in values.items()]
 
 

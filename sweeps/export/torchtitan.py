@@ -62,7 +62,9 @@ def _refuse_stack(case: ExportCase) -> None:
                 (stack.main_grad_bytes != 4, "16-bit gradient reduction (mixed_precision_reduce takes float32 only)"),
                 (not stack.dp_overlap and lay.dp > 1, "DP communication after the backward pass (stack.dp_overlap="
                                                       "false; FSDP2 and DDP always overlap it)"),
-                (case.tp_overlap and stack.eager, "overlapped TP without compile (async TP needs it)")]
+                (case.tp_overlap and stack.eager, "overlapped TP without compile (async TP needs it)"),
+                (bool(case.model.head_dim) and case.model.head_dim * case.model.heads != case.model.hidden,
+                 f"heads {case.model.head_dim} wide, not hidden / heads (its Llama model derives the width)")]
     for problem, what in problems:
         if problem:
             raise Unexpressible(NAME, what)

@@ -53,7 +53,8 @@ def fused_efficiency(pass_: str, causal: bool, sl):
 
 
 def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = True):
-    """(forward, backward) seconds of one layer's fused attention on one of ``tp`` devices.
+    """(forward, backward) seconds of one layer's fused attention on one of ``tp`` devices;
+    ``h``: the attention's width (``layer.Block.attention_width``).
 
     Work = ``attention_core_flops`` (halved where a causal mask lets the kernel skip tiles),
     times ``BACKWARD_FLOP_FACTOR`` for the backward, at ``fused_efficiency`` of the peak;

@@ -54,7 +54,10 @@ class Block:
     element-wise kernels of the layer here. ``dropout``: the layer drops out its attention
     probabilities and both branches' outputs (Megatron-LM's default, probability 0.1);
     without it (a probability of 0, as Llama trains) those kernels do not run and keep no
-    masks (PyTorch's dropout returns its input at p = 0).
+    masks (PyTorch's dropout returns its input at p = 0). ``head_dim``: the width of one
+    attention head (None: H / heads). Where it is set, Q, the context and the attention output
+    projection's input are heads x head_dim wide rather than H (Qwen3 and GPT-OSS set their
+    own, as Megatron-LM's --kv-channels does).
     """
 
     kv_heads: Optional[float] = None
@@ -62,9 +65,18 @@ class Block:
     gated: bool = False
     flash: bool = False
     dropout: bool = True
+    head_dim: Optional[float] = None
 
     def kv(self, heads):
         return heads if self.kv_heads is None else self.kv_heads
+
+    def hd(self, h, heads):
+        """The width of one attention head."""
+        return h / heads if self.head_dim is None else self.head_dim
+
+    def attention_width(self, h, heads):
+        """The width of Q and of the context over all heads: H, or heads x head_dim."""
+        return h if self.head_dim is None else heads * self.head_dim
 
     def width(self, h):
         return 4.0 * h if self.ffn is None else self.ffn
@@ -106,8 +118,9 @@ class Gemm:
 
 
 def _qkv_width(h, heads, block: Block):
-    """Width of the QKV projection's output: H + 2 x kv_heads x head_dim."""
-    return h + 2.0 * block.kv(heads) * h / heads
+    """Width of the QKV projection's output: heads x head_dim + 2 x kv_heads x head_dim (H +
+    2 x kv_heads x H / heads where the head width is H / heads)."""
+    return block.attention_width(h, heads) + 2.0 * block.kv(heads) * block.hd(h, heads)
 
 
 def _forward(h, heads, sl, b, tp, block: Block) -> Dict[str, Tuple]:
@@ -115,14 +128,14 @@ def _forward(h, heads, sl, b, tp, block: Block) -> Dict[str, Tuple]:
     projection is H + 2 x kv_heads x head_dim wide; FC1 is ``ffn`` wide (twice, gate and
     up, for a gated MLP); under fused attention scores and context are not GEMMs."""
     tokens = sl * b
-    head_dim = h / heads
+    head_dim = block.hd(h, heads)
     heads_per_device = heads / tp
     ffn = block.width(h)
     shapes = {
         "qkv": (tokens, _qkv_width(h, heads, block) / tp, h, 1.0),
         "scores": (sl, sl, head_dim, b * heads_per_device),
         "context": (sl, head_dim, sl, b * heads_per_device),
-        "attn_out": (tokens, h, h / tp, 1.0),
+        "attn_out": (tokens, h, block.attention_width(h, heads) / tp, 1.0),
         "fc1": (tokens, (block.mlp_matrices - 1) * ffn / tp, h, 1.0),
         "fc2": (tokens, h, ffn / tp, 1.0),
     }
@@ -164,7 +177,8 @@ def layer_training_flops(h, sl, b, tp):
 def attention_core_flops(h, sl, b, tp):
     """Forward FLOPs of the attention core on one device, 4 * b * sl^2 * h / tp: the scores
     Q K^T and the context P V, counted over the whole SL x SL matrix as Megatron-LM counts
-    them (Narayanan et al. 2021, Eq. 3), whatever the kernel skips of a causal mask."""
+    them (Narayanan et al. 2021, Eq. 3), whatever the kernel skips of a causal mask. ``h``
+    is the attention's width (``Block.attention_width``: heads x head_dim)."""
     return 4.0 * b * sl**2 * h / tp
 
 
@@ -173,7 +187,7 @@ def training_flops_per_layer(h, heads, sl, b, tp, block: Block = STUDY_BLOCK):
     forward's linear GEMMs plus three times the attention core (the backward costs twice the
     forward). Equals ``layer_training_flops`` for the study's block."""
     linear = sum(g.flops for g in gemm_shapes(h, heads, sl, b, tp, replace(block, flash=True)) if g.pass_ == "fwd")
-    return 3.0 * (linear + attention_core_flops(h, sl, b, tp))
+    return 3.0 * (linear + attention_core_flops(block.attention_width(h, heads), sl, b, tp))
 
 
 #: Memory-bound kernels of one layer: name -> (element count per device, element accesses
@@ -221,7 +235,8 @@ _EAGER: Dict[str, Tuple[Callable, int, int, int]] = {
                                                           + (blk.mlp_matrices - 1) * blk.width(h)) / (2.0 * tp),
                     2, 1, 2),
     "row_bias": (lambda h, a, sl, b, tp, blk: sl * b * h / tp, 2, 1, 2),
-    "head_copy": (lambda h, a, sl, b, tp, blk: sl * b * (_qkv_width(h, a, blk) + h) / (4.0 * tp), 2, 2, 4),
+    "head_copy": (lambda h, a, sl, b, tp, blk: sl * b * (_qkv_width(h, a, blk) + blk.attention_width(h, a))
+                  / (4.0 * tp), 2, 2, 4),
     "score_scale": (lambda h, a, sl, b, tp, blk: b * a * sl * sl / tp, 2, 2, 1),
     "score_mask": (lambda h, a, sl, b, tp, blk: b * a * sl * sl / tp, 2, 1, 2),
 }
@@ -314,13 +329,22 @@ tp_allreduces_per_layer = 4
 def layer_params(h, heads=None, block: Block = STUDY_BLOCK):
     """Weights of one layer (all TP ranks together), 12 H^2 for the study's block: QKV
     (3 H^2) + attention output (H^2) + FC1 (4 H^2) + FC2 (4 H^2); biases and LayerNorm
-    weights are O(H) and left out (method.md §3). In general: QKV H x (H + 2 kv_heads x
-    head_dim), output H^2, and ``mlp_matrices`` x H x ffn (``heads`` is needed only when
-    kv_heads differs from it)."""
+    weights are O(H) and left out (method.md §3). In general: QKV H x (heads x head_dim + 2
+    kv_heads x head_dim), output heads x head_dim x H, and ``mlp_matrices`` x H x ffn
+    (``heads`` is needed only when kv_heads differs from it or the block sets head_dim)."""
     h = np.asarray(h, dtype=np.float64)
-    kv_share = 1.0 if block.kv_heads is None or heads is None else block.kv_heads / np.asarray(heads, np.float64)
-    attention = h * (h + 2.0 * h * kv_share) + h * h
-    return attention + block.mlp_matrices * h * block.width(h)
+    qkv, attention_width = _attention_widths(h, heads, block)
+    return h * qkv + attention_width * h + block.mlp_matrices * h * block.width(h)
+
+
+def _attention_widths(h, heads, block: Block):
+    """(the QKV projection's width, the attention's width) of a layer; ``heads`` None: one
+    key/value head per query head of width H / heads."""
+    if heads is None:
+        if block.head_dim is not None:
+            raise ValueError("a block with its own head_dim needs the heads")
+        return 3.0 * h, h
+    return _qkv_width(h, np.asarray(heads, np.float64), block), block.attention_width(h, heads)
 
 
 def layer_tensors(h, heads=None, block: Block = STUDY_BLOCK) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
@@ -330,11 +354,11 @@ def layer_tensors(h, heads=None, block: Block = STUDY_BLOCK) -> Tuple[Tuple[floa
     LayerNorm weight and bias before attention and before the MLP, as Megatron-LM's GPT layer
     has them). The vectors are O(H) and left out of ``layer_params``; a layer without biases
     has fewer of them."""
-    kv_share = 1.0 if block.kv_heads is None or heads is None else block.kv_heads / float(heads)
+    qkv, attention_width = (float(x) for x in _attention_widths(h, heads, block))
     ffn = float(block.width(h))
-    matrices = (h * (h + 2.0 * h * kv_share), h * h) + (h * ffn,) * block.mlp_matrices
+    matrices = (h * qkv, attention_width * h) + (h * ffn,) * block.mlp_matrices
     mlp_biases = (ffn,) * (block.mlp_matrices - 1) + (float(h),)
-    vectors = (h + 2.0 * h * kv_share, float(h)) + mlp_biases + (float(h),) * 4
+    vectors = (qkv, float(h)) + mlp_biases + (float(h),) * 4
     return tuple(float(m) for m in matrices), tuple(float(v) for v in vectors)
 
 

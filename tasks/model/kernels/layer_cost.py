@@ -185,9 +185,11 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd
         kernels += len(linear_fwd_gemms)
     if block.flash:
-        attn_fwd, attn_bwd = (cp * t for t in fused_attention_times(h, sl, b, tp, hw, causal=stack.causal))
+        width = block.attention_width(h, heads)
+        attn_fwd, attn_bwd = (cp * t for t in fused_attention_times(width, sl, b, tp, hw, causal=stack.causal))
         if np.any(heads_split):
-            whole = fused_attention_times(h, np.multiply(sl, cp), b, np.multiply(tp, cp), hw, causal=stack.causal)
+            whole = fused_attention_times(width, np.multiply(sl, cp), b, np.multiply(tp, cp), hw,
+                                          causal=stack.causal)
             attn_fwd, attn_bwd = np.where(heads_split, whole[0], attn_fwd), np.where(heads_split, whole[1], attn_bwd)
         core = core + attn_fwd
         kernels += 1

@@ -89,16 +89,17 @@ def cp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np
     if not np.any(lay.cp > 1):     # a table without CP (every search's): nothing to price
         nothing = np.zeros(np.shape(lay.tp))
         return {name: nothing for name in ("total", "exposed", "forward_total", "forward_exposed", "latency")}
-    m = ctx.model
+    m, block = ctx.model, ctx.block
+    h, heads = float(m.hidden), float(m.heads)
     tokens = lay.micro_batch * lay.local_seq(m.seq_len)
-    chunk = kv_chunk_bytes(tokens, float(m.kv_heads or m.heads), float(m.hidden) / float(m.heads), lay.tp,
-                           float(ctx.dtype_bytes))
+    chunk = kv_chunk_bytes(tokens, float(block.kv(heads)), float(block.hd(h, heads)), lay.tp, float(ctx.dtype_bytes))
     step_fwd = metrics.apply_flop_vs_bw(cost.attention_fwd, ctx.flop_vs_bw) / lay.cp
     step_bwd = metrics.apply_flop_vs_bw(cost.attention_bwd, ctx.flop_vs_bw) / lay.cp
     repeats = lay.recomputed_share + np.where(lay.selective, 1.0, 0.0)
     layer_figures = cp_layer_exchange(lay.cp, lay.cp_comm, chunk, lay.cp_crosses(ctx.hardware), step_fwd, step_bwd,
                                       repeats, ctx.hardware, tp=lay.tp,
-                                      q_bytes=tokens * float(m.hidden) / lay.tp * float(ctx.dtype_bytes))
+                                      q_bytes=tokens * block.attention_width(h, heads) / lay.tp
+                                      * float(ctx.dtype_bytes))
     return {name: lay.layers_per_stage * value for name, value in layer_figures.items()}
 
 

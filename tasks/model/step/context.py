@@ -57,7 +57,7 @@ class StepContext:
         m = self.model
         return Block(kv_heads=float(m.kv_heads) if m.kv_heads else None, ffn=float(m.ffn_hidden),
                      gated=bool(getattr(m, "gated_mlp", False)), flash=self.stack.flash,
-                     dropout=m.dropout > 0.0)
+                     dropout=m.dropout > 0.0, head_dim=float(m.head_dim) if m.head_dim else None)
 
     @property
     def vocab(self) -> float:

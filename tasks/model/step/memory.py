@@ -121,7 +121,9 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     the mean over the layers.
 
     The same accounting for any ``block``: of the 24 split terms, 4*SL*B*H are K and V
-    (scaled by kv_heads / heads under grouped-query attention) and 16*SL*B*H the MLP's
+    (scaled by kv_heads / heads under grouped-query attention, by kv_heads x head_dim / H in
+    general), 4*SL*B*H Q and the projection's input (by heads x head_dim / H where the block
+    sets its head width) and 16*SL*B*H the MLP's
     activation inputs and outputs (4*SL*B*ffn, 6*SL*B*ffn for a gated MLP's two inputs);
     fused attention stores no score matrix (its softmax statistics, 4 bytes per row and
     head, are negligible and left out), so the 5*A*SL/H core is gone. A block without
@@ -141,11 +143,12 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     sbh = sl * b * h
     # the score matrix: softmax output (2 bytes), dropout mask (1) and dropped-out copy (2); without dropout, the first
     core = 0.0 if block.flash else (5.0 * heads if block.dropout else 2.0 * heads) * sl / h / tp
-    kv_share = 1.0 if block.kv_heads is None else block.kv_heads / heads
+    q_share = block.attention_width(h, heads) / h          # Q and the context, in units of H
+    kv_share = block.kv(heads) * block.hd(h, heads) / h    # K or V, in units of H
     saved_input = 1.0 if fp8_inputs else 2.0            # bytes per element of a GEMM input kept
     mlp = ((4.0 if block.gated else 2.0) + saved_input) * block.width(h) / h
     projection = ((2.0 if block.flash else 0.0) + saved_input) if fp8_inputs else 2.0
-    split = 2.0 + projection + 4.0 * kv_share + mlp       # Q, the projection's input, K and V, the MLP
+    split = (2.0 + projection) * q_share + 4.0 * kv_share + mlp  # Q, the projection's input, K and V, the MLP
     masks = 2.0 if block.dropout else 0.0                 # the two branches' 1-byte dropout masks
     kept = 4.0 + masks + 2.0 * saved_input                # LayerNorm inputs, dropout masks, QKV and FC1 inputs
     replicated = np.where(sp, kept / tp, kept)

@@ -52,18 +52,24 @@ class TransformerModel:
     source: str = ""
     gated_mlp: bool = False  # SwiGLU-style: gate and up of ffn_hidden, then down (three matrices)
     dropout: float = DEFAULT_DROPOUT  # hidden and attention dropout probability; 0: none (Llama)
+    head_dim: Optional[int] = None  # one attention head's width; None: hidden / heads (Qwen3, GPT-OSS set theirs)
 
 
 def heads_problem(hidden: int, heads: int, kv_heads: Optional[int], *,
-                  prefix: str = "") -> Optional[Tuple[str, int, str]]:
+                  prefix: str = "", head_dim: Optional[int] = None) -> Optional[Tuple[str, int, str]]:
     """Why ``heads`` and ``kv_heads`` cannot split a layer ``hidden`` wide, as (field, value,
     reason), the field named after ``prefix``; None when they can.
 
     Multi-head attention gives each of ``heads`` heads hidden / heads columns (Vaswani et al.
     2017); grouped-query attention (Ainslie et al. 2023) shares each of ``kv_heads`` key/value
     heads among heads / kv_heads query heads, so kv_heads divides heads (None: one key/value
-    head per query head), as Megatron-LM asserts of --num-query-groups."""
-    if hidden % heads:
+    head per query head), as Megatron-LM asserts of --num-query-groups. A model that sets
+    ``head_dim`` (each head that wide; heads x head_dim need not be hidden, Megatron-LM's
+    --kv-channels) needs it positive instead."""
+    if head_dim is not None:
+        if head_dim <= 0:
+            return f"{prefix}head_dim", head_dim, "must be a positive number of columns per head"
+    elif hidden % heads:
         return f"{prefix}heads", heads, f"does not divide {prefix}hidden={hidden}"
     if kv_heads is not None and heads % kv_heads:
         return (f"{prefix}kv_heads", kv_heads, f"does not divide {prefix}heads={heads}: grouped-query attention "

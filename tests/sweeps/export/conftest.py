@@ -10,7 +10,7 @@ from typing import Callable, List, Tuple
 
 import pytest
 
-from sweeps.config import load_search
+from sweeps.config import load_preset, load_search
 from sweeps.export import ExportCase, Unexpressible, case_of, export
 from sweeps.search.results import exhaustive_frame
 
@@ -38,7 +38,8 @@ def cases() -> List[Tuple[str, ExportCase]]:
 def built_cases(cases) -> List[Tuple[str, ExportCase]]:
     """Layouts no search of these spaces yields: FSDP (no_sync), full recomputation of the
     first 3 layers of each chunk, sequence parallelism at TP 1, ZeRO-3 over one replica,
-    hybrid FSDP, context parallelism (a ring of 2, an all-gather over 4, an all-to-all over 2)."""
+    hybrid FSDP, context parallelism (a ring of 2, an all-gather over 4, an all-to-all over 2),
+    and a model whose heads set their own width."""
     base = next(case for label, case in cases if label == "core-2024" and case.layout.tp == 1
                 and case.layout.pp == 1 and case.layout.dp == 16)
     lay = base.layout
@@ -50,6 +51,8 @@ def built_cases(cases) -> List[Tuple[str, ExportCase]]:
                "cp-gather": dataclasses.replace(lay, cp=4, dp=4, cp_comm="all_gather"),
                "cp-a2a": dataclasses.replace(lay, cp=2, dp=8, cp_comm="a2a")}
     built = [(label, dataclasses.replace(base, layout=layout)) for label, layout in layouts.items()]
+    # heads wider than hidden / heads (Qwen3 32B: 64 x 128 against 5,120)
+    built.append(("head-dim", dataclasses.replace(base, model=load_preset("model", "qwen3-32b"))))
     # hybrid sharding (two nodes of 8) at one micro-batch, which torchtitan's HSDP runs as costed
     hsdp = dataclasses.replace(lay, zero="hsdp")
     return built + [("hsdp", dataclasses.replace(base, layout=hsdp, global_batch=hsdp.dp * hsdp.micro_batch))]

@@ -30,6 +30,7 @@ ARGUMENTS: Dict[str, object] = {
     "--ffn-hidden-size": "int",  # line 1557
     "--group-query-attention": "switch",  # line 1568
     "--num-query-groups": "int",  # line 1570
+    "--kv-channels": "int",  # line 1563
     "--swiglu": "switch",  # line 1646
     "--seq-length": "int",  # line 2850
     "--max-position-embeddings": "int",  # line 1585
@@ -204,3 +205,12 @@ def test_another_frameworks_dp_engine_and_unwritten_switches_are_refused_naming_
     else:
         with pytest.raises(Unexpressible, match="stack.cross_entropy='te'"):
             export(framework, fused)
+
+
+@pytest.mark.parametrize("framework, setting", [("megatron", "--kv-channels 128"),
+                                                ("nemo", "recipe.model.config.kv_channels = 128")])
+def test_heads_of_their_own_width_are_written_as_kv_channels(built_cases, framework, setting):
+    case = dict(built_cases)["head-dim"]
+    assert setting in export(framework, case)
+    plain = dict(built_cases)["cp-ring"]
+    assert "kv-channels" not in export(framework, plain) and "kv_channels" not in export(framework, plain)

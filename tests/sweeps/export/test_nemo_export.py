@@ -52,7 +52,7 @@ FIELDS: Dict[str, Dict[str, object]] = {
                      "recompute_method": ("uniform", "block", None), "recompute_num_layers": (int, None),
                      "attention_backend": "AttnBackend", "masked_softmax_fusion": bool,
                      "bias_activation_fusion": bool, "bias_dropout_fusion": bool,
-                     "cp_comm_type": ("p2p", "all_gather", "a2a", "a2a+p2p", None)},
+                     "cp_comm_type": ("p2p", "all_gather", "a2a", "a2a+p2p", None), "kv_channels": (int, None)},
 }
 #: Megatron-Core megatron/core/transformer/enums.py, class AttnBackend.
 ATTN_BACKEND = ("flash", "fused", "unfused", "local", "auto")

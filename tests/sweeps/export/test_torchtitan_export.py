@@ -131,3 +131,8 @@ def test_a_layout_costed_on_fsdp2_exports_to_torchtitan(cases):
     fsdp2 = dataclasses.replace(case, stack=dataclasses.replace(case.stack, dp_engine="pytorch-fsdp2"))
     config = parse(export("torchtitan", fsdp2))
     assert config["parallelism"]["data_parallel_shard_degree"] == case.layout.dp
+
+
+def test_heads_of_their_own_width_are_refused_as_torchtitans_llama_derives_them(built_cases):
+    with pytest.raises(Unexpressible, match="heads 128 wide"):
+        export("torchtitan", dict(built_cases)["head-dim"])
