@@ -63,7 +63,7 @@ def run_model(run: PublishedRun) -> TransformerModel:
     return TransformerModel(name=run.model, year=0, layers=run.layers, hidden=run.hidden, heads=run.heads,
                             ffn_hidden=run.ffn_hidden, params_b=0.0, seq_len=run.seq, architecture="decoder",
                             kv_heads=run.kv_heads, vocab=run.vocab, source=run.source,
-                            gated_mlp=run.gated_mlp, dropout=run.dropout)
+                            gated_mlp=run.gated_mlp, dropout=run.dropout, head_dim=run.head_dim)
 
 
 #: A 16-bit gradient buffer: an fp16 run's (Megatron-LM accumulates fp16 runs' gradients in 16
@@ -82,13 +82,14 @@ def _main_grad_bytes(run: PublishedRun) -> float:
 def run_stack(run: PublishedRun) -> Stack:
     """The run's stack: its attention kernel, GEMM precision, overlap switches, element-wise
     kernels, gradient buffer (``_main_grad_bytes``), fp8 weights, offloaded layers, DP engine,
-    weight-gather overlap and cross entropy."""
+    weight-gather overlap, cross entropy and the host's launch path."""
     return Stack(attention="flash" if run.flash_attention else "materialised", gemm_precision=run.precision,
                  dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap, pp_overlap=run.pp_overlap,
                  elementwise=run.elementwise,
                  main_grad_bytes=_main_grad_bytes(run),
                  fp8_params=run.fp8_params, offload_layers=run.offload_layers, dp_engine=run.dp_engine,
-                 param_gather_overlap=run.param_gather_overlap, cross_entropy=run.cross_entropy)
+                 param_gather_overlap=run.param_gather_overlap, cross_entropy=run.cross_entropy,
+                 host_launch_us=run.host_launch_us)
 
 
 #: Bits in a byte: a NIC's speed is given in Gb/s, a link tier's bandwidth in GB/s.

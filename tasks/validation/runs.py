@@ -54,6 +54,12 @@ Blank cells take these documented defaults (a blank cell means the source does n
   layers' activations to host memory (``Stack.offload_layers``, Megatron-Core's
   cpu_offloading_num_layers), which Megatron-Core allows with PP 1, no recomputation and
   fewer layers than the model has;
+- ``head_dim`` (a column ``published_runs.csv`` need not have): blank, hidden / heads; each
+  attention head's width where the model sets its own (``TransformerModel.head_dim``: Qwen3,
+  GPT-OSS), and then ``heads`` need not divide ``hidden``;
+- ``host_launch_us`` (a column ``published_runs.csv`` need not have): blank, the measured eager
+  figure (``Stack.host_launch_us``); 0 for a run that replays CUDA graphs or runs a compiled
+  step, whose host never paces the device;
 - the cluster the run ran on, where it differs from its hardware profile's (columns
   ``published_runs.csv`` need not have; blank: the profile's): ``gpus_per_node``;
   ``nics_per_node`` and ``nic_gbps`` (its scale-out NICs and each one's speed in Gb/s: a
@@ -89,29 +95,26 @@ unless told to go on.
 
 from __future__ import annotations
 
-import csv
-import stat
 from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from tasks.model.terms.layout import RECOMPUTE_MODES, ZERO_MODES, recompute_layers_problem
 from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
-from tasks.model.terms.stack import CROSS_ENTROPY_IMPLS, DP_ENGINE_NAMES, ELEMENTWISE_STYLES, offload_problem
+from tasks.model.terms.stack import CROSS_ENTROPY_IMPLS, DP_ENGINE_NAMES, ELEMENTWISE_STYLES, HOST_LAUNCH_US, \
+    offload_problem
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
 from tasks.validation.run_layout import LAYOUT_COLUMNS, parallel_degrees
 from tasks.validation.run_scope import UNMODELLED, unmodelled
+from tasks.validation.runs_csv import MAX_RUNS_BYTES, MAX_RUNS_ROWS, csv_header, csv_rows, regular_size, \
+    runs_size_problem
 from tasks.validation.throughput import FLOPS_FORMULAS
 
 __all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "CLUSTER_COLUMNS", "UNMODELLED", "METRICS", "METRIC_ALIASES",
            "UNIT_FACTORS", "ZERO_STAGES", "MAX_RUNS_BYTES", "MAX_RUNS_ROWS", "MAX_NUMBER", "PublishedRun", "read_runs",
            "runs_size_problem"]
 
-#: The largest runs file, in bytes, and in rows: the shipped one holds 19 rows in 5 KiB, and
-#: reading 10^6 rows takes over ten minutes.
-MAX_RUNS_BYTES = 16 * 2**20
-MAX_RUNS_ROWS = 100_000
 #: Columns stating the cluster a run ran on where it differs from its profile's (``PublishedRun.cluster``).
 CLUSTER_COLUMNS = ("gpus_per_node", "nics_per_node", "nic_gbps", "hbm_gb", "hbm_tbps")
 #: Columns a runs file must have (the others may be absent or blank).
@@ -124,7 +127,7 @@ OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", 
                     "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
                     "grad_reduce_in_fp32", "dp_engine", "param_gather_overlap", "cross_entropy", "fp8_params",
-                    "offload_layers", *CLUSTER_COLUMNS, "unit", "confidence", "notes")
+                    "offload_layers", "head_dim", "host_launch_us", *CLUSTER_COLUMNS, "unit", "confidence", "notes")
 
 #: Metrics a run can report -> the unit it is compared in.
 METRICS: Dict[str, str] = {
@@ -199,6 +202,8 @@ class PublishedRun:
     dp_engine: str = "megatron"
     param_gather_overlap: bool = False
     cross_entropy: str = "unfused"
+    host_launch_us: float = HOST_LAUNCH_US
+    head_dim: Optional[int] = None
     cp: int = 1
     cp_comm: str = "p2p"
     cluster: Dict[str, float] = dataclass_field(default_factory=dict)
@@ -224,7 +229,8 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
     r = RowCells(path, row, cells)
     hidden, heads = r.number("hidden", int), r.number("heads", int)
     kv_heads, ffn_hidden = r.number("kv_heads", int, heads), r.number("ffn_hidden", int, 4 * hidden)
-    problem = heads_problem(hidden, heads, kv_heads)
+    head_dim = r.number("head_dim", int, 0) or None
+    problem = heads_problem(hidden, heads, kv_heads, head_dim=head_dim)
     if problem:
         raise r.fail(*problem)
     metric = METRIC_ALIASES.get(r.text("metric").lower(), r.text("metric").lower())
@@ -245,7 +251,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         raise r.fail("offload_layers", switches["offload_layers"], problem)
     return PublishedRun(
         path=path, row=row, source=r.text("source"), model=r.text("model"), layers=r.number("layers", int),
-        hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden,
+        hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, head_dim=head_dim,
         gated_mlp=gated, vocab=r.number("vocab", int, 0, minimum=0),
         seq=r.number("seq", int), vp=r.number("vp", int, 1), **degrees,
         global_batch=r.number("global_batch", int), micro_batch=r.number("micro_batch", int, 0, minimum=0) or None,
@@ -264,7 +270,8 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
 def _stack_switches(r: "RowCells", precision: str, flash: bool) -> Dict[str, object]:
     """The row's stack switches that other cells constrain, by ``PublishedRun`` field: fp8
     weights (which ask for precision fp8), offloaded layers, the DP overlap and the weight
-    gather's (which asks for it), the gradient width, the DP engine and the loss."""
+    gather's (which asks for it), the gradient width, the DP engine, the loss and the host's
+    launch path."""
     fp8_params = r.flag("fp8_params", False)
     if fp8_params and precision != "fp8":
         raise r.fail("fp8_params", r.text("fp8_params"), f"needs precision fp8, not {precision}: fp8 weights feed "
@@ -278,7 +285,8 @@ def _stack_switches(r: "RowCells", precision: str, flash: bool) -> Dict[str, obj
             "dp_overlap": dp_overlap, "param_gather_overlap": param_gather_overlap,
             "grad_reduce_in_fp32": r.flag("grad_reduce_in_fp32", None),
             "dp_engine": r.choice("dp_engine", DP_ENGINE_NAMES, "megatron"),
-            "cross_entropy": r.choice("cross_entropy", CROSS_ENTROPY_IMPLS, "unfused")}
+            "cross_entropy": r.choice("cross_entropy", CROSS_ENTROPY_IMPLS, "unfused"),
+            "host_launch_us": r.number("host_launch_us", float, HOST_LAUNCH_US, minimum=0)}
 
 
 def _cluster(r: "RowCells") -> Dict[str, float]:
@@ -304,73 +312,16 @@ def _in_metric_unit(r: "RowCells", metric: str, value: float) -> float:
     return value * factors[unit]
 
 
-def _regular(path: Path) -> int:
-    """The size in bytes of ``path``, a regular file (a device or a pipe could be read
-    forever); ``RowError`` otherwise."""
-    try:
-        info = Path(path).stat()
-    except (OSError, ValueError) as exc:
-        raise RowError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise RowError(f"{path}: cannot be read (not a regular file)")
-    return info.st_size
-
-
-def runs_size_problem(path: Path) -> Optional[str]:
-    """Why the runs file ``path`` is too large to read (beyond ``MAX_RUNS_BYTES``, checked
-    before it is read, or ``MAX_RUNS_ROWS`` lines), or None."""
-    size = _regular(path)
-    if size > MAX_RUNS_BYTES:
-        return f"{path}: {size:,} bytes exceed the bound of {MAX_RUNS_BYTES:,} bytes of a runs file"
-    with open(path, "rb") as f:
-        lines = sum(block.count(b"\n") for block in iter(lambda: f.read(2**20), b""))
-    if lines > MAX_RUNS_ROWS + 1:
-        return f"{path}: {lines - 1:,} rows exceed the bound of {MAX_RUNS_ROWS:,} rows of a runs file"
-    return None
-
-
-def _rows(path: Path, reader: csv.DictReader):
-    """The rows of ``reader`` (cells by column), each checked first: no cell beyond Python's
-    CSV field limit, no more cells than the header."""
-    row = 0
-    while True:
-        row += 1
-        try:
-            cells = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise RowError(f"{path} row {row}: is no CSV row ({exc})") from None
-        if None in cells:
-            raise RowError(f"{path} row {row}: holds {len(reader.fieldnames) + len(cells[None])} cells, more than the "
-                           f"header's {len(reader.fieldnames)}")
-        yield cells
-
-
-def _header(path: Path, text: str) -> csv.DictReader:
-    """A reader of the CSV ``text``, its header read; ``RowError`` on a NUL byte or a header
-    that is no CSV row."""
-    if "\x00" in text:
-        line = text[:text.index("\x00")].count("\n") + 1
-        raise RowError(f"{path}: holds a NUL byte (line {line}); a runs file is CSV text")
-    reader = csv.DictReader(text.splitlines())
-    try:
-        reader.fieldnames
-    except csv.Error as exc:
-        raise RowError(f"{path}: its header is no CSV row ({exc})") from None
-    return reader
-
-
 def read_runs(path: Path, skipped: Optional[List[str]] = None) -> List[PublishedRun]:
     """Every row of a runs CSV, checked; ``RowError`` on the first row that cannot be used.
     With a ``skipped`` list, a row the model does not express (``unmodelled``) is left out
     and listed there (``"file row N: why"``) instead; every other row is still checked."""
-    _regular(path)
+    regular_size(path)
     try:
         text = Path(path).read_text(encoding="utf-8-sig")     # a spreadsheet's byte order mark is not a column
     except (OSError, UnicodeDecodeError) as exc:
         raise RowError(f"{path}: cannot be read ({exc})") from None
-    reader = _header(path, text)
+    reader = csv_header(path, text)
     columns = reader.fieldnames or []
     missing = [c for c in REQUIRED_COLUMNS if c not in columns]
     if missing:
@@ -381,7 +332,7 @@ def read_runs(path: Path, skipped: Optional[List[str]] = None) -> List[Published
         raise RowError(f"{path}: column {unknown[0]!r} is not a column of a runs file (known: {', '.join(known)}); "
                        "free text goes in notes")
     runs, left_out = [], []
-    for i, cells in enumerate(_rows(path, reader), start=1):
+    for i, cells in enumerate(csv_rows(path, reader), start=1):
         problem = unmodelled(RowCells(str(path), i, cells))
         if problem and skipped is None:
             raise RowError(f"{path} row {i}: {problem}")

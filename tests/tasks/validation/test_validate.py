@@ -439,3 +439,35 @@ def test_the_zero3_table_is_priced_as_deepspeed_ran_it(tmp_path, profiles):
     with pytest.raises(RowError, match="row 1: dp_engine='deepspeed' is not one of megatron, deepspeed-zero3-2021, "
                                        "pytorch-fsdp2, xla"):
         read_runs(_with(tmp_path, "dp_engine", bad))
+
+
+def test_a_head_dim_column_gives_heads_their_own_width(tmp_path, profiles):
+    path = tmp_path / "head_dim.csv"
+    qwen = dict(hidden="5120", heads="64", kv_heads="8", ffn_hidden="25600", flash_attention="true")
+    path.write_text("\n".join([HEADER + ",head_dim", _row(**qwen) + ",", _row(**qwen) + ",128",
+                               _row(**dict(qwen, hidden="5000")) + ",128"]) + "\n", encoding="utf-8")
+    narrow, wide, uneven = read_runs(path)
+    assert (narrow.head_dim, wide.head_dim, run_model(wide).head_dim) == (None, 128, 128)
+    hw = find_profile(wide.hw, profiles)
+    assert predict_run(wide, hw).step_time_s > predict_run(narrow, hw).step_time_s  # 8,192 columns, not 5,120
+    assert uneven.hidden == 5000  # 64 heads need not divide 5,000 columns when they say their width
+    path.write_text("\n".join([HEADER + ",head_dim", _row(hidden="5000", heads="64") + ","]) + "\n", encoding="utf-8")
+    with pytest.raises(RowError, match="row 1: heads=64 does not divide hidden=5000"):
+        read_runs(path)
+
+
+def test_a_host_launch_us_column_says_whether_the_host_paces_the_device(tmp_path, profiles):
+    """A small model at one sequence of 128 tokens a micro-batch: the host's eager launches take
+    longer than the device's kernels; a run that replays CUDA graphs (0) keeps the device's time."""
+    path = tmp_path / "host.csv"
+    tiny = dict(layers="12", hidden="256", heads="4", seq="128", global_batch="32", micro_batch="1",
+                flash_attention="true", hw="H100-SXM")
+    path.write_text("\n".join([HEADER + ",host_launch_us", _row(**tiny) + ",", _row(**tiny) + ",0"]) + "\n",
+                    encoding="utf-8")
+    eager, graphs = read_runs(path)
+    assert (run_stack(eager).host_launch_us, run_stack(graphs).host_launch_us) == (53.0, 0.0)
+    hw = find_profile(eager.hw, profiles)
+    assert predict_run(eager, hw).step_time_s > 2 * predict_run(graphs, hw).step_time_s
+    path.write_text("\n".join([HEADER + ",host_launch_us", _row() + ",-1"]) + "\n", encoding="utf-8")
+    with pytest.raises(RowError, match="row 1: host_launch_us='-1'"):
+        read_runs(path)
