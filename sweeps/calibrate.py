@@ -14,6 +14,9 @@
 3. The held-out configurations are projected and compared (kind ``accuracy``); unstable
    ones are stored with their status and reason, and not judged.
 
+``calibrate_measured`` does steps 2 and 3 from measurements made elsewhere: the
+``baseline.parquet`` that ``scripts/device_check.py`` writes on a GPU machine without Ray.
+
 ``load_calibration`` reads the newest fit of a calibration back, with the link tiers of
 measured α-β fits of the same device where the lake has them, for ``commscale run
 calibration=NAME``.
@@ -27,21 +30,26 @@ from dataclasses import dataclass
 from typing import Optional
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from sweeps.config import CalibrationSpec
-from sweeps.errors import UserError
+from sweeps.errors import ConfigError, UserError
 from sweeps.lake import Lake
 from sweeps.lake.kinds import ACCURACY, BASELINE, COLLECTIVE_FIT, OPMODEL
 from sweeps.lake.views import read_rows
 from sweeps.jobs.calibration import calibration_job
 from sweeps.run import RunReport, run_job
-from tasks.fit.accuracy import ACCURACY_SCHEMA_VERSION, OPMODEL_SCHEMA_VERSION, fit_and_judge, models_from_rows, \
-    newest_fit, timed_rows
+from tasks.fit.accuracy import ACCURACY_SCHEMA_VERSION, OPMODEL_SCHEMA_VERSION, Judged, fit_and_judge, \
+    models_from_rows, newest_fit, timed_rows
+from tasks.measure.baseline import BASELINE_SCHEMA
+from tasks.measure.baseline import SCHEMA_VERSION as BASELINE_SCHEMA_VERSION
 from tasks.identity import content_hash
 from tasks.model.projection.grid import Calibration
 from tasks.model.terms.specs import LinkTier
 
-__all__ = ["CalibrationResult", "calibrate", "timed_rows", "load_calibration", "measured_label", "link_tier"]
+__all__ = ["CalibrationResult", "calibrate", "calibrate_measured", "read_measured", "timed_rows", "load_calibration",
+           "measured_label", "link_tier"]
 
 
 def measured_label(name: str, calibration_id: str, intra: Optional[LinkTier] = None,
@@ -61,7 +69,7 @@ def measured_label(name: str, calibration_id: str, intra: Optional[LinkTier] = N
 class CalibrationResult:
     """What a calibration run measured, fitted and judged."""
 
-    report: RunReport
+    report: Optional[RunReport]      # None for measurements read from a file (``calibrate_measured``)
     calibration_id: Optional[str]
     measured: pd.DataFrame           # every baseline row of the run, any status
     accuracy: Optional[pd.DataFrame]
@@ -82,13 +90,61 @@ def calibrate(spec: CalibrationSpec, lake: Lake, **run_options) -> CalibrationRe
     judged = fit_and_judge(spec.name, rows, planned=planned, judged_from_s=spec.judged_from_ms / 1e3)
     if judged.not_fitted:
         return CalibrationResult(report, None, rows, None, 0.0, measure_s, judged.not_fitted)
-    opmodels, accuracy = judged.opmodels, judged.accuracy
-    partition = job.partition
-    if not lake.keys(OPMODEL, partition) >= set(opmodels.column("key").to_pylist()):
-        lake.commit(OPMODEL, partition, opmodels, schema_version=OPMODEL_SCHEMA_VERSION)
-    if accuracy.num_rows:
-        lake.commit(ACCURACY, partition, accuracy, schema_version=ACCURACY_SCHEMA_VERSION)
-    return CalibrationResult(report, judged.calibration_id, rows, accuracy.to_pandas(), judged.fit_s, measure_s)
+    _commit_fit(lake, job.partition, judged)
+    return CalibrationResult(report, judged.calibration_id, rows, judged.accuracy.to_pandas(), judged.fit_s,
+                             measure_s)
+
+
+def _commit_fit(lake: Lake, partition, judged: Judged) -> None:
+    """The operator models (once per fit) and the accuracy rows of a calibration fitted and judged."""
+    if not lake.keys(OPMODEL, partition) >= set(judged.opmodels.column("key").to_pylist()):
+        lake.commit(OPMODEL, partition, judged.opmodels, schema_version=OPMODEL_SCHEMA_VERSION)
+    if judged.accuracy.num_rows:
+        lake.commit(ACCURACY, partition, judged.accuracy, schema_version=ACCURACY_SCHEMA_VERSION)
+
+
+def _configurations(table: pa.Table) -> set:
+    return set(zip(*(table.column(c).to_pylist() for c in ("role", "h", "heads", "sl", "b", "tp"))))
+
+
+def read_measured(spec: CalibrationSpec, path: str) -> pa.Table:
+    """The ``baseline`` rows of calibration ``spec`` measured elsewhere (``scripts/device_check.py``
+    writes them as ``baseline.parquet`` on a GPU machine without Ray): a Parquet file with every
+    column of ``BASELINE_SCHEMA``, holding this calibration's configurations and no other.
+    ``ConfigError`` naming ``--measured`` otherwise, before anything is written."""
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise ConfigError("--measured", path, f"cannot be read as Parquet ({exc})") from None
+    missing = [name for name in BASELINE_SCHEMA.names if name not in table.column_names]
+    if missing:
+        raise ConfigError("--measured", path, f"lacks the baseline column(s) {', '.join(missing[:5])}: write it "
+                                              "with scripts/device_check.py")
+    table = table.select(BASELINE_SCHEMA.names).cast(BASELINE_SCHEMA)
+    names = sorted(set(table.column("calibration").to_pylist()))
+    if names != [spec.name]:
+        raise ConfigError("--measured", path, f"holds the measurements of calibration {', '.join(map(str, names))}, "
+                                              f"not of calibration={spec.name}")
+    wanted = _configurations(calibration_job(spec).points)
+    if _configurations(table) != wanted:
+        raise ConfigError("--measured", path, f"measures other configurations than calibration {spec.name}'s "
+                                              f"{len(wanted)} (its preset changed since, or another file)")
+    return table
+
+
+def calibrate_measured(spec: CalibrationSpec, lake: Lake, table: pa.Table) -> CalibrationResult:
+    """Fit and judge ``spec`` from its measurements made elsewhere (``read_measured``'s
+    ``table``) into ``lake``: the ``baseline`` rows as they were measured (their keys name the
+    machine's settings), then the fit and its judgement as ``calibrate`` commits them."""
+    job = calibration_job(spec)
+    lake.commit(BASELINE, job.partition, table, schema_version=BASELINE_SCHEMA_VERSION)
+    rows = table.to_pandas()
+    planned = int((rows["role"] != "held_out").sum())
+    judged = fit_and_judge(spec.name, rows, planned=planned, judged_from_s=spec.judged_from_ms / 1e3)
+    if judged.not_fitted:
+        return CalibrationResult(None, None, rows, None, 0.0, 0.0, judged.not_fitted)
+    _commit_fit(lake, job.partition, judged)
+    return CalibrationResult(None, judged.calibration_id, rows, judged.accuracy.to_pandas(), judged.fit_s, 0.0)
 
 
 def link_tier(fits: pd.DataFrame, placement: str) -> Optional[LinkTier]:

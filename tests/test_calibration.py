@@ -102,3 +102,41 @@ def test_projecting_with_a_calibration_the_lake_lacks_says_how_to_make_it(tmp_pa
     done = _run("run", *SWEEP, "calibration=cpu", "--lake", str(tmp_path / "lake"), cwd=tmp_path)
     assert done.returncode == 2
     assert "commscale calibrate calibration=cpu" in done.stderr
+
+
+#: The H200 calibration's measurements, kept as scripts/device_check.py wrote them on the GPU machine.
+H200 = Path(__file__).resolve().parents[1] / "conf/data/device/h200-2026-11-27/run2/baseline.parquet"
+
+
+def test_measurements_kept_from_a_gpu_are_fitted_judged_and_projected_with_here(tmp_path):
+    """The H200's calibration, measured by scripts/device_check.py on a GPU machine without Ray and
+    kept in the repository, gives here the figures it gave there, and a projection uses it."""
+    lake = tmp_path / "lake"
+    done = _run("calibrate", "calibration=h200", "--measured", str(H200), "--lake", str(lake), "--no-report",
+                cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "24 configurations read" in done.stdout and "on NVIDIA H200" in done.stdout
+    assert "median |error| 4.7%, worst 5.8%" in done.stdout
+    from sweeps.calibrate import load_calibration
+
+    assert load_calibration(Lake(str(lake)), "h200").name.startswith("measured:h200@")
+    again = _run("calibrate", "calibration=h200", "--measured", str(H200), "--lake", str(lake), "--no-report",
+                 cwd=tmp_path)
+    assert again.returncode == 0 and len(frame(Lake(str(lake)), "SELECT * FROM baseline")) == 24  # nothing doubled
+
+
+def test_measurements_that_are_not_the_calibrations_are_refused_before_the_lake_is_opened(tmp_path):
+    import pyarrow.parquet as pq
+
+    short = tmp_path / "short.parquet"
+    pq.write_table(pq.read_table(H200).slice(1), short)
+    bare = tmp_path / "bare.parquet"
+    pq.write_table(pq.read_table(H200).drop_columns(["plain_step_s"]), bare)
+    cases = [(["calibration=cpu", "--measured", str(H200)], "not of calibration=cpu"),
+             (["calibration=h200", "--measured", str(tmp_path / "none.parquet")], "cannot be read as Parquet"),
+             (["calibration=h200", "--measured", str(short)], "other configurations than calibration h200's 24"),
+             (["calibration=h200", "--measured", str(bare)], "lacks the baseline column(s) plain_step_s")]
+    for args, why in cases:
+        done = _run("calibrate", *args, "--lake", str(tmp_path / "lake"), cwd=tmp_path)
+        assert done.returncode == 2 and why in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert not (tmp_path / "lake").exists()

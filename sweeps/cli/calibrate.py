@@ -2,6 +2,7 @@
 
     commscale calibrate calibration=cpu                       # this machine's CPU
     commscale calibrate calibration=h100 --address ray://...  # on a cluster's GPU worker
+    commscale calibrate calibration=h200 --measured baseline.parquet   # measured elsewhere
     commscale run calibration=cpu                             # project with it
 
 Bad input (an unknown preset or field, a held-out configuration that is also fitted)
@@ -111,16 +112,29 @@ def _check_cpus(spec, num_cpus: Optional[int]) -> None:
                                                   f"calibration.threads={num_cpus}")
 
 
+def _fit_measured(out: Console, spec, lake: Lake, table, path: str):
+    """``--measured``: the calibration fitted and judged from measurements made elsewhere."""
+    from sweeps.calibrate import calibrate_measured
+
+    result = calibrate_measured(spec, lake, table)
+    out.print(f"[bold]calibration {spec.name}[/] ({spec.device}, {spec.dtype}): {len(result.measured)} "
+              f"configurations read from {path}, fitted and judged in {result.fit_s:.2f} s", soft_wrap=True)
+    return result
+
+
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("overrides", nargs=-1)
+@click.option("--measured", default=None, metavar="FILE",
+              help="Fit and judge the baseline rows in FILE, measured elsewhere (scripts/device_check.py writes "
+                   "them on a GPU machine without Ray), instead of measuring here.")
 @lake_option
 @address_option
 @num_cpus_option
 @restart_option
 @no_report_option
 @allow_large_option
-def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str], num_cpus: Optional[int],
-              restart: bool, no_report: bool, allow_large: bool) -> None:
+def calibrate(*, overrides: Sequence[str], measured: Optional[str], lake_root: str, address: Optional[str],
+              num_cpus: Optional[int], restart: bool, no_report: bool, allow_large: bool) -> None:
     """Measure a layer on a device, fit operator models, and judge them on held-out
     configurations (e.g. `calibrate calibration=cpu`). Then `run calibration=NAME` projects with it."""
     from sweeps.calibrate import calibrate as run_calibration, timed_rows
@@ -137,13 +151,21 @@ def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str
     if spec is None:
         raise ConfigError("calibration", None, "choose a calibration preset: calibration=NAME (commscale presets)")
     _check_cpus(spec, num_cpus)
+    if measured is not None:
+        from sweeps.calibrate import read_measured
+
+        table = read_measured(spec, measured)  # checked before the lake is opened (exit 2)
     lake = Lake(lake_root)
-    result = run_calibration(spec, lake, address=address, num_cpus=num_cpus, restart=restart,
-                             console=console(stderr=True))
     out = console()
+    if measured is not None:
+        result = _fit_measured(out, spec, lake, table, measured)
+    else:
+        result = run_calibration(spec, lake, address=address, num_cpus=num_cpus, restart=restart,
+                                 console=console(stderr=True))
+        run_line(out, result.report, f"[bold]calibration {spec.name}[/] ({spec.device}, {spec.dtype})",
+                 unit="configurations", new="measured",
+                 timing=f"measured in {result.measure_s:.1f} s, fitted and judged in {result.fit_s:.2f} s")
     report = result.report
-    run_line(out, report, f"[bold]calibration {spec.name}[/] ({spec.device}, {spec.dtype})", unit="configurations",
-             new="measured", timing=f"measured in {result.measure_s:.1f} s, fitted and judged in {result.fit_s:.2f} s")
     measured = result.measured
     if result.calibration_id is None:
         _render_unstable(out, measured)
@@ -164,7 +186,7 @@ def calibrate(*, overrides: Sequence[str], lake_root: str, address: Optional[str
     out.print(f"\nLake: {lake} (kind=baseline, kind=opmodel, kind=accuracy). Project with it:  "
               f"commscale run calibration={spec.name}", soft_wrap=True)
     write_and_announce(out, lake, default_report(), first_sweep=spec.name, skip=no_report)
-    if report.failures:
+    if report is not None and report.failures:
         console(stderr=True).print(f"[bold red]{len(report.failures)} configurations failed[/]; "
                                    f"commscale query \"SELECT * FROM failure WHERE run_id = '{report.run_id}'\"")
         sys.exit(1)
