@@ -211,8 +211,9 @@ def scaling_topic(cache: FigureCache, con, scaling: Optional[pd.DataFrame], when
     section.figures.append(cache.make(
         "latency-floor", "Latency floor: latency share of step time vs device count", key,
         lambda: figures.draw_latency_floor(scaling),
-        lambda: ("For a fixed model and global batch, the share of a step spent in latency terms (kernel launch "
-                 "floors, per-step collective latency); it grows as the run spreads and bounds how far it can.")))
+        lambda: ("For a fixed model and global batch, the share of a step spent in latency terms (each kernel's "
+                 "launch, the longer of the device's floor and the host's eager path; per-step collective "
+                 "latency); it grows as the run spreads and bounds how far it can.")))
     if any(f.skipped for f in section.figures):
         return Topic(section, names=_names(scaling, "sweep"))
     lines = _scaling_lines(scaling)
