@@ -294,6 +294,14 @@ def test_a_dropout_that_is_no_probability_is_refused(value, why):
     assert load_run_config(["model=gpt3", "sweep.tp=[8]", "model.dropout=0"]).model.dropout == 0.0
 
 
+@pytest.mark.parametrize("value, why", [("0", "outside the sane range"), ("-128", "outside the sane range"),
+                                        ("10000000", "outside the sane range")])
+def test_a_head_width_that_is_no_width_is_refused(value, why):
+    error = _raises(["model=qwen3-32b", f"model.head_dim={value}"])
+    assert error.field == "model.head_dim" and why in str(error)
+    assert load_run_config(["model=qwen3-32b", "sweep.tp=[8]"]).model.head_dim == 128
+
+
 def test_scalar_for_nested_tier_names_field_and_value():
     message = str(_raises(["hardware.intra_node=3"]))
     assert "hardware.intra_node" in message
