@@ -34,3 +34,21 @@ def test_a_device_far_faster_than_its_host_waits_for_the_host(gpt3, h100):
 def test_a_negative_host_time_is_refused():
     with pytest.raises(ValueError, match="host_launch_us=-1.0"):
         Stack(host_launch_us=-1.0)
+
+
+def test_the_kernels_the_model_counts_are_those_the_measured_layer_launched(h100):
+    """The host's figure is per kernel: the plain torch.nn layer measured on an H200 (run2 of
+    conf/data/device/h200-2026-11-27, H 256, 4 heads, SL 128, fused attention, no dropout) ran 52
+    kernels a training step, unfused; the model counts that layer's kernels, eager, within 10 %."""
+    import json
+
+    from conf import CONF_DIR
+    from tasks.model.kernels.layer import Block
+    from tasks.model.kernels.layer_cost import layer_cost
+
+    run = json.loads((CONF_DIR / "data/device/h200-2026-11-27/run2/device_check.json").read_text())
+    measured = next(r for r in run["launch"]["layers"] if r["layer"] == "plain" and r["shape"]["h"] == 256)
+    cost = layer_cost(256.0, 4.0, 128.0, 1.0, 1.0, h100, block=Block(flash=True, dropout=False),
+                      stack=Stack(attention="flash", elementwise="eager"))
+    assert 3 * cost.kernels_fwd == pytest.approx(measured["kernels"], rel=0.10)
+    assert measured["host_us_per_kernel"] == pytest.approx(HOST_LAUNCH_US, rel=0.01)
