@@ -1,7 +1,7 @@
 """Measure one GPU without Ray: launch costs, a sustained GEMM, and a whole calibration.
 
     python scripts/device_check.py --out DIR                       # on a machine with a GPU
-    python scripts/device_check.py --out DIR --device cpu --calibration cpu --gemm-n 512 --gemm-seconds 2
+    python scripts/device_check.py --out DIR --device cpu --dtype fp32 --parts sustained --gemm-n 512 --gemm-seconds 2
 
 For a machine that has torch, pandas and pyarrow (and omegaconf) but no Ray. Three parts, each
 written to ``DIR`` as it ends, so a part that fails leaves the others:
@@ -10,8 +10,9 @@ written to ``DIR`` as it ends, so a part that fails leaves the others:
    (a 16-cubed GEMM, a 16-element add), eager and replayed from a CUDA graph; and one eager
    training step of the calibration layer, and of the same layer in plain ``torch.nn``, at
    three shapes: kernels, wall time and the device's busy time.
-2. **Sustained GEMM** (``tasks.measure.sustained``): back-to-back ``--gemm-n``-cubed bf16
-   products on random data, then on zeros, with the board's power, SM clock and temperature.
+2. **Sustained GEMM** (``tasks.measure.sustained``): back-to-back ``--gemm-n``-cubed products
+   in ``--dtype`` on random data, then on zeros, with the board's power, SM clock and
+   temperature.
 3. **Calibration** (``commscale calibrate``'s measurements, fit and judgement, in this
    process): the preset's baseline, variations and held-out configurations measured by
    ``tasks.measure.baseline.measure_points``, fitted and judged by
@@ -34,6 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+#: The parts, in the order they run by default.
+PARTS = ("launch", "sustained", "calibration")
 #: Layer shapes of the launch part: host-bound, and one in the range the calibration fits.
 LAUNCH_SHAPES = [dict(h=256, heads=4, sl=128, b=1, tp=1), dict(h=1024, heads=16, sl=512, b=1, tp=1),
                  dict(h=4096, heads=32, sl=2048, b=1, tp=1)]
@@ -72,12 +75,13 @@ def _launch(device: str, dtype: str, shapes: list) -> dict:
     return dict(tiny=tiny, layers=layers)
 
 
-def _sustained(device: str, n: int, seconds: float, out: Path) -> list:
+def _sustained(device: str, dtype: str, n: int, seconds: float, out: Path) -> list:
     from tasks.measure.sustained import FILLS, sustained_gemm
 
     summaries, lines = [], ["fill,kind,t_s,tflops,watts,sm_mhz,celsius"]
     for fill in FILLS:
-        run = sustained_gemm(n, fill=fill, device=device, seconds=seconds if fill == "random" else seconds / 2)
+        run = sustained_gemm(n, fill=fill, dtype=dtype, device=device,
+                             seconds=seconds if fill == "random" else seconds / 2)
         summaries.append(run.summary())
         print("sustained:", summaries[-1], flush=True)
         lines += [f"{fill},gemm,{w.t_s:.3f},{w.tflops:.1f},,," for w in run.windows]
@@ -127,14 +131,17 @@ def main() -> int:
     parser.add_argument("--calibration", default="h200")
     parser.add_argument("--gemm-n", type=int, default=8192)
     parser.add_argument("--gemm-seconds", type=float, default=40.0)
-    parser.add_argument("--parts", default="launch,sustained,calibration")
+    parser.add_argument("--parts", default=",".join(PARTS))
     args = parser.parse_args()
+    unknown = [p for p in args.parts.split(",") if p not in PARTS]
+    if unknown:
+        parser.error(f"--parts={args.parts!r}: {unknown[0]!r} is not one of {', '.join(PARTS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = dict(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), argv=sys.argv[1:],
                         provenance=_provenance(args.device))
     print("provenance:", report["provenance"], flush=True)
     parts = {"launch": lambda: _launch(args.device, args.dtype, LAUNCH_SHAPES),
-             "sustained": lambda: _sustained(args.device, args.gemm_n, args.gemm_seconds, args.out),
+             "sustained": lambda: _sustained(args.device, args.dtype, args.gemm_n, args.gemm_seconds, args.out),
              "calibration": lambda: _calibration(args.calibration, args.out)}
     failed = False
     for name in args.parts.split(","):

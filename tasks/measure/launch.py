@@ -149,8 +149,8 @@ def _kernels_and_busy_us(step: Callable[[], None], cuda: bool) -> tuple:
         kernels = [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")
                    and not getattr(e, "is_user_annotation", False)]  # regions laid on the device
         return len(kernels), sum(e.time_range.elapsed_us() for e in kernels)
-    ops = [e for e in events if e.name.startswith("aten::") and e.cpu_parent is not None
-           and not e.cpu_parent.name.startswith("aten::")]
+    ops = [e for e in events if e.name.startswith("aten::")  # the outermost operators only
+           and not (e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::"))]
     return len(ops), None
 
 
