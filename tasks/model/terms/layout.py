@@ -210,7 +210,8 @@ def structural_violations(layouts: Mapping[str, np.ndarray], *, heads: int, laye
     b = np.asarray(layouts["micro_batch"], dtype=np.int64)
     v = np.asarray(layouts["virtual_stages"], dtype=np.int64)
     interleaved = np.asarray(layouts["schedule"]) == code("schedule", "interleaved")
-    model_parallel = tp * pp * np.asarray(layouts.get("cp", 1), dtype=np.int64)
+    cp = np.asarray(layouts.get("cp", 1), dtype=np.int64)
+    model_parallel = tp * pp * cp
     dp = np.asarray(layouts["dp"], dtype=np.int64) if "dp" in layouts else devices // np.maximum(model_parallel, 1)
     splits = devices % model_parallel != 0
     if "dp" in layouts:
@@ -219,8 +220,7 @@ def structural_violations(layouts: Mapping[str, np.ndarray], *, heads: int, laye
     batch_bad = (global_batch % replicas != 0) | (dp < 1)
     microbatches = global_batch // replicas
     schedule_bad = np.where(interleaved, (pp < 2) | (v < 2) | (microbatches % pp != 0), v != 1)
-    cp = np.asarray(layouts.get("cp", 1), dtype=np.int64)
-    a2a = np.asarray(layouts.get("cp_comm", 0)) == CP_COMMS.index("a2a")
+    a2a = np.asarray(layouts.get("cp_comm", 0)) == code("cp_comm", "a2a")
     kv = kv_heads or heads
     per_rank = np.maximum(heads // np.maximum(tp, 1), 1), np.maximum(kv // np.maximum(tp, 1), 1)
     heads_bad = a2a & (cp > 1) & ((per_rank[0] % cp != 0) | (per_rank[1] % cp != 0))
