@@ -68,7 +68,9 @@ LINK_TIER: Dict[str, Range] = {"bandwidth_GBps": Range(0, 1e9, True), "latency_u
                                "efficiency": FRACTION, "nvls_efficiency": Range(0, 1), "nvls_latency_us": Range(0, 1e7)}
 MODEL: Dict[str, Range] = {"year": Range(1900, 3000), "layers": Range(1, 1e6), "hidden": SIZE, "heads": SIZE,
                            "ffn_hidden": Range(1, 1e7), "params_b": Range(0, 1e9, True), "seq_len": SEQUENCE,
-                           "kv_heads": SIZE, "vocab": Range(1, 1e9), "dropout": Range(0, 1), "head_dim": SIZE}
+                           "kv_heads": SIZE, "vocab": Range(1, 1e9), "dropout": Range(0, 1), "head_dim": SIZE,
+                           "experts": Range(0, 1e6), "topk": Range(0, 1e6), "moe_ffn_hidden": Range(1, 1e7),
+                           "shared_experts": Range(0, 1e6), "dense_layers": Range(0, 1e6)}
 SEARCH: Dict[str, Range] = {"devices": DEVICES, "global_batch": _BATCH, "trials": _COUNT, "batch": Range(1, 1e5),
                             "seed": Range(0, 2.0**63 - 1), "memory_fraction": FRACTION,
                             "dtype_bytes": _BYTES_PER_ELEMENT, "top": Range(1, 1e5)}

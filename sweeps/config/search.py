@@ -320,7 +320,7 @@ def check_space(setup: SearchSetup) -> Tuple[int, int]:
     total = len(layouts["tp"])
     counts, _ = constraint_counts(layouts, heads=setup.model.heads, layers=setup.model.layers,
                                   devices=spec.devices, global_batch=spec.global_batch,
-                                  kv_heads=setup.model.kv_heads or 0)
+                                  kv_heads=setup.model.kv_heads or 0, experts=setup.model.experts)
     if counts["tp_divides_heads"] == total:
         raise ConfigError("search.space.tp", spec.space.tp,
                           f"no TP in the space divides model.heads={setup.model.heads} of {setup.model.name} "

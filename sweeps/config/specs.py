@@ -9,7 +9,7 @@ from sweeps.config.checks import check_choices, check_fraction, check_name, chec
 from sweeps.config.limits import FRACTION, HARDWARE, LINK_TIER, MODEL, check_fields, check_range
 from sweeps.errors import ConfigError
 from tasks.model.kernels.roofline import GEMM_DTYPES, MissingFigure, gemm_ceiling
-from tasks.model.kernels.layer import Block, layer_params
+from tasks.model.kernels.model_blocks import layer_weights, moe_problem
 from tasks.model.terms.specs import HardwareProfile, TransformerModel, heads_problem
 
 __all__ = ["validate_hardware", "validate_model", "complete_model"]
@@ -76,22 +76,21 @@ def validate_model(model: TransformerModel) -> None:
     check_fields("model", model, MODEL)
     if model.dropout >= 1:
         raise ConfigError("model.dropout", model.dropout, "must be a probability below 1")
-    problem = heads_problem(model.hidden, model.heads, model.kv_heads, prefix="model.", head_dim=model.head_dim)
+    problem = heads_problem(model.hidden, model.heads, model.kv_heads, prefix="model.", head_dim=model.head_dim) \
+        or moe_problem(model)
     if problem:
         raise ConfigError(*problem)
 
 
 def complete_model(model: TransformerModel) -> TransformerModel:
     """``model`` with what its shape implies where it gives none: ``ffn_hidden`` 4 x hidden
-    (the MLP of GPT-2, GPT-3 and Megatron-LM), and ``params_b``: ``layers`` x the layer's
-    weights (``tasks.model.kernels.layer.layer_params``, with its grouped-query heads and gated MLP)
+    (the MLP of GPT-2, GPT-3 and Megatron-LM), and ``params_b``: the layers' weights
+    (``tasks.model.kernels.model_blocks.layer_weights``, with grouped-query heads, a gated MLP
+    and a mixture of experts' routed experts)
     plus one vocab x hidden embedding, in billions. A shape that cannot split (heads not
     dividing hidden) is left for ``validate_model`` to refuse."""
     ffn = model.ffn_hidden if model.ffn_hidden is not None else 4 * model.hidden
     if model.params_b is not None or not (isinstance(model.hidden, int) and isinstance(model.heads, int)):
         return dataclasses.replace(model, ffn_hidden=ffn)
-    block = Block(kv_heads=float(model.kv_heads) if model.kv_heads else None, ffn=float(ffn), gated=model.gated_mlp,
-                  head_dim=float(model.head_dim) if model.head_dim else None)
-    weights = model.layers * float(layer_params(model.hidden, model.heads, block))
-    weights += float(model.vocab or 0) * model.hidden
+    weights = layer_weights(dataclasses.replace(model, ffn_hidden=ffn)) + float(model.vocab or 0) * model.hidden
     return dataclasses.replace(model, ffn_hidden=ffn, params_b=round(weights / 1e9, 3))

@@ -60,6 +60,10 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``host_launch_us`` (a column ``published_runs.csv`` need not have): blank, the measured eager
   figure (``Stack.host_launch_us``); 0 for a run that replays CUDA graphs or runs a compiled
   step, whose host never paces the device;
+- ``experts``, ``topk``, ``moe_ffn_hidden``, ``shared_experts``, ``dense_layers``, ``ep``,
+  ``etp``, ``dispatcher``, ``moe_a2a_overlap`` (columns ``published_runs.csv`` need not
+  have): a mixture of experts and its expert-parallel layout, as ``tasks.validation.run_moe``
+  reads them (blank: a dense model);
 - the cluster the run ran on, where it differs from its hardware profile's (columns
   ``published_runs.csv`` need not have; blank: the profile's): ``gpus_per_node``;
   ``nics_per_node`` and ``nic_gbps`` (its scale-out NICs and each one's speed in Gb/s: a
@@ -77,8 +81,8 @@ Blank cells take these documented defaults (a blank cell means the source does n
 A metric may be spelled as in ``METRIC_ALIASES`` (``step_time`` for ``iter_time``), and its
 value given in another unit of ``UNIT_FACTORS`` (``ms``; an MFU as a ``fraction``).
 
-A column of ``run_scope.UNMODELLED`` (``ep``, ``num_experts`` and their spellings) above 1
-marks a row the model does not express (mixture-of-experts layers): ``read_runs`` refuses it,
+A column of ``run_scope.UNMODELLED`` (``capacity_factor``: token dropping) above 0 marks a
+row the model does not express: ``read_runs`` refuses it,
 or, given a ``skipped`` list, leaves it out and lists it there with why, so the file's other
 rows are still predicted.
 
@@ -106,6 +110,7 @@ from tasks.model.terms.stack import CROSS_ENTROPY_IMPLS, DP_ENGINE_NAMES, ELEMEN
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
 from tasks.validation.run_layout import LAYOUT_COLUMNS, parallel_degrees
+from tasks.validation.run_moe import MOE_COLUMNS, moe_fields
 from tasks.validation.run_scope import UNMODELLED, unmodelled
 from tasks.validation.runs_csv import MAX_RUNS_BYTES, MAX_RUNS_ROWS, csv_header, csv_rows, regular_size, \
     runs_size_problem
@@ -127,7 +132,8 @@ OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", 
                     "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
                     "grad_reduce_in_fp32", "dp_engine", "param_gather_overlap", "cross_entropy", "fp8_params",
-                    "offload_layers", "head_dim", "host_launch_us", *CLUSTER_COLUMNS, "unit", "confidence", "notes")
+                    "offload_layers", "head_dim", "host_launch_us", *MOE_COLUMNS, *CLUSTER_COLUMNS, "unit",
+                    "confidence", "notes")
 
 #: Metrics a run can report -> the unit it is compared in.
 METRICS: Dict[str, str] = {
@@ -206,6 +212,15 @@ class PublishedRun:
     head_dim: Optional[int] = None
     cp: int = 1
     cp_comm: str = "p2p"
+    experts: int = 0
+    topk: int = 0
+    moe_ffn_hidden: Optional[int] = None
+    shared_experts: int = 0
+    dense_layers: int = 0
+    ep: int = 1
+    etp: int = 1
+    moe_dispatcher: str = "alltoall"
+    moe_a2a_overlap: bool = False
     cluster: Dict[str, float] = dataclass_field(default_factory=dict)
 
     def error(self, field: str, value: object, why: str) -> RowError:
@@ -263,7 +278,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         precision=precision, metric=metric,
         flops_formula=r.choice("flops_formula", FLOPS_FORMULAS, "model"),
         value=_in_metric_unit(r, metric, r.number("value", float, minimum=1e-12)),
-        cluster=_cluster(r), **switches,
+        cluster=_cluster(r), **switches, **moe_fields(r, layers=r.number("layers", int), hidden=hidden, heads=heads),
     )
 
 

@@ -4,8 +4,9 @@
 - ``nccl``: collective time per op, link tier and algorithm (NCCL's protocol curve, defined once);
 - ``layer_comm``: one layer's TP and DP collectives;
 - ``cp_exchange``: context parallelism's exchange of keys and values in one layer;
+- ``ep_exchange``: expert parallelism's dispatch and combine of tokens in one MoE layer;
 - ``dp_protocol``: what each way of sharding model states over DP splits and which
   collectives it runs, how often and behind what (the one statement of it).
 """
 
-__all__ = ["nccl", "layer_comm", "cp_exchange", "dp_protocol"]
+__all__ = ["nccl", "layer_comm", "cp_exchange", "ep_exchange", "dp_protocol"]

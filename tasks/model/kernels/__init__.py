@@ -1,12 +1,16 @@
 """What a layer computes and how long its kernels take, from a hardware profile (imports
 ``terms`` only):
 
+- ``block``: a layer's shape (``Block``) and a mixture-of-experts MLP's GEMM shapes;
+- ``weights``: a layer's weights, as counts and as the tensors an engine moves;
 - ``layer``: a tensor-parallel layer's GEMMs, element-wise work and message sizes;
 - ``roofline``: GEMM and memory-bound kernel times;
 - ``attention``: fused attention's time;
 - ``layer_cost``: one layer's compute pieces, forward and backward;
 - ``sustained``: the rates a device sustains through training, against a short run's;
+- ``model_blocks``: a model's layers (dense or mixture of experts) as layer shapes;
 - ``gemm_published``: published matmul throughput beside the GEMM law's prediction of it.
 """
 
-__all__ = ["layer", "roofline", "attention", "layer_cost", "sustained", "gemm_published"]
+__all__ = ["block", "weights", "layer", "roofline", "attention", "layer_cost", "sustained", "gemm_published",
+           "model_blocks"]

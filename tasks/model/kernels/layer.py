@@ -10,21 +10,29 @@ micro-batch, ``tp`` tensor-parallel degree, ``p`` bytes per element.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, NamedTuple, Tuple
 
 import numpy as np
+
+from tasks.model.kernels.block import MOE_GEMMS, STUDY_BLOCK, Block, moe_forward, qkv_width, routed_tokens
+from tasks.model.kernels.weights import dp_gradient_bytes, expert_params, layer_params, layer_tensors
 
 __all__ = [
     "Block",
     "STUDY_BLOCK",
     "Gemm",
     "FORWARD_GEMMS",
+    "MOE_GEMMS",
+    "routed_tokens",
+    "expert_params",
     "PASSES",
     "gemm_shapes",
     "training_gemms",
     "layer_training_flops",
     "elementwise_kernels",
     "ELEMENTWISE_KERNELS",
+    "DENSE_ELEMENTWISE_KERNELS",
+    "MOE_KERNELS",
     "EAGER_KERNELS",
     "elementwise_elements",
     "REPLICATED_WITHOUT_SP",
@@ -39,55 +47,6 @@ __all__ = [
     "attention_core_flops",
     "training_flops_per_layer",
 ]
-
-
-@dataclass(frozen=True)
-class Block:
-    """What a layer's shape needs beyond H and the heads (method.md §3 takes the defaults).
-
-    ``kv_heads``: key/value heads (grouped-query attention, Ainslie et al. 2023; None: as
-    many as query heads). ``ffn``: the MLP's width (None: 4H). ``gated``: a gated MLP
-    (SwiGLU, Shazeer 2020: gate and up projections of width ``ffn``, then down: three
-    matrices) rather than two. ``flash``: fused attention (Dao et al. 2022): the scores and
-    context products, softmax and its dropout run inside one kernel that never stores the
-    SL x SL matrix (``tasks.model.kernels.attention`` times it), so they are not GEMMs or
-    element-wise kernels of the layer here. ``dropout``: the layer drops out its attention
-    probabilities and both branches' outputs (Megatron-LM's default, probability 0.1);
-    without it (a probability of 0, as Llama trains) those kernels do not run and keep no
-    masks (PyTorch's dropout returns its input at p = 0). ``head_dim``: the width of one
-    attention head (None: H / heads). Where it is set, Q, the context and the attention output
-    projection's input are heads x head_dim wide rather than H (Qwen3 and GPT-OSS set their
-    own, as Megatron-LM's --kv-channels does).
-    """
-
-    kv_heads: Optional[float] = None
-    ffn: Optional[float] = None
-    gated: bool = False
-    flash: bool = False
-    dropout: bool = True
-    head_dim: Optional[float] = None
-
-    def kv(self, heads):
-        return heads if self.kv_heads is None else self.kv_heads
-
-    def hd(self, h, heads):
-        """The width of one attention head."""
-        return h / heads if self.head_dim is None else self.head_dim
-
-    def attention_width(self, h, heads):
-        """The width of Q and of the context over all heads: H, or heads x head_dim."""
-        return h if self.head_dim is None else heads * self.head_dim
-
-    def width(self, h):
-        return 4.0 * h if self.ffn is None else self.ffn
-
-    @property
-    def mlp_matrices(self) -> int:
-        return 3 if self.gated else 2
-
-
-#: The study's layer: multi-head attention, a 4H GELU MLP, the score matrix materialised.
-STUDY_BLOCK = Block()
 
 
 #: The three passes every GEMM runs in training: forward, input-gradient, weight-gradient.
@@ -117,22 +76,17 @@ class Gemm:
         return p * self.batch * (self.m * self.k + self.k * self.n + self.m * self.n)
 
 
-def _qkv_width(h, heads, block: Block):
-    """Width of the QKV projection's output: heads x head_dim + 2 x kv_heads x head_dim (H +
-    2 x kv_heads x H / heads where the head width is H / heads)."""
-    return block.attention_width(h, heads) + 2.0 * block.kv(heads) * block.hd(h, heads)
-
-
-def _forward(h, heads, sl, b, tp, block: Block) -> Dict[str, Tuple]:
+def _forward(h, heads, sl, b, tp, block: Block, ep=1.0, etp=1.0) -> Dict[str, Tuple]:
     """Forward GEMMs as (m, n, k, batch), method.md §3 table; tokens = sl * b. The QKV
     projection is H + 2 x kv_heads x head_dim wide; FC1 is ``ffn`` wide (twice, gate and
-    up, for a gated MLP); under fused attention scores and context are not GEMMs."""
+    up, for a gated MLP); under fused attention scores and context are not GEMMs. A
+    mixture-of-experts block's MLP is ``block.moe_forward``'s."""
     tokens = sl * b
     head_dim = block.hd(h, heads)
     heads_per_device = heads / tp
     ffn = block.width(h)
     shapes = {
-        "qkv": (tokens, _qkv_width(h, heads, block) / tp, h, 1.0),
+        "qkv": (tokens, qkv_width(h, heads, block) / tp, h, 1.0),
         "scores": (sl, sl, head_dim, b * heads_per_device),
         "context": (sl, head_dim, sl, b * heads_per_device),
         "attn_out": (tokens, h, block.attention_width(h, heads) / tp, 1.0),
@@ -141,21 +95,23 @@ def _forward(h, heads, sl, b, tp, block: Block) -> Dict[str, Tuple]:
     }
     if block.flash:
         del shapes["scores"], shapes["context"]
+    if block.moe:
+        del shapes["fc1"], shapes["fc2"]
+        shapes.update(moe_forward(h, tokens, tp, block, ep, etp))
     return shapes
 
 
 #: Names of the forward GEMMs of a layer, in execution order.
 FORWARD_GEMMS: Tuple[str, ...] = ("qkv", "scores", "context", "attn_out", "fc1", "fc2")
-
-
-def gemm_shapes(h, heads, sl, b, tp, block: Block = STUDY_BLOCK) -> Tuple[Gemm, ...]:
-    """Every GEMM of one layer's training step on one of ``tp`` devices.
+def gemm_shapes(h, heads, sl, b, tp, block: Block = STUDY_BLOCK, *, ep=1.0, etp=1.0) -> Tuple[Gemm, ...]:
+    """Every GEMM of one layer's training step on one of ``tp`` devices (a mixture-of-experts
+    block's experts over ``ep`` expert-parallel and ``etp`` expert-tensor-parallel ranks).
 
     For a forward product Y = X W with X (m x k), W (k x n): the input-gradient GEMM
     dX = dY W^T is (m x n)(n x k), the weight-gradient GEMM dW = X^T dY is (k x m)(m x n).
     Each has the forward's FLOP count (method.md §3: backward costs twice the forward).
     """
-    return tuple(g for name, shape in _forward(h, heads, sl, b, tp, block).items()
+    return tuple(g for name, shape in _forward(h, heads, sl, b, tp, block, ep, etp).items()
                  for g in training_gemms(name, *shape))
 
 
@@ -203,13 +159,25 @@ _ELEMENTWISE: Dict[str, Tuple[Callable, int, int, int]] = {
     "layernorm": (lambda h, a, sl, b, tp, blk: sl * b * h / tp, 2, 3, 2),
     "softmax": (lambda h, a, sl, b, tp, blk: b * a * sl * sl / tp, 2, 3, 1),
     "attn_dropout": (lambda h, a, sl, b, tp, blk: b * a * sl * sl / tp, 3, 3, 1),
-    "gelu": (lambda h, a, sl, b, tp, blk: sl * b * blk.width(h) / tp, 2, 3, 1),
+    "gelu": (lambda h, a, sl, b, tp, blk: sl * b * blk.activation_width(h) / tp, 2, 3, 1),
     "dropout": (lambda h, a, sl, b, tp, blk: sl * b * h / tp, 3, 3, 2),
     "residual_add": (lambda h, a, sl, b, tp, blk: sl * b * h / tp, 3, 3, 2),
+    # A mixture of experts' (MOE_KERNELS): the router's scores over the experts (softmax or sigmoid and
+    # the top-k choice read the logits, write the probabilities and read them again; the backward reads
+    # the probabilities and their gradient and writes the logits'), and the permutation of each TP rank's
+    # tokens/TP x topk routed rows into expert order before the dispatch and back after the combine
+    # (Megatron-Core's moe_utils.permute / unpermute: a row read and written; the backward the same).
+    "router_scores": (lambda h, a, sl, b, tp, blk: sl * b * blk.experts / tp, 3, 3, 1),
+    "moe_permute": (lambda h, a, sl, b, tp, blk: sl * b * blk.topk * h / tp, 2, 2, 2),
 }
+
+#: The element-wise kernels only a mixture-of-experts layer runs.
+MOE_KERNELS: Tuple[str, ...] = ("router_scores", "moe_permute")
 
 #: Names of the memory-bound kernel classes of a layer.
 ELEMENTWISE_KERNELS: Tuple[str, ...] = tuple(_ELEMENTWISE)
+#: The classes of a dense layer (a calibration's measured layer), ``ELEMENTWISE_KERNELS`` less ``MOE_KERNELS``.
+DENSE_ELEMENTWISE_KERNELS: Tuple[str, ...] = tuple(k for k in _ELEMENTWISE if k not in MOE_KERNELS)
 
 
 #: The kernels an eager (unfused) stack runs besides ``_ELEMENTWISE``, as Megatron-LM's first
@@ -231,11 +199,11 @@ ELEMENTWISE_KERNELS: Tuple[str, ...] = tuple(_ELEMENTWISE)
 #:   that read and write the scores; the backward multiplies the gradient by the mask once
 #:   (one kernel: 2 accesses, 1 per kernel).
 _EAGER: Dict[str, Tuple[Callable, int, int, int]] = {
-    "column_bias": (lambda h, a, sl, b, tp, blk: sl * b * (_qkv_width(h, a, blk)
+    "column_bias": (lambda h, a, sl, b, tp, blk: sl * b * (qkv_width(h, a, blk)
                                                           + (blk.mlp_matrices - 1) * blk.width(h)) / (2.0 * tp),
                     2, 1, 2),
     "row_bias": (lambda h, a, sl, b, tp, blk: sl * b * h / tp, 2, 1, 2),
-    "head_copy": (lambda h, a, sl, b, tp, blk: sl * b * (_qkv_width(h, a, blk) + blk.attention_width(h, a))
+    "head_copy": (lambda h, a, sl, b, tp, blk: sl * b * (qkv_width(h, a, blk) + blk.attention_width(h, a))
                   / (4.0 * tp), 2, 2, 4),
     "score_scale": (lambda h, a, sl, b, tp, blk: b * a * sl * sl / tp, 2, 2, 1),
     "score_mask": (lambda h, a, sl, b, tp, blk: b * a * sl * sl / tp, 2, 1, 2),
@@ -306,7 +274,8 @@ def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True
     kernels = {**_ELEMENTWISE, **_EAGER} if eager else _ELEMENTWISE
     fused_dropout = block.dropout and not eager
     for name, (elements, fwd, bwd, count) in kernels.items():
-        if (block.flash and name in INSIDE_FUSED_ATTENTION) or (not block.dropout and name in DROPOUT_KERNELS):
+        if (block.flash and name in INSIDE_FUSED_ATTENTION) or (not block.dropout and name in DROPOUT_KERNELS) \
+                or (not block.moe and name in MOE_KERNELS):
             continue
         split = np.where(sp, tp, 1.0) if name in REPLICATED_WITHOUT_SP else tp
         touched = elements(h, heads, sl, b, split, block) * p
@@ -324,46 +293,3 @@ def tp_allreduce_bytes(h, sl, b, p: float):
 #: TP all-reduces per layer: two in the forward pass (after the attention output
 #: projection and after FC2), two of errors in the backward pass (method.md §3).
 tp_allreduces_per_layer = 4
-
-
-def layer_params(h, heads=None, block: Block = STUDY_BLOCK):
-    """Weights of one layer (all TP ranks together), 12 H^2 for the study's block: QKV
-    (3 H^2) + attention output (H^2) + FC1 (4 H^2) + FC2 (4 H^2); biases and LayerNorm
-    weights are O(H) and left out (method.md §3). In general: QKV H x (heads x head_dim + 2
-    kv_heads x head_dim), output heads x head_dim x H, and ``mlp_matrices`` x H x ffn
-    (``heads`` is needed only when kv_heads differs from it or the block sets head_dim)."""
-    h = np.asarray(h, dtype=np.float64)
-    qkv, attention_width = _attention_widths(h, heads, block)
-    return h * qkv + attention_width * h + block.mlp_matrices * h * block.width(h)
-
-
-def _attention_widths(h, heads, block: Block):
-    """(the QKV projection's width, the attention's width) of a layer; ``heads`` None: one
-    key/value head per query head of width H / heads."""
-    if heads is None:
-        if block.head_dim is not None:
-            raise ValueError("a block with its own head_dim needs the heads")
-        return 3.0 * h, h
-    return _qkv_width(h, np.asarray(heads, np.float64), block), block.attention_width(h, heads)
-
-
-def layer_tensors(h, heads=None, block: Block = STUDY_BLOCK) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
-    """The weight tensors of one layer, as an engine that moves one tensor per collective sees
-    them (all TP ranks together; elements each): (the matrices, whose sum is ``layer_params``:
-    QKV, attention output and the MLP's ``mlp_matrices``; the vectors: a bias per matrix and a
-    LayerNorm weight and bias before attention and before the MLP, as Megatron-LM's GPT layer
-    has them). The vectors are O(H) and left out of ``layer_params``; a layer without biases
-    has fewer of them."""
-    qkv, attention_width = (float(x) for x in _attention_widths(h, heads, block))
-    ffn = float(block.width(h))
-    matrices = (h * qkv, attention_width * h) + (h * ffn,) * block.mlp_matrices
-    mlp_biases = (ffn,) * (block.mlp_matrices - 1) + (float(h),)
-    vectors = (qkv, float(h)) + mlp_biases + (float(h),) * 4
-    return tuple(float(m) for m in matrices), tuple(float(v) for v in vectors)
-
-
-def dp_gradient_bytes(h, tp, p: float, heads=None, block: Block = STUDY_BLOCK):
-    """Bytes of one layer's weight gradients (or weights) on one device at ``p`` bytes per
-    value, p * 12 H^2 / TP for the study's block (``layer_params`` / TP in general): one DP
-    message of the layer."""
-    return p * layer_params(h, heads, block) / tp

@@ -143,7 +143,8 @@ def cross_entropy_time(logits, hw: HardwareProfile, impl: str = "unfused"):
 
 
 def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, block: Block = STUDY_BLOCK,
-               stack: Stack = _STUDY_STACK, sequence_parallel=True, cp=1.0, heads_split=False) -> LayerCost:
+               stack: Stack = _STUDY_STACK, sequence_parallel=True, cp=1.0, heads_split=False, ep=1.0,
+               etp=1.0) -> LayerCost:
     """Every compute piece of one layer (see ``LayerCost``). ``block.flash`` must agree with
     ``stack.attention``; ``sequence_parallel`` (bool or bool array) splits the replicated
     element-wise kernels by TP (the study's table splits them: the default).
@@ -155,20 +156,19 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     owns. Under ``heads_split`` (bool or bool array: the all-to-all exchange, ``layout.CP_COMMS``
     a2a) a rank instead attends whole sequences, SL = CP x ``sl`` tokens, with 1/CP of its TP
     rank's heads: as much work, in one kernel over the whole length. Context parallelism needs
-    fused attention (Transformer Engine's is the only one Megatron-Core runs it with)."""
+    fused attention (Transformer Engine's is the only one Megatron-Core runs it with). ``ep``,
+    ``etp``: a mixture of experts' EP and ETP ranks (``layer.gemm_shapes``)."""
     if block.flash != stack.flash:
         raise ValueError(f"block.flash={block.flash} disagrees with stack.attention={stack.attention!r}")
     if not block.flash and np.any(np.asarray(cp) > 1):
         raise ValueError("context parallelism needs stack.attention='flash': Megatron-Core runs it only in "
                          "Transformer Engine's fused attention")
-    gemms = layer.gemm_shapes(h, heads, sl, b, tp, block)
+    gemms = layer.gemm_shapes(h, heads, sl, b, tp, block, ep=ep, etp=etp)
     forward_gemms = [g for g in gemms if g.pass_ == "fwd"]
     linear_fwd_gemms = [g for g in forward_gemms if g.name not in ATTENTION_CORE_GEMMS]
-    gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core = _gemm_times(gemms, np.broadcast(h, sl, b, tp).shape, hw,
-                                                                   stack=stack, p=p)
-    elem_fwd = np.zeros(np.shape(gemm_fwd))
-    elem_bwd = np.zeros(np.shape(gemm_fwd))
-    kernels = 0
+    gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core = _gemm_times(gemms, np.broadcast(h, sl, b, tp, ep, etp).shape,
+                                                                   hw, stack=stack, p=p)
+    elem_fwd, elem_bwd, kernels = np.zeros(np.shape(gemm_fwd)), np.zeros(np.shape(gemm_fwd)), 0
     core_kernels = sum(1 for g in forward_gemms if g.name in ATTENTION_CORE_GEMMS)
     for kernel in layer.elementwise_kernels(h, heads, sl, b, tp, p, block=block, sequence_parallel=sequence_parallel,
                                             eager=stack.eager):
@@ -179,7 +179,8 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         if kernel.name in layer.INSIDE_FUSED_ATTENTION:
             core = core + t
             core_kernels += kernel.fwd_count
-    elem_bwd = elem_bwd + grad_accumulation_time(layer.layer_params(h, heads, block) / tp, hw, stack)
+    elem_bwd = elem_bwd + grad_accumulation_time(layer.layer_params(h, heads, block) / tp
+                                                 + layer.expert_params(h, block) / np.multiply(ep, etp), hw, stack)
     if stack.fp8:
         cast_fwd, cast_bwd = _fp8_casts(linear_fwd_gemms, hw)
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd

@@ -2,7 +2,8 @@
 
 A class is ``<operator>.<pass>``: each GEMM of ``layer.FORWARD_GEMMS`` as forward
 (``fwd``), input-gradient (``ig``) and weight-gradient (``wg``) GEMM; each memory-bound
-kernel of ``layer.ELEMENTWISE_KERNELS``, plus ``head_reshape`` (the copies that split QKV
+kernel of ``layer.DENSE_ELEMENTWISE_KERNELS`` (a measured layer is dense), plus
+``head_reshape`` (the copies that split QKV
 into heads and merge them back), as forward and backward (``bwd``). The profiled layer
 (``tasks.measure.transformer_layer``) labels its kernels with these names, the operator
 models (``tasks.model.projection.opmodel``) are fitted per class, and accuracy is judged per class and
@@ -19,7 +20,7 @@ __all__ = ["ELEMENTWISE_CLASSES", "GEMM_CLASSES", "OP_CLASSES", "UNATTRIBUTED", 
            "op_family", "class_column"]
 
 #: Memory-bound classes: the spec model's element-wise kernels, and the head split/merge copies.
-ELEMENTWISE_CLASSES: Tuple[str, ...] = layer.ELEMENTWISE_KERNELS + ("head_reshape",)
+ELEMENTWISE_CLASSES: Tuple[str, ...] = layer.DENSE_ELEMENTWISE_KERNELS + ("head_reshape",)
 GEMM_CLASSES: Tuple[str, ...] = tuple(f"{g}.{p}" for g in layer.FORWARD_GEMMS for p in layer.PASSES)
 #: Every operator class of a layer's training step, as ``<operator>.<pass>``.
 OP_CLASSES: Tuple[str, ...] = GEMM_CLASSES + tuple(f"{e}.{p}" for e in ELEMENTWISE_CLASSES for p in ("fwd", "bwd"))

@@ -186,7 +186,8 @@ def no_fit_reason(layouts: Dict[str, np.ndarray], result: Dict[str, np.ndarray],
                    ctx: StepContext) -> str:
     """Why no layout of a space is feasible, counting layouts per failed constraint."""
     counts, structural_ok = constraint_counts(layouts, heads=model.heads, layers=model.layers, devices=ctx.devices,
-                                              global_batch=ctx.global_batch, kv_heads=model.kv_heads or 0)
+                                              global_batch=ctx.global_batch, kv_heads=model.kv_heads or 0,
+                                              experts=model.experts)
     total = len(layouts["tp"])
     failed = [f"{name} fails for {n} of {total}" for name, n in counts.items() if n]
     if structural_ok:

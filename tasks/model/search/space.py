@@ -106,10 +106,10 @@ def enumerate_layouts(space: LayoutSpace, devices: int) -> Dict[str, np.ndarray]
 
 
 def constraint_counts(layouts: Dict[str, np.ndarray], *, heads: int, layers: int, devices: int,
-                      global_batch: int, kv_heads: int = 0) -> Tuple[Dict[str, int], int]:
+                      global_batch: int, kv_heads: int = 0, experts: int = 0) -> Tuple[Dict[str, int], int]:
     """How many layouts break each structural constraint, and how many break none."""
     violations = structural_violations(layouts, heads=heads, layers=layers, devices=devices,
-                                       global_batch=global_batch, kv_heads=kv_heads)
+                                       global_batch=global_batch, kv_heads=kv_heads, experts=experts)
     any_bad = np.zeros(len(layouts["tp"]), dtype=bool)
     for bad in violations.values():
         any_bad |= bad

@@ -16,8 +16,10 @@ from tasks.model.terms import metrics
 from tasks.model.collectives.nccl import bus_factor, lowest_latency, tier_figures, tier_time
 from tasks.model.collectives.layer_comm import tp_collective_time, tp_collectives_per_layer, tp_ranks_per_node
 from tasks.model.kernels.layer_cost import LayerCost
-from tasks.model.step.context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
+from tasks.model.step.context import (DistinctShapes, StepContext, StepLayouts, distinct_shapes,
+                                      layer_weights_per_device, tp_crosses_nodes)
 from tasks.model.step.memory import FP8_WEIGHT_BYTES
+from tasks.model.step.moe_comm import expert_dp_figures
 
 __all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "cp_comm", "pp_comm", "dp_widths", "dp_comm",
            "dp_by_window", "dp_traffic", "latency_floor", "embedding_matrices", "engine_copies"]
@@ -132,11 +134,11 @@ def embedding_matrices(lay: StepLayouts) -> np.ndarray:
 
 
 def _stage_elements(lay: StepLayouts, ctx: StepContext) -> tuple:
-    """(one layer's, the stage's embeddings') weights on one device: each DP message carries
-    one value per weight, at the width of what it moves (``dp_widths``)."""
-    m = ctx.model
-    per_layer = layer.layer_params(float(m.hidden), float(m.heads), ctx.block) / lay.tp
-    return per_layer, embedding_matrices(lay) * ctx.vocab * float(m.hidden) / lay.tp
+    """(one layer's TP-split weights, the stage's embeddings') on one device: each DP message
+    carries one value per weight, at the width of what it moves (``dp_widths``). A mixture of
+    experts' routed experts are ``moe_comm.expert_dp_figures``'."""
+    per_layer = layer_weights_per_device(lay, ctx)[0]
+    return per_layer, embedding_matrices(lay) * ctx.vocab * float(ctx.model.hidden) / lay.tp
 
 
 def dp_widths(ctx: StepContext, embedding: bool = False) -> Dict[str, float]:
@@ -201,6 +203,8 @@ def _dp_times(lay: StepLayouts, ctx: StepContext) -> Dict[DpKey, np.ndarray]:
                                    layer_t)
                 embed_t = embed_t + np.where(by_tensor, _rank_copies(engine, lay, ctx) * embedding_matrices(lay), 0.0)
             times[(op, group)] = np.where(ranks > 1, lay.layers_per_stage * layer_t + embed_t, 0.0)
+            if group == "dp":
+                times[(op, group)] = times[(op, group)] + expert_dp_figures(lay, ctx, op, widths[op])[0]
     return times
 
 
@@ -329,6 +333,8 @@ def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
         for op in ops:
             each[(op, group)] = bus_factor(op, ranks) * share * (widths[op] * lay.layers_per_stage * per_layer
                                                                  + embed_widths[op] * embed)
+            if group == "dp":
+                each[(op, group)] = each[(op, group)] + expert_dp_figures(lay, ctx, op, widths[op])[1]
     return _per_step(lay, ctx, each)
 
 

@@ -14,7 +14,8 @@ from tasks.model.kernels import roofline
 from tasks.model.kernels.layer_cost import (CROSS_ENTROPY_KERNELS, LayerCost, cross_entropy_time,
                                             grad_accumulation_time, layer_cost)
 from tasks.model.step.memory import model_state_shard_params
-from tasks.model.step.context import DistinctShapes, StepContext, StepLayouts, distinct_shapes
+from tasks.model.step.context import (DistinctShapes, StepContext, StepLayouts, distinct_shapes,
+                                      layer_weights_per_device)
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "stage_layer_cost", "output_layer_time", "compute_per_microbatch",
            "optimizer_time"]
@@ -30,16 +31,28 @@ OPTIMIZER_BYTES_PER_PARAM = 4.0 + 16.0 + 12.0 + 6.0 + 4.0
 
 def stage_layer_cost(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes] = None) -> LayerCost:
     """One layer's compute pieces for every layout (``tasks.model.kernels.layer_cost``), costed once
-    per distinct shape (``shapes``, worked out when not given)."""
-    m = ctx.model
+    per distinct shape (``shapes``, worked out when not given). A mixture-of-experts model with
+    dense layers is charged the mean layer (``StepContext.moe_share`` of its MoE layer, the rest
+    of its dense one; kernels rounded to whole ones)."""
     shapes = distinct_shapes(lay) if shapes is None else shapes
-    cost = layer_cost(np.full(len(shapes.tp), float(m.hidden)), float(m.heads), shapes.local_seq(m.seq_len),
-                      shapes.micro_batch, shapes.tp, ctx.device, p=float(ctx.dtype_bytes), block=ctx.block,
-                      stack=ctx.stack, sequence_parallel=shapes.sequence_parallel, cp=shapes.cp,
-                      heads_split=shapes.heads_split)
+    cost = _layer_cost(ctx, shapes, ctx.block)
+    if ctx.moe_share < 1.0:
+        dense, share = _layer_cost(ctx, shapes, ctx.dense_block), ctx.moe_share
+        mean = {name: share * getattr(cost, name) + (1.0 - share) * getattr(dense, name)
+                for name in LayerCost.__dataclass_fields__}
+        cost = LayerCost(**{name: (int(round(v)) if name.startswith("kernels_") else v) for name, v in mean.items()})
     spread = {name: shapes.spread(getattr(cost, name), np.shape(lay.tp))
               for name in LayerCost.__dataclass_fields__ if not name.startswith("kernels_")}
     return LayerCost(**spread, kernels_fwd=cost.kernels_fwd, kernels_core=cost.kernels_core)
+
+
+def _layer_cost(ctx: StepContext, shapes: DistinctShapes, block) -> LayerCost:
+    """``layer_cost`` of a layer of ``block``'s shape for each of ``shapes``."""
+    m = ctx.model
+    return layer_cost(np.full(len(shapes.tp), float(m.hidden)), float(m.heads), shapes.local_seq(m.seq_len),
+                      shapes.micro_batch, shapes.tp, ctx.device, p=float(ctx.dtype_bytes), block=block,
+                      stack=ctx.stack, sequence_parallel=shapes.sequence_parallel, cp=shapes.cp,
+                      heads_split=shapes.heads_split, ep=shapes.ep, etp=shapes.etp)
 
 
 def output_layer_time(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes] = None) -> np.ndarray:
@@ -100,7 +113,10 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
 
 def optimizer_time(lay: StepLayouts, ctx: StepContext, params: np.ndarray) -> np.ndarray:
     """The optimizer step, memory-bound over the device's shard of the optimizer states:
-    ``OPTIMIZER_BYTES_PER_PARAM`` per parameter at the achieved HBM bandwidth."""
-    shard = model_state_shard_params(params, lay.shard_ranks(ctx.hardware), lay.zero)
+    ``OPTIMIZER_BYTES_PER_PARAM`` per parameter at the achieved HBM bandwidth. Of ``params``
+    (the stage's, on one device), a mixture of experts' routed experts are sharded over EDP."""
+    experts = lay.layers_per_stage * layer_weights_per_device(lay, ctx)[1]
+    shard = model_state_shard_params(params - experts, lay.shard_ranks(ctx.hardware), lay.zero) \
+        + model_state_shard_params(experts, lay.edp, lay.zero)
     return metrics.apply_flop_vs_bw(roofline.memory_bound_time(shard * OPTIMIZER_BYTES_PER_PARAM, ctx.hardware),
                                     ctx.flop_vs_bw)

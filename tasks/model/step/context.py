@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping, NamedTuple
+from typing import Mapping, NamedTuple, Tuple
 
 import numpy as np
 
 from tasks.model.collectives.dp_protocol import dp_ranks_per_node, group_ranks, hybrid
-from tasks.model.kernels.layer import Block
+from tasks.model.kernels.layer import Block, expert_params, layer_params
+from tasks.model.kernels.model_blocks import dense_block, model_block, moe_layer_share
 from tasks.model.kernels.sustained import training_device
 from tasks.model.terms.layout import code
 from tasks.model.step.memory import USABLE_HBM_FRACTION, usable_memory_bytes, weights_sharded
@@ -18,6 +19,7 @@ from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack
 
 __all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distinct_shapes", "local_seq",
+           "layer_weights_per_device",
            "recomputed_share", "tp_crosses_nodes"]
 
 
@@ -53,11 +55,19 @@ class StepContext:
 
     @property
     def block(self) -> Block:
-        """The model's layer shape under this stack's attention kernel."""
-        m = self.model
-        return Block(kv_heads=float(m.kv_heads) if m.kv_heads else None, ffn=float(m.ffn_hidden),
-                     gated=bool(getattr(m, "gated_mlp", False)), flash=self.stack.flash,
-                     dropout=m.dropout > 0.0, head_dim=float(m.head_dim) if m.head_dim else None)
+        """The model's layer shape under this stack's attention kernel (its mixture-of-experts
+        layer where it has experts: ``model_blocks.model_block``)."""
+        return model_block(self.model, flash=self.stack.flash)
+
+    @property
+    def dense_block(self) -> Block:
+        """A dense layer of the model under this stack's attention kernel."""
+        return dense_block(self.model, flash=self.stack.flash)
+
+    @property
+    def moe_share(self) -> float:
+        """The share of the layers that are ``block``'s (``model_blocks.moe_layer_share``)."""
+        return moe_layer_share(self.model)
 
     @property
     def vocab(self) -> float:
@@ -82,6 +92,32 @@ class StepLayouts:
     recomputed_share: np.ndarray  # share of each model chunk's layers full recomputation repeats (0 without it)
     cp: np.ndarray               # context-parallel ranks each sequence is split over
     cp_comm: np.ndarray          # codes of layout.CP_COMMS
+    ep: np.ndarray               # expert-parallel ranks a MoE layer's experts are split over (1: none)
+    etp: np.ndarray              # expert-tensor-parallel ranks each expert is split over (1: none)
+
+    @property
+    def edp(self) -> np.ndarray:
+        """Expert data parallelism: the ranks holding the same experts, over which their
+        gradients are reduced and their optimizer states sharded. Megatron-Core lays the
+        experts on a grid of its own, ETP x EP x EDP x PP = the world (``parallel_state``'s
+        expert order tp-ep-dp-pp, TP there being ETP; megatron/core/parallel_state.py at
+        d98e8a64dd): EDP = TP x CP x DP / (ETP x EP)."""
+        return self.tp * self.cp * self.dp / (self.etp * self.ep)
+
+    def ep_crosses(self, hw: HardwareProfile) -> np.ndarray:
+        """Whether an EP group (EP ranks at a stride of ETP) spans more than one node."""
+        return self.etp * self.ep > hw.devices_per_node
+
+    def ep_local_ranks(self, hw: HardwareProfile) -> np.ndarray:
+        """Ranks of one EP group on one node."""
+        return np.clip(hw.devices_per_node // self.etp, 1.0, self.ep)
+
+    def edp_group(self, hw: HardwareProfile) -> tuple:
+        """(ranks, ranks on one node, whether it spans nodes) of an EDP group, EDP ranks at a
+        stride of ETP x EP."""
+        stride = self.etp * self.ep
+        return (self.edp, np.clip(hw.devices_per_node // stride, 1.0, self.edp),
+                stride * self.edp > hw.devices_per_node)
 
     @property
     def grad_ranks(self) -> np.ndarray:
@@ -143,14 +179,16 @@ class StepLayouts:
 
 
 class DistinctShapes(NamedTuple):
-    """The distinct (micro-batch, TP, sequence parallelism, CP, whether CP splits heads) of a set
-    of layouts, of which a space holds a few dozen, and each layout's index into them."""
+    """The distinct (micro-batch, TP, sequence parallelism, CP, whether CP splits heads, EP, ETP)
+    of a set of layouts, of which a space holds a few dozen, and each layout's index into them."""
 
     micro_batch: np.ndarray
     tp: np.ndarray
     sequence_parallel: np.ndarray
     cp: np.ndarray
     heads_split: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray
     index: np.ndarray
 
     def local_seq(self, seq_len: float) -> np.ndarray:
@@ -163,11 +201,12 @@ class DistinctShapes(NamedTuple):
 
 
 def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
-    """The layouts' distinct (micro-batch, TP, SP, CP, heads split by CP), all that a layer's
-    compute, the output layer's and a TP collective depend on: each is costed once and spread
-    back."""
+    """The layouts' distinct (micro-batch, TP, SP, CP, heads split by CP, EP, ETP), all that a
+    layer's compute, the output layer's and a TP collective depend on: each is costed once and
+    spread back."""
     columns = [np.asarray(x).reshape(-1).astype(np.int64) for x in (lay.micro_batch, lay.tp, lay.cp,
-                                                                       lay.sequence_parallel, lay.heads_split)]
+                                                                       lay.sequence_parallel, lay.heads_split,
+                                                                       lay.ep, lay.etp)]
     radices = [int(c.max(initial=0)) + 1 for c in columns]
     if np.prod([float(r) for r in radices]) < 2.0**62:
         # One integer per shape, digits in mixed radix: the degrees' largest values bound each digit.
@@ -179,12 +218,26 @@ def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
         for radix in reversed(radices):
             unique, digit = np.divmod(unique, radix)
             digits.append(digit)
-        b, tp, cp, sp, split = reversed(digits)
+        b, tp, cp, sp, split, ep, etp = reversed(digits)
     else:
         rows, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
-        b, tp, cp, sp, split = rows.T
+        b, tp, cp, sp, split, ep, etp = rows.T
     return DistinctShapes(b.astype(np.float64), tp.astype(np.float64), sp > 0, cp.astype(np.float64), split > 0,
-                          np.asarray(inverse).reshape(-1))
+                          ep.astype(np.float64), etp.astype(np.float64), np.asarray(inverse).reshape(-1))
+
+
+def layer_weights_per_device(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarray]:
+    """(the TP-split weights, the routed experts' weights) of the stage's mean layer on one
+    device: ``layer.layer_params`` / TP, and ``layer.expert_params`` / (EP x ETP), each the
+    mean over the model's dense and MoE layers (``StepContext.moe_share``); the experts' are 0
+    for a dense model. The first are reduced and sharded over DP x CP, the second over EDP."""
+    m, share = ctx.model, ctx.moe_share
+    h, heads = float(m.hidden), float(m.heads)
+    split = share * layer_params(h, heads, ctx.block)
+    if share < 1.0:
+        split = split + (1.0 - share) * layer_params(h, heads, ctx.dense_block)
+    experts = share * expert_params(h, ctx.block) / (lay.ep * lay.etp)
+    return split / lay.tp, np.broadcast_to(np.asarray(experts, dtype=np.float64), np.shape(lay.tp))
 
 
 def local_seq(seq_len: float, cp) -> np.ndarray:
@@ -221,7 +274,9 @@ def as_layouts(layouts: Mapping[str, np.ndarray], dp: np.ndarray, ctx: StepConte
                        recomputed_share=recomputed_share(recompute, layouts.get("recompute_layers"),
                                                          layers_per_stage / stages),
                        cp=ones * np.asarray(layouts.get("cp", 1), dtype=np.float64),
-                       cp_comm=(ones * np.asarray(layouts.get("cp_comm", 0))).astype(np.int64))
+                       cp_comm=(ones * np.asarray(layouts.get("cp_comm", 0))).astype(np.int64),
+                       ep=ones * np.asarray(layouts.get("ep", 1), dtype=np.float64),
+                       etp=ones * np.asarray(layouts.get("etp", 1), dtype=np.float64))
 
 
 def recomputed_share(recompute, recompute_layers, chunk_layers):

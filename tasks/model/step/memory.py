@@ -108,7 +108,7 @@ def model_state_shard_params(params, dp, zero):
 
 
 def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, block: Block = STUDY_BLOCK, *,
-                           fp8_inputs: bool = False, recomputed_share=1.0):
+                           fp8_inputs: bool = False, recomputed_share=1.0, etp=1.0):
     """Activations one layer keeps for its backward pass, per micro-batch, per device.
 
     Korthikanti et al. (arXiv 2205.05198), Table 2, 16-bit activations and 1-byte dropout
@@ -136,6 +136,13 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     ``save_for_backward``): the QKV and FC1 inputs take 1*SL*B*H each of the 10, the FC2
     input SL*B*ffn of the MLP's (the activation's input stays 16-bit), and the attention
     output projection's input SL*B*H, where fused attention keeps its 16-bit output as well.
+
+    A mixture-of-experts block (``Block.moe``) keeps the MLP's terms for each of the ``topk``
+    rows a token is routed to and for its shared experts (``Block.activation_width``), and the
+    routed rows' FC1 inputs, ``topk`` x ``etp`` (the rows expert tensor parallelism gathers)
+    H-wide rows per token at the GEMM input's width (Megatron-Core's grouped MLP saves its
+    inputs for the weight gradient); its LayerNorm output, the router's and the shared
+    experts' input, is the kept FC1 input.
     """
     sl, b, h, heads, tp = (np.asarray(x, dtype=np.float64) for x in (sl, b, h, heads, tp))
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -146,7 +153,9 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     q_share = block.attention_width(h, heads) / h          # Q and the context, in units of H
     kv_share = block.kv(heads) * block.hd(h, heads) / h    # K or V, in units of H
     saved_input = 1.0 if fp8_inputs else 2.0            # bytes per element of a GEMM input kept
-    mlp = ((4.0 if block.gated else 2.0) + saved_input) * block.width(h) / h
+    mlp = ((4.0 if block.gated else 2.0) + saved_input) * block.activation_width(h) / h
+    if block.moe:
+        mlp = mlp + saved_input * block.topk * np.asarray(etp, dtype=np.float64)
     projection = ((2.0 if block.flash else 0.0) + saved_input) if fp8_inputs else 2.0
     split = (2.0 + projection) * q_share + 4.0 * kv_share + mlp  # Q, the projection's input, K and V, the MLP
     masks = 2.0 if block.dropout else 0.0                 # the two branches' 1-byte dropout masks

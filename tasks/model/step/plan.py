@@ -54,12 +54,13 @@ from typing import Dict, List, Mapping
 
 import numpy as np
 
-from tasks.model.kernels import layer
 from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step import memory
-from tasks.model.step.comm import cp_comm, dp_comm, embedding_matrices, engine_copies, latency_floor, pp_comm, tp_comm
+from tasks.model.step.comm import (cp_comm, dp_comm, embedding_matrices, engine_copies, latency_floor, pp_comm,
+                                   tp_comm)
+from tasks.model.step.moe_comm import ep_comm
 from tasks.model.step.compute import compute_per_microbatch, optimizer_time, stage_layer_cost
-from tasks.model.step.context import StepContext, StepLayouts, as_layouts, distinct_shapes
+from tasks.model.step.context import StepContext, StepLayouts, as_layouts, distinct_shapes, layer_weights_per_device
 from tasks.model.terms import metrics
 from tasks.model.terms.layout import STRUCTURAL_CONSTRAINTS, first_violation, structural_violations
 
@@ -69,7 +70,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-26"
+STEP_MODEL_VERSION = "step-27"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -85,7 +86,8 @@ class StepPlan:
     (``step.compute.compute_per_microbatch``: ``per_microbatch``, ``forward``,
     ``forward_hide``, ``backward_hide``, ``kernels_per_microbatch``). ``tp``, ``pp``: one
     micro-batch's TP and PP communication (``step.comm.tp_comm``, ``pp_comm``); ``cp``: its
-    CP exchange (``step.comm.cp_comm``). ``dp``: the
+    CP exchange (``step.comm.cp_comm``); ``ep``: its MoE dispatch and combine
+    (``step.moe_comm.ep_comm``). ``dp``: the
     step's DP collectives (``step.comm.dp_comm``). ``optimizer``: the optimizer step.
     ``params``: parameters on the largest device; ``memory``: its bytes. ``ticks``: the
     pipeline's ticks (``pipeline_ticks``)."""
@@ -97,6 +99,7 @@ class StepPlan:
     tp: Dict[str, np.ndarray]
     pp: Dict[str, np.ndarray]
     cp: Dict[str, np.ndarray]
+    ep: Dict[str, np.ndarray]
     dp: Dict[str, np.ndarray]
     optimizer: np.ndarray
     params: np.ndarray
@@ -105,8 +108,9 @@ class StepPlan:
 
     @cached_property
     def exposed_per_microbatch(self) -> np.ndarray:
-        """Communication one micro-batch's tick waits for: TP, CP, PP and per-micro-batch DP."""
-        return self.tp["exposed"] + self.cp["exposed"] + self.pp["exposed"] + self.dp["per_microbatch"]
+        """Communication one micro-batch's tick waits for: TP, CP, EP, PP and per-micro-batch DP."""
+        return self.tp["exposed"] + self.cp["exposed"] + self.ep["exposed"] + self.pp["exposed"] \
+            + self.dp["per_microbatch"]
 
     @cached_property
     def tick(self) -> np.ndarray:
@@ -133,6 +137,7 @@ def step_plan(lay: StepLayouts, ctx: StepContext) -> StepPlan:
     params, device_memory = stage_memory(lay, ctx)
     return StepPlan(layouts=lay, ctx=ctx, cost=cost, compute=compute, tp=tp_comm(lay, ctx, cost, shapes),
                     pp=pp_comm(lay, ctx, compute["per_microbatch"]), cp=cp_comm(lay, ctx, cost),
+                    ep=ep_comm(lay, ctx, cost),
                     dp=dp_comm(lay, ctx, compute),
                     optimizer=optimizer_time(lay, ctx, params), params=params, memory=device_memory,
                     ticks=pipeline_ticks(lay))
@@ -151,28 +156,33 @@ def stage_memory(lay: StepLayouts, ctx: StepContext):
     """(parameters, bytes) of the largest device (method.md §8): model states (and fp8
     weight copies), the gathered layer (and its prefetch) under ZeRO-3/FSDP, and the
     activations the first stage holds at its peak (or the last stage's with the logits)."""
-    model, block = ctx.model, ctx.block
+    model = ctx.model
     h, heads, vocab = float(model.hidden), float(model.heads), ctx.vocab
-    per_layer = layer.layer_params(h, heads, block)
-    layer_params = lay.layers_per_stage * per_layer / lay.tp
+    split, experts = layer_weights_per_device(lay, ctx)
+    layer_params, expert_params = lay.layers_per_stage * split, lay.layers_per_stage * experts
     embedding_params = embedding_matrices(lay) * vocab * h / lay.tp
     stack = ctx.stack
     weight_bytes = memory.FP8_WEIGHT_BYTES if stack.fp8_params else memory.WEIGHT_BYTES
     shard_ranks = lay.shard_ranks(ctx.hardware)
     m = lay.microbatches
+    # the experts' states are reduced and sharded over expert data parallelism (StepLayouts.edp)
     states = memory.model_state_bytes(layer_params, shard_ranks, lay.zero, weight_bytes, microbatches=m) \
-        + memory.model_state_bytes(embedding_params, shard_ranks, lay.zero, microbatches=m)
+        + memory.model_state_bytes(embedding_params, shard_ranks, lay.zero, microbatches=m) \
+        + memory.model_state_bytes(expert_params, lay.edp, lay.zero, weight_bytes, microbatches=m)
     if stack.fp8 and not stack.fp8_params:
-        states = states + memory.fp8_weight_copy_bytes(layer_params, shard_ranks, lay.zero)
-    gathered = np.where(lay.sharded, 2.0 * weight_bytes * per_layer / lay.tp, 0.0)
+        states = states + memory.fp8_weight_copy_bytes(layer_params, shard_ranks, lay.zero) \
+            + memory.fp8_weight_copy_bytes(expert_params, lay.edp, lay.zero)
+    gathered = np.where(lay.sharded, 2.0 * weight_bytes * (split + experts), 0.0)
     seq = lay.local_seq(model.seq_len)
-    act = memory.layer_activation_bytes(seq, lay.micro_batch, h, heads, lay.tp,
-                                        lay.sequence_parallel, lay.recompute, block,
-                                        fp8_inputs=stack.fp8, recomputed_share=lay.recomputed_share)
+    blocks = [(ctx.moe_share, ctx.block)] + ([(1.0 - ctx.moe_share, ctx.dense_block)] if ctx.moe_share < 1 else [])
+    act = sum(share * memory.layer_activation_bytes(seq, lay.micro_batch, h, heads, lay.tp, lay.sequence_parallel,
+                                                    lay.recompute, block, fp8_inputs=stack.fp8,
+                                                    recomputed_share=lay.recomputed_share, etp=lay.etp)
+              for share, block in blocks)
     held = memory.resident_layers(lay.layers_per_stage, lay.pp, stack.offload_layers)
     first = memory.in_flight_microbatches(lay.microbatches, lay.pp, lay.stages, lay.interleaved) * held * act
     last = held * act + memory.logits_bytes(seq, lay.micro_batch, vocab, lay.tp)
-    return layer_params + embedding_params, states + gathered + np.maximum(first, last)
+    return layer_params + expert_params + embedding_params, states + gathered + np.maximum(first, last)
 
 
 def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[str, np.ndarray]:
@@ -187,7 +197,8 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
     ``bubble_fraction``, ``compute_s``, ``tp_comm_s``, ``pp_comm_s``, ``dp_comm_s``
     (all TP, PP and DP/ZeRO collectives of a step, hidden or not), ``tp_exposed_s`` and
     ``pp_exposed_s`` (what of them the step waits for), ``cp_comm_s`` and ``cp_exposed_s``
-    (context parallelism's exchange, all of it and what the step waits for), ``optimizer_s``,
+    (context parallelism's exchange, all of it and what the step waits for), ``ep_comm_s`` and
+    ``ep_exposed_s`` (a mixture of experts' dispatch and combine, the same), ``optimizer_s``,
     ``dp_traffic_bytes`` (bytes one device sends over its DP rings per step),
     ``params_per_device``. Step metrics are NaN where a structural constraint fails; memory
     is NaN there too.
@@ -197,7 +208,7 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
     dp_int = ctx.devices // np.maximum(model_parallel, 1)
     violations = structural_violations({**layouts, "dp": dp_int}, heads=model.heads, layers=model.layers,
                                        devices=ctx.devices, global_batch=ctx.global_batch,
-                                       kv_heads=model.kv_heads or 0)
+                                       kv_heads=model.kv_heads or 0, experts=model.experts)
     status = first_violation(violations)
     lay = as_layouts(layouts, np.maximum(dp_int, 1).astype(np.float64), ctx)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -215,7 +226,7 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
 def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
     """The step's times, traffic and memory (method.md §3, §6 and §8), summed from its plan."""
     plan = step_plan(lay, ctx)
-    compute, tp, pp, cp, dp = plan.compute, plan.tp, plan.pp, plan.cp, plan.dp
+    compute, tp, pp, cp, ep, dp = plan.compute, plan.tp, plan.pp, plan.cp, plan.ep, plan.dp
     ticks, step = plan.ticks, plan.step_time
     exposed_comm = ticks * plan.exposed_per_microbatch + dp["per_step"]
     return {
@@ -223,7 +234,8 @@ def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
         "exposed_comm_s": exposed_comm,
         "exposed_comm_share": metrics.communication_share(exposed_comm, step),
         "tokens_per_s_per_device": ctx.global_batch * ctx.model.seq_len / step / ctx.devices,
-        "latency_s": latency_floor(lay, ctx, ticks, compute["kernels_per_microbatch"]) + ticks * cp["latency"],
+        "latency_s": latency_floor(lay, ctx, ticks, compute["kernels_per_microbatch"])
+        + ticks * (cp["latency"] + ep["latency"]),
         "bubble_fraction": (ticks - lay.microbatches) / ticks,
         "compute_s": ticks * compute["per_microbatch"],
         "tp_comm_s": ticks * tp["total"],
@@ -232,6 +244,8 @@ def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
         "pp_exposed_s": ticks * pp["exposed"],
         "cp_comm_s": ticks * cp["total"],
         "cp_exposed_s": ticks * cp["exposed"],
+        "ep_comm_s": ticks * ep["total"],
+        "ep_exposed_s": ticks * ep["exposed"],
         "dp_comm_s": dp["total"],
         "optimizer_s": plan.optimizer,
         "dp_traffic_bytes": dp["traffic"],

@@ -117,6 +117,10 @@ STRUCTURAL_CONSTRAINTS: Dict[str, str] = {
                      "1F1B has one virtual stage",
     "cp_splits_heads": "an all-to-all CP exchange (a2a) splits each TP rank's query and key/value heads over CP "
                        "(Transformer Engine's AttnFuncWithCPAndQKVOA2A divides the heads it holds by CP)",
+    "experts_fit": "expert parallelism needs a mixture of experts whose experts EP divides, and ETP x EP divides TP x "
+                   "CP x DP (Megatron-Core's expert grid, ETP x EP x EDP x PP = the world); a mixture of experts "
+                   "under TP > 1 runs sequence parallel (megatron/core/transformer/moe/moe_layer.py refuses it "
+                   "without)",
 }
 
 
@@ -141,11 +145,15 @@ class Layout:
     #: keys and values (``CP_COMMS``).
     cp: int = 1
     cp_comm: str = "p2p"
+    #: Expert parallelism (a mixture of experts): ranks the experts are split over, and ranks
+    #: each expert is split over (expert tensor parallelism); 1: none.
+    ep: int = 1
+    etp: int = 1
 
     def __post_init__(self) -> None:
         for name in CODED_FIELDS:
             code(name, getattr(self, name))
-        for name in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "cp"):
+        for name in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "cp", "ep", "etp"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
         problem = recompute_layers_problem(self.recompute, self.recompute_layers)
@@ -164,7 +172,8 @@ class Layout:
         spells it out)."""
         pp = f"pp{self.pp}" + (f"(i{self.virtual_stages})" if self.schedule == "interleaved" else "")
         cp = [f"cp{self.cp}" + {"all_gather": "(ag)", "a2a": "(a2a)"}.get(self.cp_comm, "")] if self.cp > 1 else []
-        parts = [f"tp{self.tp}", *cp, pp, f"dp{self.dp}", f"b{self.micro_batch}", self.zero]
+        ep = [f"ep{self.ep}" + (f"(etp{self.etp})" if self.etp > 1 else "")] if self.ep * self.etp > 1 else []
+        parts = [f"tp{self.tp}", *cp, pp, f"dp{self.dp}", *ep, f"b{self.micro_batch}", self.zero]
         parts += ["sp"] if self.sequence_parallel else []
         parts += [] if self.recompute == "none" else [self.recompute[:4] + (f"({self.recompute_layers})"
                                                                             if self.recompute_layers else "")]
@@ -195,13 +204,14 @@ def cp_problem(cp: int, seq_len: int, flash: bool) -> str:
 
 
 def structural_violations(layouts: Mapping[str, np.ndarray], *, heads: int, layers: int, devices: int,
-                          global_batch: int, kv_heads: int = 0) -> Dict[str, np.ndarray]:
+                          global_batch: int, kv_heads: int = 0, experts: int = 0) -> Dict[str, np.ndarray]:
     """For each of ``STRUCTURAL_CONSTRAINTS``, a bool array: True where a layout breaks it.
 
     ``layouts`` holds ``tp``, ``pp``, ``micro_batch``, ``schedule`` (code),
     ``virtual_stages`` (and ``cp``, 1 where not given; ``dp`` if given, otherwise it is
-    ``devices / (tp * pp * cp)``), and ``cp_comm`` (codes; p2p where not given). ``kv_heads``: 0
-    for as many as ``heads``.
+    ``devices / (tp * pp * cp)``), ``cp_comm`` (codes; p2p where not given), ``ep``, ``etp`` and
+    ``sequence_parallel`` (1, 1 and false where not given). ``kv_heads``: 0 for as many as
+    ``heads``; ``experts``: the model's routed experts (0: a dense model).
     Vectorised; every constraint is checked on every layout (not only the first that
     fails), so a caller can say how many layouts each one rules out.
     """
@@ -224,6 +234,14 @@ def structural_violations(layouts: Mapping[str, np.ndarray], *, heads: int, laye
     kv = kv_heads or heads
     per_rank = np.maximum(heads // np.maximum(tp, 1), 1), np.maximum(kv // np.maximum(tp, 1), 1)
     heads_bad = a2a & (cp > 1) & ((per_rank[0] % cp != 0) | (per_rank[1] % cp != 0))
+    ep = np.asarray(layouts.get("ep", 1), dtype=np.int64)
+    etp = np.asarray(layouts.get("etp", 1), dtype=np.int64)
+    expert_ranks = np.maximum(ep * etp, 1)
+    if experts:
+        sp = np.asarray(layouts.get("sequence_parallel", False), dtype=bool)
+        experts_bad = (experts % np.maximum(ep, 1) != 0) | ((tp * cp * dp) % expert_ranks != 0) | ((tp > 1) & ~sp)
+    else:
+        experts_bad = expert_ranks > 1
     return {
         "tp_divides_heads": heads % tp != 0,
         "tp_pp_divides_devices": splits,
@@ -231,6 +249,7 @@ def structural_violations(layouts: Mapping[str, np.ndarray], *, heads: int, laye
         "batch_divisible": batch_bad | splits,
         "schedule_fits": schedule_bad,
         "cp_splits_heads": heads_bad,
+        "experts_fit": experts_bad,
     }
 
 

@@ -53,6 +53,14 @@ class TransformerModel:
     gated_mlp: bool = False  # SwiGLU-style: gate and up of ffn_hidden, then down (three matrices)
     dropout: float = DEFAULT_DROPOUT  # hidden and attention dropout probability; 0: none (Llama)
     head_dim: Optional[int] = None  # one attention head's width; None: hidden / heads (Qwen3, GPT-OSS set theirs)
+    # Mixture of experts (``tasks.model.kernels.model_blocks``): routed experts per MoE layer (0: a dense model),
+    # experts each token visits, one expert's width (None: ffn_hidden), shared experts of that width every token
+    # visits, and the leading layers that keep a dense MLP of ffn_hidden (DeepSeek-V3's first 3).
+    experts: int = 0
+    topk: int = 0
+    moe_ffn_hidden: Optional[int] = None
+    shared_experts: int = 0
+    dense_layers: int = 0
 
 
 def heads_problem(hidden: int, heads: int, kv_heads: Optional[int], *,

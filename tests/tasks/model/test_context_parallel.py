@@ -137,7 +137,7 @@ def test_each_distinct_shape_is_costed_once_and_spread_back_whatever_its_degrees
         split = [False, False, True, False, False]
         lay = SimpleNamespace(micro_batch=np.asarray(b, dtype=float), tp=np.asarray(tp, dtype=float),
                               cp=np.asarray(cp, dtype=float), sequence_parallel=np.asarray(sp),
-                              heads_split=np.asarray(split))
+                              heads_split=np.asarray(split), ep=np.ones(5), etp=np.ones(5))
         shapes = distinct_shapes(lay)
         back = [(shapes.micro_batch[i], shapes.tp[i], shapes.cp[i], bool(shapes.sequence_parallel[i]),
                  bool(shapes.heads_split[i])) for i in shapes.index]

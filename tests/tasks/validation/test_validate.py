@@ -120,24 +120,40 @@ def test_a_gated_mlp_column_says_what_the_width_alone_cannot(tmp_path, profiles)
         read_runs(path)
 
 
-def test_a_row_of_experts_is_skipped_with_why_and_the_files_other_rows_are_predicted(tmp_path, profiles):
-    """A mixture-of-experts row is no error in the file, but the model cannot price it: read
-    alone it is refused naming the column, and ``validate`` lists it as skipped (never
-    predicting it as a dense layout) while it predicts the file's other rows."""
-    path = tmp_path / "num_experts.csv"
-    path.write_text("\n".join([HEADER + ",num_experts", _row() + ",1", _row() + ",8", _row(value="4.0") + ","])
+def test_a_token_dropping_row_is_skipped_with_why_and_the_files_other_rows_are_predicted(tmp_path, profiles):
+    """A row whose router drops tokens at a capacity factor is no error in the file, but the
+    model prices dropless routing only: read alone it is refused naming the column, and
+    ``validate`` lists it as skipped (never predicting it as a dropless run) while it predicts
+    the file's other rows."""
+    path = tmp_path / "dropping.csv"
+    path.write_text("\n".join([HEADER + ",capacity_factor", _row() + ",0", _row() + ",1.0", _row(value="4.0") + ","])
                     + "\n", encoding="utf-8")
-    with pytest.raises(RowError, match="row 2: num_experts='8' mixture-of-experts layers are not modelled"):
+    with pytest.raises(RowError, match="row 2: capacity_factor='1.0' token dropping at an expert capacity factor"):
         read_runs(path)
     skipped: list = []
     assert [run.row for run in read_runs(path, skipped)] == [1, 3]
-    assert skipped == ["num_experts.csv row 2: num_experts='8' mixture-of-experts layers are not modelled: this row "
-                       "cannot be predicted"]
+    assert skipped == ["dropping.csv row 2: capacity_factor='1.0' token dropping at an expert capacity factor is not "
+                       "modelled (dropless routing is): this row cannot be predicted"]
     result = validate_all(profiles, DATA, runs_file=path, datasets=("runs",))
     assert [r.row for r in result.records] == [1, 3] and result.skipped == skipped
-    path.write_text("\n".join([HEADER + ",ep", _row() + ",4"]) + "\n", encoding="utf-8")
+    path.write_text("\n".join([HEADER + ",capacity_factor", _row() + ",1.25"]) + "\n", encoding="utf-8")
     with pytest.raises(RowError, match="holds no rows the model expresses"):
         read_runs(path, [])
+
+
+def test_a_mixture_of_experts_row_is_priced_and_its_bad_cells_named(tmp_path, profiles):
+    """A row with experts and EP is read into the model's fields and predicted; a cell that
+    cannot describe a mixture of experts is refused naming it."""
+    moe = ",experts,topk,moe_ffn_hidden,ep,dispatcher,moe_a2a_overlap"
+    path = tmp_path / "moe.csv"
+    path.write_text("\n".join([HEADER + moe, _row() + ",8,2,,2,flex,true"]) + "\n", encoding="utf-8")
+    [run] = read_runs(path)
+    assert (run.experts, run.topk, run.ep, run.moe_dispatcher, run.moe_a2a_overlap) == (8, 2, 2, "flex", True)
+    assert validate_all(profiles, DATA, runs_file=path, datasets=("runs",)).records[0].predicted > 0
+    for cells, field in ((",8,0,,2,,", "topk"), (",0,0,,2,,", "ep"), (",8,2,,2,nccl,", "dispatcher")):
+        path.write_text("\n".join([HEADER + moe, _row() + cells]) + "\n", encoding="utf-8")
+        with pytest.raises(RowError, match=f"row 1.*{field}"):
+            read_runs(path)
     path.write_text("\n".join([HEADER + ",ep", _row() + ",many"]) + "\n", encoding="utf-8")
     with pytest.raises(RowError, match="row 1: ep='many'"):
         read_runs(path, [])

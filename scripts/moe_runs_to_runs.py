@@ -1,0 +1,92 @@
+"""Megatron-Bridge's published mixture-of-experts runs (conf/data/moe_runs.csv) as a runs file
+``commscale validate --runs`` reads (the columns of conf/data/published_runs.csv with the
+mixture-of-experts ones, ``tasks.validation.run_moe``).
+
+    python scripts/moe_runs_to_runs.py [--out conf/data/moe_bridge_runs.csv]
+
+Rows on hardware a profile describes (H100, B200, GB200; B300 and GB300 have none) are kept,
+each with its layout and shapes as moe_runs.csv gives them and these readings of its recipe
+columns, the same for every row (no row is special-cased):
+
+- precision: BF16 is bf16, every FP8 recipe (current scaling, MXFP8, blockwise) fp8;
+- sequence parallel wherever TP > 1 (Megatron-Core requires it of MoE under TP); fused
+  attention, a gated MLP and no dropout (every one of these models); the distributed optimizer
+  (zero1) with its gather and the gradient reduction overlapped, and the pipeline's sends
+  where VP > 1 (Megatron-Bridge's comm_overlap defaults); Transformer Engine's cross entropy;
+- recompute: "none" or blank is none, any selective list is selective;
+- dispatcher: "flex/..." (DeepEP, HybridEP) is flex, else alltoall; "a2a_overlap" turns
+  moe_a2a_overlap on; a "tokendrop" recipe states its capacity factor (validate skips it);
+- a run with CUDA graphs replays its kernels: host_launch_us 0;
+- shared_experts: the count before the width in "1 (2048)"; the metric's name as runs files
+  spell it (tokens_per_s_per_gpu, model_tflops_per_gpu).
+The derived file's notes keep the source row's table line and recipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ROOT / "conf" / "data" / "moe_runs.csv"
+TARGET = ROOT / "conf" / "data" / "moe_bridge_runs.csv"
+PROFILED = ("H100", "B200", "GB200")
+COLUMNS = ("source", "model", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "gated_mlp", "vocab",
+           "experts", "topk", "moe_ffn_hidden", "shared_experts", "dense_layers", "seq", "global_batch", "micro_batch",
+           "gpus", "tp", "pp", "vp", "cp", "ep", "etp", "dp", "zero", "recompute", "sequence_parallel",
+           "flash_attention", "dp_overlap", "pp_overlap", "param_gather_overlap", "cross_entropy", "dropout",
+           "precision", "dispatcher", "moe_a2a_overlap", "capacity_factor", "host_launch_us", "hw", "metric", "value",
+           "confidence", "notes")
+
+
+def _flag(on: bool) -> str:
+    return "true" if on else "false"
+
+
+def runs_row(row: dict) -> dict:
+    """One moe_runs.csv row as a runs-file row (the module docstring's readings)."""
+    tp, vp = int(row["tp"]), int(row["vp"] or 1)
+    dispatch = row["dispatcher"]
+    drop = re.search(r"capacity_factor=([0-9.]+)", dispatch) if "tokendrop" in dispatch else None
+    graphs = row["cuda_graphs"].strip().lower()
+    metric = {"tokens_per_sec_per_gpu": "tokens_per_s_per_gpu"}.get(row["metric"], row["metric"])
+    return {
+        "source": row["source"], "model": row["model"], "layers": row["layers"], "hidden": row["hidden"],
+        "heads": row["heads"], "kv_heads": row["kv_heads"], "head_dim": row["head_dim"],
+        "ffn_hidden": row["ffn_hidden"], "gated_mlp": "true", "vocab": row["vocab"], "experts": row["experts"],
+        "topk": row["topk"], "moe_ffn_hidden": row["moe_ffn_hidden"],
+        "shared_experts": (re.match(r"\s*(\d+)", row["shared_experts"] or "0") or re.match("", "0")).group(0).strip()
+        or "0",
+        "dense_layers": row["dense_layers"] or "0", "seq": row["seq"], "global_batch": row["global_batch"],
+        "micro_batch": row["micro_batch"], "gpus": row["gpus"], "tp": row["tp"], "pp": row["pp"], "vp": str(vp),
+        "cp": row["cp"] or "1", "ep": row["ep"] or "1", "etp": row["etp"] or "1", "dp": row["dp"], "zero": "zero1",
+        "recompute": "selective" if row["recompute"].startswith("selective") else "none",
+        "sequence_parallel": _flag(tp > 1), "flash_attention": "true", "dp_overlap": "true",
+        "pp_overlap": _flag(vp > 1), "param_gather_overlap": "true", "cross_entropy": "te", "dropout": "0",
+        "precision": "bf16" if row["precision"].upper() == "BF16" else "fp8",
+        "dispatcher": "flex" if dispatch.startswith("flex") else "alltoall",
+        "moe_a2a_overlap": _flag("a2a_overlap" in dispatch), "capacity_factor": drop.group(1) if drop else "",
+        "host_launch_us": "" if graphs in ("", "none") else "0", "hw": row["hw"], "metric": metric,
+        "value": row["value"], "confidence": row["confidence"],
+        "notes": f"from conf/data/moe_runs.csv ({row['source']} {row['model']} {row['hw']} {row['precision']}): "
+                 + row["notes"].split(" | ")[0],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=TARGET)
+    args = parser.parse_args()
+    with SOURCE.open(newline="", encoding="utf-8") as f:
+        rows = [runs_row(r) for r in csv.DictReader(f) if r["hw"] in PROFILED]
+    with args.out.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"{len(rows)} rows -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

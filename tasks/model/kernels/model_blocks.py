@@ -1,0 +1,76 @@
+"""A model's layers as ``layer.Block`` shapes: the layer most of its layers are (a
+mixture-of-experts layer where the model has experts) and the dense layers a mixture-of-experts
+model keeps (DeepSeek-V3's first three: Megatron-Core's ``moe_layer_freq``), with the share of
+each; and what is wrong with a model's mixture-of-experts fields. The one reading of
+``TransformerModel``'s MoE fields (``experts``, ``topk``, ``moe_ffn_hidden``,
+``shared_experts``, ``dense_layers``) for costing, memory, parameter counts and checks."""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from tasks.model.kernels.layer import Block, expert_params, layer_params
+from tasks.model.terms.specs import TransformerModel
+
+__all__ = ["model_block", "dense_block", "moe_layer_share", "moe_problem", "layer_weights"]
+
+
+def dense_block(model: TransformerModel, *, flash: bool = False) -> Block:
+    """A dense layer of ``model``: attention and an MLP ``ffn_hidden`` wide."""
+    return Block(kv_heads=float(model.kv_heads) if model.kv_heads else None,
+                 ffn=float(model.ffn_hidden) if model.ffn_hidden else None, gated=bool(model.gated_mlp),
+                 flash=flash, dropout=model.dropout > 0.0, head_dim=float(model.head_dim) if model.head_dim else None)
+
+
+def model_block(model: TransformerModel, *, flash: bool = False) -> Block:
+    """The layer most of ``model``'s layers are: its mixture-of-experts layer where it has
+    experts (``layer.Block``'s MoE fields: shared experts ``shared_experts`` x the expert's
+    width, Megatron-Core's ``moe_shared_expert_intermediate_size``), else ``dense_block``."""
+    block = dense_block(model, flash=flash)
+    if not model.experts:
+        return block
+    width = float(model.moe_ffn_hidden or block.width(float(model.hidden)))
+    return Block(kv_heads=block.kv_heads, ffn=block.ffn, gated=block.gated, flash=flash, dropout=block.dropout,
+                 head_dim=block.head_dim, experts=float(model.experts), topk=float(model.topk), moe_ffn=width,
+                 shared_ffn=float(model.shared_experts) * width)
+
+
+def moe_layer_share(model: TransformerModel) -> float:
+    """The share of ``model``'s layers that are ``model_block``'s: 1 for a dense model, and
+    (layers - dense_layers) / layers for a mixture of experts. A stage is charged the mean
+    layer (exact at PP 1; DeepSeek-V3's 3 dense layers of 61 sit on its first stage)."""
+    return 1.0 if not model.experts else (model.layers - model.dense_layers) / model.layers
+
+
+def layer_weights(model: TransformerModel) -> float:
+    """Weights of all of ``model``'s layers (all ranks together): each dense layer's
+    ``layer.layer_params``, and each MoE layer's with its routed experts'."""
+    h, heads = float(model.hidden), float(model.heads)
+    moe = model_block(model)
+    moe_layers = model.layers * moe_layer_share(model)
+    dense = (model.layers - moe_layers) * float(layer_params(h, heads, dense_block(model)))
+    return dense + moe_layers * float(layer_params(h, heads, moe) + expert_params(h, moe))
+
+
+def moe_problem(model: TransformerModel, prefix: str = "model.") -> Optional[Tuple[str, int, str]]:
+    """Why ``model``'s mixture-of-experts fields cannot describe a model, as (field, value,
+    reason) with the field named after ``prefix``; None when they can. A dense model
+    (``experts`` 0) sets none of the others; a mixture of experts routes each token to 1 to
+    ``experts`` experts and keeps at least one MoE layer."""
+    if model.experts < 0:
+        return f"{prefix}experts", model.experts, "must be 0 (a dense model) or a count of routed experts"
+    if not model.experts:
+        for name in ("topk", "shared_experts", "dense_layers", "moe_ffn_hidden"):
+            if getattr(model, name):
+                return f"{prefix}{name}", getattr(model, name), f"needs {prefix}experts above 0 (a mixture of experts)"
+        return None
+    if not 1 <= model.topk <= model.experts:
+        return f"{prefix}topk", model.topk, f"must route each token to 1 to {prefix}experts={model.experts} experts"
+    if model.shared_experts < 0:
+        return f"{prefix}shared_experts", model.shared_experts, "must be 0 or a count of shared experts"
+    if not 0 <= model.dense_layers < model.layers:
+        return (f"{prefix}dense_layers", model.dense_layers,
+                f"must leave at least one of {prefix}layers={model.layers} a MoE layer")
+    if model.moe_ffn_hidden is not None and model.moe_ffn_hidden <= 0:
+        return f"{prefix}moe_ffn_hidden", model.moe_ffn_hidden, "must be a positive width"
+    return None

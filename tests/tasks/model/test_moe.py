@@ -1,0 +1,148 @@
+"""Mixture of experts with expert parallelism: the layer's router, grouped expert GEMMs and
+shared experts; its weights over EP x ETP; the dispatch and combine over the EP group; the
+expert grid's structural checks; a dense model untouched."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tasks.model.collectives.ep_exchange import dispatch_time, ep_layer_exchange, flex_cross_node_share
+from tasks.model.kernels import layer
+from tasks.model.kernels.model_blocks import dense_block, layer_weights, model_block, moe_layer_share, moe_problem
+from tasks.model.step.plan import StepContext, step_columns
+from tasks.model.terms.layout import Layout, code
+from tasks.model.terms.specs import TransformerModel
+from tasks.model.terms.stack import Stack
+
+#: Qwen3-30B-A3B's config.json (Qwen/Qwen3-30B-A3B): 48 layers, H 2,048, 32 heads of 128, 4
+#: key/value heads, 128 experts of 768, top-8, vocabulary 151,936.
+QWEN3_30B = TransformerModel(name="qwen3-30b-a3b", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128,
+                             ffn_hidden=6144, vocab=151936, seq_len=4096, gated_mlp=True, dropout=0.0, experts=128,
+                             topk=8, moe_ffn_hidden=768)
+#: DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json): 61 layers, the first 3 dense (18,432),
+#: 256 routed experts of 2,048, top-8, one shared expert; MLA taken as 128 heads of 128.
+DEEPSEEK_V3 = TransformerModel(name="deepseek-v3", layers=61, hidden=7168, heads=128, head_dim=128, ffn_hidden=18432,
+                               vocab=129280, seq_len=4096, gated_mlp=True, dropout=0.0, experts=256, topk=8,
+                               moe_ffn_hidden=2048, shared_experts=1, dense_layers=3)
+STACK = Stack(attention="flash", gemm_precision="bf16", cross_entropy="te")
+
+
+def _forward(block, tp=1.0, ep=1.0, etp=1.0):
+    return {g.name: g for g in layer.gemm_shapes(2048.0, 32.0, 4096.0, 1.0, tp, block, ep=ep, etp=etp)
+            if g.pass_ == "fwd"}
+
+
+@pytest.mark.parametrize("tp,ep,etp", [(1, 1, 1), (1, 8, 1), (2, 16, 1), (2, 8, 2), (4, 32, 4)])
+def test_the_experts_flops_on_a_device_are_its_share_of_every_tokens_topk_experts(tp, ep, etp):
+    """Whatever EP and ETP, a device's expert GEMMs do 1/TP of the layer's tokens x topk x the
+    expert MLP's FLOPs (the balance spreads the routed rows evenly)."""
+    block = model_block(QWEN3_30B, flash=True)
+    gemms = _forward(block, tp, ep, etp)
+    experts = gemms["expert_fc1"].flops + gemms["expert_fc2"].flops
+    whole = 2.0 * 4096 * 8 * 3 * 2048 * 768 / tp
+    assert experts == pytest.approx(whole)
+    assert gemms["expert_fc1"].batch == 128 / ep and "fc1" not in gemms
+
+
+def test_a_moe_layers_weights_are_its_split_part_and_its_experts():
+    block = model_block(DEEPSEEK_V3)
+    experts = layer.expert_params(7168.0, block)
+    assert experts == 256 * 3 * 7168 * 2048
+    shared = 3 * 7168 * 2048
+    attention = float(layer.layer_params(7168.0, 128.0, dense_block(DEEPSEEK_V3))) - 3 * 7168 * 18432
+    assert float(layer.layer_params(7168.0, 128.0, block)) == pytest.approx(attention + shared + 7168 * 256)
+    assert sum(sum(t) for t in layer.layer_tensors(7168.0, 128.0, block)[:1]) == \
+        pytest.approx(float(layer.layer_params(7168.0, 128.0, block)))
+    assert moe_layer_share(DEEPSEEK_V3) == pytest.approx(58 / 61)
+    total = layer_weights(DEEPSEEK_V3) + 129280 * 7168
+    assert 650e9 < total < 720e9          # 671B with MLA's smaller attention, as the model card counts
+
+
+def test_the_moe_fields_refuse_what_cannot_be_a_mixture_of_experts():
+    assert moe_problem(QWEN3_30B) is None and moe_problem(TransformerModel(name="d", layers=2, hidden=8, heads=2)) \
+        is None
+    assert moe_problem(dataclasses.replace(QWEN3_30B, topk=0))[0] == "model.topk"
+    assert moe_problem(dataclasses.replace(QWEN3_30B, topk=129))[0] == "model.topk"
+    assert moe_problem(dataclasses.replace(QWEN3_30B, dense_layers=48))[0] == "model.dense_layers"
+    assert moe_problem(dataclasses.replace(QWEN3_30B, experts=0))[0] == "model.topk"
+
+
+def test_flex_sends_a_token_once_per_node_so_fewer_cross_node_bytes():
+    assert flex_cross_node_share(1, 8) == pytest.approx(1.0)
+    assert flex_cross_node_share(8, 1) == pytest.approx(1.0)
+    assert flex_cross_node_share(8, 8) == pytest.approx(8 * (1 - (7 / 8) ** 8) / 8)
+
+
+def test_the_flex_dispatcher_is_faster_across_nodes_and_the_same_inside_one(h100):
+    message = 4096 * 8 * 7168 * 2.0
+    inside = [float(dispatch_time(8.0, message, False, 8.0, h100, flex=f, topk=8.0)) for f in (False, True)]
+    across = [float(dispatch_time(64.0, message, True, 8.0, h100, flex=f, topk=8.0)) for f in (False, True)]
+    assert inside[0] == inside[1]
+    assert across[1] < 0.8 * across[0]
+
+
+def test_overlap_hides_the_exchange_behind_the_other_pass_as_far_as_it_lasts(h100):
+    args = dict(flex=False, topk=8.0, repeats=0.0)
+    plain = ep_layer_exchange(16.0, 1.0, 1e8, h100, overlap=False, hide_fwd=0.0, hide_bwd=0.0, **args)
+    hidden = ep_layer_exchange(16.0, 1.0, 1e8, h100, overlap=True, hide_fwd=1.0, hide_bwd=1.0, **args)
+    half = ep_layer_exchange(16.0, 1.0, 1e8, h100, overlap=True, hide_fwd=0.0, hide_bwd=1.0, **args)
+    assert float(plain["exposed"]) == pytest.approx(float(plain["total"])) and float(plain["total"]) > 0
+    assert float(hidden["exposed"]) == 0.0
+    assert float(half["exposed"]) == pytest.approx(float(plain["total"]) / 2)
+    none = ep_layer_exchange(1.0, 1.0, 1e8, h100, overlap=False, hide_fwd=0.0, hide_bwd=0.0, **args)
+    assert float(none["total"]) == 0.0 and float(none["latency"]) == 0.0
+
+
+def _step(model, layouts, devices, hw, stack=STACK, batch=256):
+    ctx = StepContext(model=model, hardware=hw, devices=devices, global_batch=batch, stack=stack,
+                      memory_fraction=float("inf"))
+    rows = [lay.columns() for lay in layouts]
+    cols = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+    return step_columns(cols, ctx)
+
+
+def test_expert_parallelism_shrinks_weights_and_adds_a_priced_exchange(h100):
+    lays = [Layout(tp=1, pp=1, dp=16, micro_batch=1, zero="zero1", ep=ep) for ep in (1, 8, 16)]
+    out = _step(QWEN3_30B, lays, 16, h100)
+    assert (out["status_code"] == 0).all()
+    assert out["params_per_device"][0] > out["params_per_device"][1] > out["params_per_device"][2]
+    assert out["ep_comm_s"][0] == 0.0 and 0.0 < out["ep_comm_s"][1] < out["ep_comm_s"][2]
+    assert out["ep_exposed_s"][2] == pytest.approx(out["ep_comm_s"][2])
+    overlapped = _step(QWEN3_30B, lays[2:], 16, h100, dataclasses.replace(STACK, moe_a2a_overlap=True))
+    assert overlapped["ep_exposed_s"][0] < out["ep_exposed_s"][2]
+    assert overlapped["step_time_s"][0] < out["step_time_s"][2]
+
+
+def test_the_expert_grid_is_checked_before_any_cost(h100):
+    bad = {"experts % EP": Layout(tp=1, pp=1, dp=16, micro_batch=1, ep=3),
+           "ETP x EP beyond TP x CP x DP": Layout(tp=1, pp=2, dp=8, micro_batch=1, ep=16),
+           "TP without SP": Layout(tp=2, pp=1, dp=8, micro_batch=1, ep=8)}
+    out = _step(QWEN3_30B, list(bad.values()), 16, h100)
+    assert list(out["status_code"]) == [7, 7, 7]
+    dense = dataclasses.replace(QWEN3_30B, experts=0, topk=0, moe_ffn_hidden=None)
+    assert list(_step(dense, [Layout(tp=1, pp=1, dp=16, micro_batch=1, ep=2)], 16, h100)["status_code"]) == [7]
+
+
+def test_a_dense_model_prices_as_it_did_with_ep_columns_absent_or_one(h100):
+    dense = dataclasses.replace(QWEN3_30B, experts=0, topk=0, moe_ffn_hidden=None)
+    lay = Layout(tp=2, pp=2, dp=4, micro_batch=1, sequence_parallel=True)
+    with_ep = _step(dense, [lay], 16, h100)
+    cols = {k: v for k, v in lay.columns().items() if k not in ("ep", "etp")}
+    ctx = StepContext(model=dense, hardware=h100, devices=16, global_batch=256, stack=STACK,
+                      memory_fraction=float("inf"))
+    without = step_columns(cols, ctx)
+    for name in ("step_time_s", "memory_per_device_bytes", "latency_s"):
+        assert with_ep[name][0] == without[name][0]
+    assert with_ep["ep_comm_s"][0] == 0.0
+
+
+def test_dense_layers_make_the_mean_layer_between_dense_and_moe(h100):
+    lay = [Layout(tp=1, pp=1, dp=64, micro_batch=1, ep=64, zero="zero1")]
+    all_moe = _step(dataclasses.replace(DEEPSEEK_V3, dense_layers=0), lay, 64, h100)
+    mixed = _step(DEEPSEEK_V3, lay, 64, h100)
+    assert mixed["ep_comm_s"][0] == pytest.approx(all_moe["ep_comm_s"][0] * 58 / 61)
+    assert mixed["params_per_device"][0] != all_moe["params_per_device"][0]
+    assert code("recompute", "none") == 0
