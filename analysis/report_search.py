@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import figures
-from analysis.figures.search import layout_label
+from analysis.figures.search import has_layout, layout_label
 from analysis.report_cache import FigureCache, digest_sql
 from analysis.report_render import Finding, Section, Topic
 from sweeps.lake.kinds import ACCURACY, SCALING, SEARCH
@@ -127,8 +127,7 @@ def best_layouts(search: pd.DataFrame, per_study: int = 5) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame()
     best = pd.concat(frames)
-    best.insert(1, "layout", [layout_label(r) for r in best.itertuples()] if set(LAYOUT_FIELDS) <= set(best.columns)
-                else "")
+    best.insert(1, "layout", [layout_label(r) for r in best.itertuples()] if has_layout(best.columns) else "")
     columns = ["study", "layout", "family", "by", "value", "tokens_per_s_per_device", "exposed_comm_share",
                "step_time_s", "trials"]
     return best[[c for c in columns if c in best.columns]].reset_index(drop=True)

@@ -17,10 +17,10 @@ from analysis.figures.common import (MARK, SERIES, caption, finish, fit_width, f
                                      new_panels, require)
 from analysis.figures.labels import label_points
 from sweeps.lake.kinds import SCALING, SEARCH
-from tasks.model.terms.layout import LAYOUT_FIELDS, Layout
+from tasks.model.terms.layout import LATER_LAYOUT_FIELDS, LAYOUT_FIELDS, Layout
 from tasks.model.terms.metrics import latency_share
 
-__all__ = ["draw_pareto", "draw_scaling", "draw_latency_floor", "pareto_front", "layout_label"]
+__all__ = ["draw_pareto", "draw_scaling", "draw_latency_floor", "pareto_front", "layout_label", "has_layout"]
 
 _TRIAL = ["study", "status", "exposed_comm_share", "tokens_per_s_per_device"]
 _SCALING = ["model", "hardware", "devices", "global_batch", "tokens_per_s_per_device"]
@@ -40,9 +40,19 @@ def pareto_front(trials: pd.DataFrame) -> pd.DataFrame:
 
 def layout_label(row) -> str:
     """A row's layout in the words of ``tasks.model.terms.layout.Layout.describe`` (e.g. ``tp8 pp4 dp2 b1 zero1``)."""
-    values = {name: getattr(row, name) for name in LAYOUT_FIELDS}
+    values = {name: getattr(row, name, None) for name in LAYOUT_FIELDS}
     return Layout(**{name: v if isinstance(v, str) else bool(v) if name == "sequence_parallel" else int(v)
-                     for name, v in values.items()}).describe()
+                     for name, v in values.items() if not _absent(v)}).describe()
+
+
+def _absent(value) -> bool:
+    """A field a row of an earlier schema lacks (``layout.LATER_LAYOUT_FIELDS``): None or NaN."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def has_layout(columns) -> bool:
+    """Whether ``columns`` hold a layout (every field but those of ``LATER_LAYOUT_FIELDS``)."""
+    return set(LAYOUT_FIELDS) - set(LATER_LAYOUT_FIELDS) <= set(columns)
 
 
 def _panel_title(fig, study: str, trials: pd.DataFrame, infeasible: int, width: float) -> str:
@@ -77,7 +87,7 @@ def draw_pareto(rows: pd.DataFrame):
               for ax, (study, trials) in zip(axes, studies, strict=True)]
     footer(fig, "Layout search · a panel per study, its model, cluster and stack in its title; more throughput and "
                 "less exposed communication are both better · " + caption(rows))
-    if set(LAYOUT_FIELDS) <= set(ok.columns):
+    if has_layout(ok.columns):
         fig.draw_without_rendering()  # one layout for every panel's labels
         for ax, front in zip(axes, fronts, strict=True):
             label_points(ax, front, "tokens_per_s_per_device", "share_pct", layout_label, avoid=[SERIES],

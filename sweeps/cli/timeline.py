@@ -51,7 +51,8 @@ def _check_out(path: Path) -> None:
               help="The trace file to write (Trace Event JSON).")
 def timeline(*, overrides: Sequence[str], lake_root: str, out_file: str) -> None:
     """Write one projected step as a trace Perfetto opens, e.g. `timeline default layout.tp=4`:
-    one process per pipeline stage, a track each for compute, TP, PP and DP communication."""
+    one process per pipeline stage, a track each for compute, TP, CP, EP (a mixture of experts'
+    dispatch and combine), PP and DP communication."""
     from analysis.report_files import write_text
     from sweeps.search.timeline import build_timeline
 

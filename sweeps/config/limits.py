@@ -75,7 +75,7 @@ SEARCH: Dict[str, Range] = {"devices": DEVICES, "global_batch": _BATCH, "trials"
                             "seed": Range(0, 2.0**63 - 1), "memory_fraction": FRACTION,
                             "dtype_bytes": _BYTES_PER_ELEMENT, "top": Range(1, 1e5)}
 SPACE: Dict[str, Range] = {"tp": DEVICES, "pp": DEVICES, "micro_batch": _BATCH, "virtual_stages": Range(1, 1e4),
-                           "cp": DEVICES}
+                           "cp": DEVICES, "ep": DEVICES, "etp": DEVICES}
 SCALING: Dict[str, Range] = {"devices": DEVICES, "global_batch": _BATCH}
 CALIBRATION: Dict[str, Range] = {"threads": Range(0, 1e5), "head_dim": SIZE, "warmup": _NON_NEGATIVE_COUNT,
                                  "steps": _COUNT, "plain_repeats": _COUNT, "time_cap_s": _SECONDS,

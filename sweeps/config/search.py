@@ -260,7 +260,7 @@ def validate_search(spec: SearchSpec) -> None:
     check_choices("search.sampler", [spec.sampler], SAMPLERS, verb="choose one of")
     check_fraction("search.memory_fraction", spec.memory_fraction, "a fraction of HBM")
     space = spec.space
-    for name in ("tp", "pp", "micro_batch", "cp"):
+    for name in ("tp", "pp", "micro_batch", "cp", "ep", "etp"):
         check_positive(f"search.space.{name}", getattr(space, name))
     for name, allowed in CODED_FIELDS.items():
         values = getattr(space, name)

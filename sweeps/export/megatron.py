@@ -38,6 +38,15 @@ before its arguments were generated from config dataclasses); the constraints qu
   not; the fp32 gradient buffer is forced for bf16, asked with
   ``--accumulate-allreduce-grads-in-fp32`` for fp16; Transformer Engine's fused cross
   entropy is ``--cross-entropy-loss-fusion --cross-entropy-fusion-impl te``.
+- Mixture of experts: ``--num-experts``, ``--moe-router-topk``, ``--moe-ffn-hidden-size``,
+  ``--moe-shared-expert-intermediate-size`` (shared experts x their width), ``--moe-layer-freq``
+  (the leading dense layers as a list expression), ``--moe-grouped-gemm`` (the experts' GEMMs
+  are costed grouped); ``--expert-model-parallel-size`` and ``--expert-tensor-parallel-size``
+  (written always: Megatron takes TP where it is unset); the dispatcher as
+  ``--moe-token-dispatcher-type alltoall``, or ``flex`` with ``--moe-enable-deepep``; the
+  stack's ``moe_a2a_overlap`` as ``--overlap-moe-expert-parallel-comm``, which Megatron-Core
+  refuses beside full recomputation (transformer_config.py at that release). The router is
+  costed at its forced balance; no flag forces it (a real run routes as it learns).
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ from typing import List, Optional, Tuple
 
 from sweeps.export.case import ExportCase, Source, Unexpressible, check_common, chunk_split, header
 
-__all__ = ["NAME", "SOURCE", "check_core", "pipeline_layout", "recompute_setting", "flags", "render"]
+__all__ = ["NAME", "SOURCE", "check_core", "pipeline_layout", "recompute_setting", "flags", "moe_flags", "render"]
 
 NAME = "megatron"
 SOURCE = Source("Megatron-LM", "core_v0.15.3", "NVIDIA/Megatron-LM", "309ffca6a40553362d44fd17efc56b772fa1aa44",
@@ -182,7 +191,33 @@ def flags(case: ExportCase) -> List[Flag]:
     """The flags of ``case``, in order (name, value; None for a switch), or ``Unexpressible``."""
     check_common(case, NAME, fused_loss=True)
     check_core(case, NAME)
-    return _model(case) + _layout(case) + _stack(case)
+    return _model(case) + moe_flags(case) + _layout(case) + _stack(case)
+
+
+def moe_flags(case: ExportCase) -> List[Flag]:
+    """A mixture of experts' flags (module docstring); none for a dense model."""
+    model, lay = case.model, case.layout
+    if not model.experts:
+        return []
+    out: List[Flag] = [("--num-experts", model.experts), ("--moe-router-topk", model.topk),
+                       ("--moe-grouped-gemm", None)]
+    width = model.moe_ffn_hidden or model.ffn_hidden
+    if model.moe_ffn_hidden:
+        out.append(("--moe-ffn-hidden-size", model.moe_ffn_hidden))
+    if model.shared_experts:
+        out.append(("--moe-shared-expert-intermediate-size", model.shared_experts * width))
+    if model.dense_layers:
+        out.append(("--moe-layer-freq", f"'([0]*{model.dense_layers}+[1]*{model.layers - model.dense_layers})'"))
+    out += [("--expert-model-parallel-size", lay.ep), ("--expert-tensor-parallel-size", lay.etp),
+            ("--moe-token-dispatcher-type", lay.dispatcher)]
+    if lay.dispatcher == "flex":
+        out.append(("--moe-enable-deepep", None))
+    if case.stack.moe_a2a_overlap and lay.ep > 1:
+        if lay.recompute == "full":
+            raise Unexpressible(NAME, "stack.moe_a2a_overlap with full recomputation: Megatron-Core refuses "
+                                      "--overlap-moe-expert-parallel-comm beside it; search without full")
+        out.append(("--overlap-moe-expert-parallel-comm", None))
+    return out
 
 
 def render(case: ExportCase) -> str:

@@ -27,13 +27,19 @@ configs it pins (NVIDIA/Megatron-LM@03f77931, requirements/manifest.json):
   materialised attention, fused otherwise); the fusions off for an eager stack; and the
   overlaps through the recipe's own MegatronCommOverlapCallback (which sets them on the DDP
   and model configs), each given explicitly so that its defaults decide none.
+- Mixture of experts: ``model.config.num_moe_experts``, ``moe_router_topk``,
+  ``moe_ffn_hidden_size``, ``moe_shared_expert_intermediate_size``, ``moe_layer_freq``,
+  ``moe_grouped_gemm``, ``moe_token_dispatcher_type`` (``moe_enable_deepep`` for flex), and
+  the strategy's ``expert_model_parallel_size`` and ``expert_tensor_parallel_size``; the
+  pinned Megatron-Core has no ``overlap_moe_expert_parallel_comm``, so a stack that overlaps
+  the all-to-alls is refused.
 """
 
 from __future__ import annotations
 
 from typing import List
 
-from sweeps.export.case import ExportCase, Source, check_common, header
+from sweeps.export.case import ExportCase, Source, Unexpressible, check_common, header
 from sweeps.export.megatron import check_core, pipeline_layout, recompute_setting
 
 __all__ = ["NAME", "SOURCE", "CORE", "edits", "render"]
@@ -123,7 +129,26 @@ def edits(case: ExportCase) -> List[str]:
     """The recipe's edits for ``case``, one Python statement each, or ``Unexpressible``."""
     check_common(case, NAME)
     check_core(case, NAME)
-    return _model(case) + _layout(case) + _stack(case)
+    return _model(case) + _moe(case) + _layout(case) + _stack(case)
+
+
+def _moe(case: ExportCase) -> List[str]:
+    """A mixture of experts' edits (module docstring); none for a dense model."""
+    model, lay = case.model, case.layout
+    if not model.experts:
+        return []
+    if case.stack.moe_a2a_overlap and lay.ep > 1:
+        raise Unexpressible(NAME, "stack.moe_a2a_overlap: the Megatron-Core NeMo v2.4.0 pins has no "
+                                  "overlap_moe_expert_parallel_comm; use --export megatron or a stack without it")
+    width = model.moe_ffn_hidden or model.ffn_hidden
+    config = {"num_moe_experts": model.experts, "moe_router_topk": model.topk, "moe_ffn_hidden_size": width,
+              "moe_shared_expert_intermediate_size": model.shared_experts * width if model.shared_experts else None,
+              "moe_layer_freq": [0] * model.dense_layers + [1] * (model.layers - model.dense_layers),
+              "moe_grouped_gemm": True, "moe_token_dispatcher_type": lay.dispatcher,
+              "moe_enable_deepep": lay.dispatcher == "flex"}
+    return [f"recipe.model.config.{name} = {value!r}" for name, value in config.items()] + \
+        [f"recipe.trainer.strategy.{name} = {value!r}" for name, value in
+         (("expert_model_parallel_size", lay.ep), ("expert_tensor_parallel_size", lay.etp))]
 
 
 def render(case: ExportCase) -> str:

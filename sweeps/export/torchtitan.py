@@ -37,6 +37,8 @@ dims' (``torchtitan/distributed/parallel_dims.py``), its Llama 3 parallelisation
   inside PyTorch's SDPA by an all-gather after the first attention step or an all-to-all
   (``context_parallel_rotate_method``), neither the ring nor the all-gather before attention
   that the layout costs.
+- A mixture of experts is refused: the Llama model the export writes for has a dense MLP
+  (torchtitan's mixture-of-experts models are other model families of its own).
 """
 
 from __future__ import annotations
@@ -57,7 +59,9 @@ Sections = Dict[str, Dict[str, object]]
 
 def _refuse_stack(case: ExportCase) -> None:
     stack, lay = case.stack, case.layout
-    problems = [(not stack.flash, "materialised attention (torchtitan's attention is SDPA or flex, fused)"),
+    problems = [(bool(case.model.experts), f"a mixture of {case.model.experts} experts (its Llama model's MLP is "
+                                           "dense)"),
+                (not stack.flash, "materialised attention (torchtitan's attention is SDPA or flex, fused)"),
                 (stack.gemm_precision == "fp16", "fp16 (mixed_precision_param takes bfloat16 or float32)"),
                 (stack.main_grad_bytes != 4, "16-bit gradient reduction (mixed_precision_reduce takes float32 only)"),
                 (not stack.dp_overlap and lay.dp > 1, "DP communication after the backward pass (stack.dp_overlap="

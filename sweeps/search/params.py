@@ -4,7 +4,8 @@ Six categorical parameters (``sweeps.config.search.TRIAL_PARAMETERS``), none con
 another: ``tensor`` (TP, with SP where it is a layout of its own), ``pp``, ``micro_batch``,
 ``pipeline`` (the schedule with its virtual stages), ``zero`` and ``recompute``; and a
 seventh, ``context`` (CP with its exchange of keys and values), in a space that holds more
-than one (a space without context parallelism asks the six, as it did before CP). The same
+than one (a space without context parallelism asks the six, as it did before CP), and an
+eighth, ``experts`` (EP, ETP and the dispatcher), likewise. The same
 choices are asked of the sampler (``suggest_layout``), read back from a journal
 (``trial_layout``) and told again when a study is rebuilt from the lake's rows
 (``trial_distributions``, ``layout_params``).
@@ -21,7 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeps.errors import UserError
 from sweeps.search.journal import REPAIR_HINT
-from tasks.model.terms.layout import CP_COMMS, decode
+from tasks.model.terms.layout import CP_COMMS, MOE_DISPATCHERS, decode
 from tasks.model.search.rows import OBJECTIVES
 from tasks.model.search.space import LayoutSpace
 
@@ -48,13 +49,23 @@ def _context_choices(space: LayoutSpace) -> Dict[str, tuple]:
             for cp, comm in space.context_choices()}
 
 
+def _expert_choices(space: LayoutSpace) -> Dict[str, tuple]:
+    """The ``experts`` parameter's values: ``ep1``, or ``epN`` with ``:etpM`` where ETP is
+    above 1 and ``:DISPATCHER`` per EP above 1 (``layout.MOE_DISPATCHERS``), e.g.
+    ``ep8:flex`` or ``ep8:etp2:alltoall``."""
+    return {f"ep{ep}" + (f":etp{etp}" if etp > 1 else "") + (f":{MOE_DISPATCHERS[d]}" if ep > 1 else ""):
+            (ep, etp, MOE_DISPATCHERS[d]) for ep, etp, d in space.expert_choices()}
+
+
 def trial_distributions(space: LayoutSpace) -> Dict[str, CategoricalDistribution]:
-    """Each parameter's choices, in the order the sampler is asked them (``context`` only
-    where the space holds more than one)."""
+    """Each parameter's choices, in the order the sampler is asked them (``context`` and
+    ``experts`` only where the space holds more than one)."""
     choices = {"tensor": list(_tensor_choices(space)), "pp": space.pp, "micro_batch": space.micro_batch,
                "pipeline": list(_pipeline_choices(space)), "zero": space.zero, "recompute": space.recompute}
     if space.context_varies:
         choices["context"] = list(_context_choices(space))
+    if space.experts_vary:
+        choices["experts"] = list(_expert_choices(space))
     return {name: CategoricalDistribution(list(values)) for name, values in choices.items()}
 
 
@@ -63,9 +74,12 @@ def _layout(params: Dict[str, Any], space: LayoutSpace) -> Dict[str, Any]:
     schedule, stages = _pipeline_choices(space)[params["pipeline"]]
     cp, cp_comm = _context_choices(space)[params["context"]] if "context" in params else \
         next(iter(_context_choices(space).values()))
+    ep, etp, dispatcher = _expert_choices(space)[params["experts"]] if "experts" in params else \
+        next(iter(_expert_choices(space).values()))
     return {"tp": tp, "pp": params["pp"], "micro_batch": params["micro_batch"], "schedule": schedule,
             "virtual_stages": stages, "zero": params["zero"], "sequence_parallel": sp,
-            "recompute": params["recompute"], "cp": cp, "cp_comm": cp_comm}
+            "recompute": params["recompute"], "cp": cp, "cp_comm": cp_comm, "ep": ep, "etp": etp,
+            "dispatcher": dispatcher}
 
 
 def suggest_layout(trial: optuna.trial.BaseTrial, space: LayoutSpace) -> Dict[str, Any]:
@@ -108,8 +122,13 @@ def layout_params(layout: Dict[str, Any], space: LayoutSpace) -> Dict[str, Any]:
     cp = int(layout.get("cp", 1))
     context = next((k for k, v in _context_choices(space).items()
                     if v == (cp, layout.get("cp_comm", "p2p") if cp > 1 else "p2p")), None)
+    ep = int(layout.get("ep", 1) or 1)
+    experts = next((k for k, v in _expert_choices(space).items()
+                    if v == (ep, int(layout.get("etp", 1) or 1),
+                             (layout.get("dispatcher") or "alltoall") if ep > 1 else "alltoall")), None)
     params = {"tensor": tensor, "pp": int(layout["pp"]), "micro_batch": int(layout["micro_batch"]),
-              "pipeline": pipeline, "zero": layout["zero"], "recompute": layout["recompute"], "context": context}
+              "pipeline": pipeline, "zero": layout["zero"], "recompute": layout["recompute"], "context": context,
+              "experts": experts}
     distributions = trial_distributions(space)
     for name, dist in distributions.items():
         if params[name] not in dist.choices:
@@ -118,6 +137,9 @@ def layout_params(layout: Dict[str, Any], space: LayoutSpace) -> Dict[str, Any]:
     if "context" not in distributions and context is None:
         raise UserError(f"trial {layout.get('trial', '?')}'s layout is not in this study's space: its context "
                         f"cp{cp} is none of {list(_context_choices(space))}")
+    if "experts" not in distributions and experts is None:
+        raise UserError(f"trial {layout.get('trial', '?')}'s layout is not in this study's space: its experts "
+                        f"ep{ep} is none of {list(_expert_choices(space))}")
     return {name: params[name] for name in distributions}
 
 

@@ -27,10 +27,15 @@ __all__ = ["layout_of", "study_rows", "pareto", "top_layouts", "exhaustive_frame
 
 
 def layout_of(row) -> Layout:
-    """The ``Layout`` of a ``search`` or ``scaling`` row (names, not codes)."""
+    """The ``Layout`` of a ``search`` or ``scaling`` row (names, not codes). A field a row of an
+    earlier schema lacks (null, or absent) takes the ``Layout`` default (no EP before schema 4)."""
+    def present(name):
+        value = row[name] if name in row else None
+        return value is not None and not (isinstance(value, float) and value != value)
+
     return Layout(**{name: (bool(row[name]) if name == "sequence_parallel" else
                             row[name] if isinstance(row[name], str) else int(row[name]))
-                     for name in LAYOUT_FIELDS})
+                     for name in LAYOUT_FIELDS if present(name)})
 
 
 def study_rows(lake: Lake, study: str) -> pd.DataFrame:

@@ -84,16 +84,15 @@ def _main_grad_bytes(run: PublishedRun) -> float:
 def run_stack(run: PublishedRun) -> Stack:
     """The run's stack: its attention kernel, GEMM precision, overlap switches, element-wise
     kernels, gradient buffer (``_main_grad_bytes``), fp8 weights, offloaded layers, DP engine,
-    weight-gather overlap, cross entropy, the host's launch path and a mixture of experts'
-    dispatcher and its overlap."""
+    weight-gather overlap, cross entropy, the host's launch path and whether a mixture of
+    experts' all-to-alls overlap compute."""
     return Stack(attention="flash" if run.flash_attention else "materialised", gemm_precision=run.precision,
                  dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap, pp_overlap=run.pp_overlap,
                  elementwise=run.elementwise,
                  main_grad_bytes=_main_grad_bytes(run),
                  fp8_params=run.fp8_params, offload_layers=run.offload_layers, dp_engine=run.dp_engine,
                  param_gather_overlap=run.param_gather_overlap, cross_entropy=run.cross_entropy,
-                 host_launch_us=run.host_launch_us, moe_dispatcher=run.moe_dispatcher,
-                 moe_a2a_overlap=run.moe_a2a_overlap)
+                 host_launch_us=run.host_launch_us, moe_a2a_overlap=run.moe_a2a_overlap)
 
 
 #: Bits in a byte: a NIC's speed is given in Gb/s, a link tier's bandwidth in GB/s.
@@ -120,7 +119,8 @@ def _layout(run: PublishedRun, micro_batch: int) -> Layout:
     return Layout(tp=run.tp, pp=run.pp, dp=run.dp, micro_batch=micro_batch,
                   schedule="interleaved" if run.vp > 1 else "1f1b", virtual_stages=run.vp, zero=run.zero,
                   sequence_parallel=run.sequence_parallel, recompute=run.recompute,
-                  recompute_layers=run.recompute_layers, cp=run.cp, cp_comm=run.cp_comm, ep=run.ep, etp=run.etp)
+                  recompute_layers=run.recompute_layers, cp=run.cp, cp_comm=run.cp_comm, ep=run.ep, etp=run.etp,
+                  dispatcher=run.dispatcher)
 
 
 def _columns(layouts: List[Layout]) -> Dict[str, np.ndarray]:

@@ -3,7 +3,7 @@ and dispatcher it ran with, read before anything is predicted.
 
 Blank cells: ``experts`` 0 (a dense model, which then states none of the others); ``topk``
 (required with experts); ``moe_ffn_hidden`` the row's ``ffn_hidden``; ``shared_experts`` and
-``dense_layers`` 0; ``ep`` and ``etp`` 1; ``dispatcher`` alltoall (``stack.MOE_DISPATCHERS``:
+``dense_layers`` 0; ``ep`` and ``etp`` 1; ``dispatcher`` alltoall (``layout.MOE_DISPATCHERS``:
 flex for DeepEP or HybridEP under Megatron-Core's flex dispatcher); ``moe_a2a_overlap`` false
 (Megatron-Core's ``overlap_moe_expert_parallel_comm``). The model is
 ``tasks.model.kernels.model_blocks``' and the layout's checks ``layout.structural_violations``'
@@ -16,7 +16,7 @@ from typing import Dict
 
 from tasks.model.kernels.model_blocks import moe_problem
 from tasks.model.terms.specs import TransformerModel
-from tasks.model.terms.stack import MOE_DISPATCHERS
+from tasks.model.terms.layout import MOE_DISPATCHERS
 from tasks.validation.cells import RowCells
 
 __all__ = ["MOE_COLUMNS", "moe_fields"]
@@ -43,5 +43,5 @@ def moe_fields(r: RowCells, *, layers: int, hidden: int, heads: int) -> Dict[str
         raise r.fail("ep" if ep > 1 else "etp", ep if ep > 1 else etp, "needs experts above 0 (a mixture of experts)")
     return {"experts": experts, "topk": model.topk, "moe_ffn_hidden": model.moe_ffn_hidden,
             "shared_experts": model.shared_experts, "dense_layers": model.dense_layers, "ep": ep, "etp": etp,
-            "moe_dispatcher": r.choice("dispatcher", MOE_DISPATCHERS, "alltoall"),
+            "dispatcher": r.choice("dispatcher", MOE_DISPATCHERS, "alltoall"),
             "moe_a2a_overlap": bool(r.flag("moe_a2a_overlap", False))}

@@ -219,7 +219,7 @@ class PublishedRun:
     dense_layers: int = 0
     ep: int = 1
     etp: int = 1
-    moe_dispatcher: str = "alltoall"
+    dispatcher: str = "alltoall"
     moe_a2a_overlap: bool = False
     cluster: Dict[str, float] = dataclass_field(default_factory=dict)
 

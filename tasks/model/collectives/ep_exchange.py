@@ -10,7 +10,7 @@ all-to-all over the EP group (``token_dispatch``), an all-gather over the ETP gr
 (``combine_preprocess``) and an all-to-all back (``token_combine``); the backward runs the
 same four in reverse. Each all-to-all moves every routed copy a TP rank holds, tokens/TP x
 topk rows of H values at the activations' width (``layer.routed_tokens``' balance). The
-"flex" dispatcher (``stack.MOE_DISPATCHERS``) sends a token once to each other node that holds
+"flex" dispatcher (``layout.MOE_DISPATCHERS``) sends a token once to each other node that holds
 one of its experts and fans it out inside the node (DeepSeek-V3 report §3.2.2; DeepEP): at
 the router's forced balance a token's ``topk`` experts fall on N(1 - (1 - 1/N)^topk) of an
 EP group's N nodes, so it moves that share of the all-to-all's cross-node copies
@@ -41,14 +41,14 @@ def flex_cross_node_share(nodes, topk):
     return np.where(nodes > 1.0, nodes * (1.0 - (1.0 - 1.0 / nodes) ** topk) / topk, 1.0)
 
 
-def dispatch_time(ep, message_bytes, crosses, local, hw: HardwareProfile, *, flex: bool, topk: float):
+def dispatch_time(ep, message_bytes, crosses, local, hw: HardwareProfile, *, flex, topk: float):
     """Seconds of one dispatch (or combine) among ``ep`` ranks, each sending ``message_bytes``
     (all its routed copies; 1/EP stays on the rank), ``local`` of them on a node: NCCL's
-    all-to-all (``nccl.tier_time``), or under ``flex`` the same latency with the cross-node
-    bytes cut to ``flex_cross_node_share`` and every copy on NVLink, the slower of the two
-    paths setting the pace."""
+    all-to-all (``nccl.tier_time``), or where ``flex`` (a bool or bool array) the same latency
+    with the cross-node bytes cut to ``flex_cross_node_share`` and every copy on NVLink, the
+    slower of the two paths setting the pace."""
     nccl = tier_time("all_to_all", ep, message_bytes, crosses, hw, local_ranks=local)
-    if not flex:
+    if not np.any(flex):
         return nccl
     ep = np.asarray(ep, dtype=np.float64)
     local = np.minimum(np.maximum(np.asarray(local, dtype=np.float64), 1.0), ep)
@@ -56,20 +56,20 @@ def dispatch_time(ep, message_bytes, crosses, local, hw: HardwareProfile, *, fle
     (_, bw_in), (_, bw_out) = tier_figures(hw.intra_node), tier_figures(hw.inter_node)
     share = flex_cross_node_share(ep / local, topk)
     wire = np.maximum((ep - 1.0) / ep * message_bytes / bw_in, share * (ep - local) / ep * message_bytes / bw_out)
-    return np.where(crosses, (ep - 1.0) * alpha + wire, nccl)
+    return np.where(np.asarray(flex, dtype=bool) & crosses, (ep - 1.0) * alpha + wire, nccl)
 
 
-def ep_layer_exchange(ep, etp, routed_bytes, hw: HardwareProfile, *, flex: bool, topk: float, repeats,
-                      overlap: bool, hide_fwd, hide_bwd) -> Dict[str, np.ndarray]:
+def ep_layer_exchange(ep, etp, routed_bytes, hw: HardwareProfile, *, flex, topk: float, repeats,
+                      overlap, hide_fwd, hide_bwd) -> Dict[str, np.ndarray]:
     """One MoE layer's exchange for one micro-batch (module docstring): ``total``,
     ``exposed``, ``forward_total``, ``forward_exposed`` and ``latency`` (its α steps alone),
     in seconds; 0 where EP and ETP are 1. ``routed_bytes``: one TP rank's routed copies
     (tokens/TP x topk x H x bytes); ``repeats``: the share of the forward full recomputation
     repeats. An EP group is EP ranks at a stride of ETP (Megatron-Core's expert grid,
-    tp-ep-dp-pp); an ETP group ETP consecutive ranks. ``overlap`` (``Stack.moe_a2a_overlap``):
-    a pass's exchange runs behind the other pass's compute of another micro-batch, ``hide_bwd``
-    and ``hide_fwd`` seconds of the layer (``metrics`` of the step: what it waits for is the
-    excess); off, all of it."""
+    tp-ep-dp-pp); an ETP group ETP consecutive ranks. Where ``overlap`` (a bool or bool array:
+    ``Stack.moe_a2a_overlap``), a pass's exchange runs behind the other pass's compute of
+    another micro-batch, ``hide_bwd`` and ``hide_fwd`` seconds of the layer (what it waits for
+    is the excess); elsewhere all of it."""
     ep, etp = np.asarray(ep, dtype=np.float64), np.asarray(etp, dtype=np.float64)
     per_node = float(hw.devices_per_node)
     crosses = etp * ep > per_node
@@ -81,11 +81,9 @@ def ep_layer_exchange(ep, etp, routed_bytes, hw: HardwareProfile, *, flex: bool,
                         + tier_time("reduce_scatter", etp, gathered, etp_crosses, hw, local_ranks=etp_local), 0.0)
     one_pass = EXCHANGES_PER_PASS * a2a + etp_pair
     forward = one_pass * (1.0 + repeats)
-    if overlap:
-        fwd_exposed = np.maximum(0.0, one_pass - hide_bwd) * (1.0 + repeats)
-        bwd_exposed = np.maximum(0.0, one_pass - hide_fwd)
-    else:
-        fwd_exposed, bwd_exposed = forward, one_pass
+    overlap = np.asarray(overlap, dtype=bool)
+    fwd_exposed = np.where(overlap, np.maximum(0.0, one_pass - hide_bwd) * (1.0 + repeats), forward)
+    bwd_exposed = np.where(overlap, np.maximum(0.0, one_pass - hide_fwd), one_pass)
     alpha = np.where(ep > 1, lowest_latency("all_to_all", ep, crosses, hw, local_ranks=local), 0.0)
     return {"total": forward + one_pass, "exposed": fwd_exposed + bwd_exposed, "forward_total": one_pass,
             "forward_exposed": fwd_exposed / (1.0 + repeats),

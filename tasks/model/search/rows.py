@@ -44,9 +44,11 @@ __all__ = [
 ]
 
 #: 2: the study's record (``RECORD_FIELDS``) joined every row. 3 (and scaling's 2): context
-#: parallelism, ``cp`` and ``cp_comm``, in the layout.
-SEARCH_SCHEMA_VERSION = 3
-SCALING_SCHEMA_VERSION = 2
+#: parallelism, ``cp`` and ``cp_comm``, in the layout. 4 (and scaling's 3): expert parallelism,
+#: ``ep``, ``etp`` and ``dispatcher``, in the layout, and a search row's ``ep_comm_s`` and
+#: ``ep_exposed_s``.
+SEARCH_SCHEMA_VERSION = 4
+SCALING_SCHEMA_VERSION = 3
 
 #: Objectives: name -> ((result column, direction), ...). "pareto" is the multi-objective
 #: case: exposed-communication share against tokens per second per device.
@@ -88,14 +90,16 @@ def best_row(costs: Mapping[str, np.ndarray], objective: str) -> int:
 
 _LAYOUT = [("tp", pa.int64()), ("pp", pa.int64()), ("dp", pa.int64()), ("micro_batch", pa.int64()),
            ("schedule", pa.string()), ("virtual_stages", pa.int64()), ("zero", pa.string()),
-           ("sequence_parallel", pa.bool_()), ("recompute", pa.string()), ("cp", pa.int64()), ("cp_comm", pa.string())]
+           ("sequence_parallel", pa.bool_()), ("recompute", pa.string()), ("cp", pa.int64()), ("cp_comm", pa.string()),
+           ("ep", pa.int64()), ("etp", pa.int64()), ("dispatcher", pa.string())]
 _METRICS = [("step_time_s", pa.float64()), ("exposed_comm_s", pa.float64()), ("exposed_comm_share", pa.float64()),
             ("tokens_per_s_per_device", pa.float64()), ("memory_per_device_bytes", pa.float64()),
             ("latency_s", pa.float64())]
 _DETAIL = [("microbatches", pa.int64()), ("bubble_fraction", pa.float64()), ("compute_s", pa.float64()),
            ("tp_comm_s", pa.float64()), ("pp_comm_s", pa.float64()), ("dp_comm_s", pa.float64()),
            ("dp_traffic_bytes", pa.float64()), ("tp_exposed_s", pa.float64()), ("pp_exposed_s", pa.float64()),
-           ("optimizer_s", pa.float64()), ("family", pa.string())]
+           ("optimizer_s", pa.float64()), ("ep_comm_s", pa.float64()), ("ep_exposed_s", pa.float64()),
+           ("family", pa.string())]
 _CASE = [("key", pa.string()), ("model", pa.string()), ("hardware", pa.string()), ("devices", pa.int64()),
          ("global_batch", pa.int64())]
 
@@ -217,7 +221,8 @@ def best_layout_rows(points: pa.Table, context: ScalingContext) -> pa.Table:
             row.update(status=STATUS_INFEASIBLE, reason=no_fit_reason(layouts, result, model, ctx))
         else:
             pick = {name: values[best] for name, values in layouts.items()}
-            row.update({name: pick[name].item() for name in ("tp", "pp", "micro_batch", "virtual_stages", "cp")})
+            row.update({name: pick[name].item() for name in ("tp", "pp", "micro_batch", "virtual_stages", "cp", "ep",
+                                                             "etp")})
             row.update({name: decode(name, [pick[name]])[0] for name in CODED_FIELDS})
             row.update(dp=int(result["dp"][best]), sequence_parallel=bool(pick["sequence_parallel"]),
                        status=STATUS_OK, reason=None, microbatches=int(result["microbatches"][best]),

@@ -94,6 +94,7 @@ class StepLayouts:
     cp_comm: np.ndarray          # codes of layout.CP_COMMS
     ep: np.ndarray               # expert-parallel ranks a MoE layer's experts are split over (1: none)
     etp: np.ndarray              # expert-tensor-parallel ranks each expert is split over (1: none)
+    dispatcher: np.ndarray       # codes of layout.MOE_DISPATCHERS
 
     @property
     def edp(self) -> np.ndarray:
@@ -276,7 +277,8 @@ def as_layouts(layouts: Mapping[str, np.ndarray], dp: np.ndarray, ctx: StepConte
                        cp=ones * np.asarray(layouts.get("cp", 1), dtype=np.float64),
                        cp_comm=(ones * np.asarray(layouts.get("cp_comm", 0))).astype(np.int64),
                        ep=ones * np.asarray(layouts.get("ep", 1), dtype=np.float64),
-                       etp=ones * np.asarray(layouts.get("etp", 1), dtype=np.float64))
+                       etp=ones * np.asarray(layouts.get("etp", 1), dtype=np.float64),
+                       dispatcher=(ones * np.asarray(layouts.get("dispatcher", 0))).astype(np.int64))
 
 
 def recomputed_share(recompute, recompute_layers, chunk_layers):

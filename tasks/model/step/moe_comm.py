@@ -14,6 +14,7 @@ from tasks.model.collectives.nccl import bus_factor, tier_time
 from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step.context import StepContext, StepLayouts, layer_weights_per_device
 from tasks.model.terms import metrics
+from tasks.model.terms.layout import code
 
 __all__ = ["ep_comm", "expert_dp_figures"]
 
@@ -22,9 +23,11 @@ def ep_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np
     """Expert parallelism's dispatch and combine in one micro-batch on the busiest stage
     (``collectives.ep_exchange``, per MoE layer, times the stage's share of MoE layers):
     ``total``, ``exposed``, ``forward_total``, ``forward_exposed`` and ``latency``; 0 for a
-    dense model. Each TP rank dispatches its tokens/TP x topk routed copies at the
-    activations' width; under ``Stack.moe_a2a_overlap`` a pass's exchange hides behind the
-    layer's other pass (``cost``)."""
+    dense model. Each TP rank dispatches its tokens/TP x topk routed copies at the activations'
+    width with the layout's dispatcher (``layout.MOE_DISPATCHERS``); under
+    ``Stack.moe_a2a_overlap`` a pass's exchange hides behind the layer's other pass (``cost``),
+    except beside full recomputation, which Megatron-Core does not run with the overlap
+    (megatron/core/transformer/transformer_config.py at core_v0.15.3 asserts so)."""
     block = ctx.block
     if not block.moe:
         nothing = np.zeros(np.shape(lay.tp))
@@ -33,8 +36,9 @@ def ep_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np
     tokens = lay.micro_batch * lay.local_seq(m.seq_len)
     routed = tokens / lay.tp * block.topk
     figures = ep_layer_exchange(lay.ep, lay.etp, routed * float(m.hidden) * float(ctx.dtype_bytes), ctx.hardware,
-                                flex=ctx.stack.moe_dispatcher == "flex", topk=block.topk,
-                                repeats=lay.recomputed_share, overlap=ctx.stack.moe_a2a_overlap,
+                                flex=lay.dispatcher == code("dispatcher", "flex"), topk=block.topk,
+                                repeats=lay.recomputed_share,
+                                overlap=ctx.stack.moe_a2a_overlap & (lay.recomputed_share == 0.0),
                                 hide_fwd=metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw),
                                 hide_bwd=metrics.apply_flop_vs_bw(cost.backward, ctx.flop_vs_bw))
     layers = lay.layers_per_stage * ctx.moe_share

@@ -28,7 +28,7 @@ __all__ = ["TRACKS", "PassTimes", "TimelineEvent", "pass_times", "pass_order", "
            "step_timeline", "trace_json"]
 
 #: One track (a trace "thread") per kind of work on each stage, in this order.
-TRACKS: Tuple[str, ...] = ("compute", "tp", "cp", "pp", "dp")
+TRACKS: Tuple[str, ...] = ("compute", "tp", "cp", "ep", "pp", "dp")
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,10 @@ class PassTimes:
 def pass_times(plan: StepPlan, row: int = 0) -> PassTimes:
     """The passes of layout ``row`` of ``plan``: the forward holds the layers' forward, the
     logits GEMM and the loss, the TP collectives of the forward and the embedding's, half of
-    the PP sends, the CP exchange of the first forward, and the DP collectives hidden by the
-    forward; the backward holds the rest (recomputation's repeats of TP and CP among them)."""
-    lay, compute, tp, pp, cp = plan.layouts, plan.compute, plan.tp, plan.pp, plan.cp
+    the PP sends, the CP exchange and the MoE dispatch and combine of the first forward, and the
+    DP collectives hidden by the forward; the backward holds the rest (recomputation's repeats
+    of TP, CP and EP among them)."""
+    lay, compute, tp, pp, cp, ep = plan.layouts, plan.compute, plan.tp, plan.pp, plan.cp, plan.ep
     dp = dp_by_window(lay, plan.ctx, compute)
 
     def at(values) -> float:
@@ -67,14 +68,16 @@ def pass_times(plan: StepPlan, row: int = 0) -> PassTimes:
     forward_compute = at(compute["forward"])
     compute_s = {"forward": forward_compute, "backward": at(compute["per_microbatch"]) - forward_compute}
     exposed = {"forward": {"tp": at(tp["forward_exposed"]), "cp": at(cp["forward_exposed"]),
-                           "pp": at(pp["exposed"]) / 2.0, "dp": at(dp["microbatch_forward_exposed"])},
+                           "ep": at(ep["forward_exposed"]), "pp": at(pp["exposed"]) / 2.0,
+                           "dp": at(dp["microbatch_forward_exposed"])},
                "backward": {"tp": at(tp["backward_exposed"]), "cp": at(cp["exposed"]) - at(cp["forward_exposed"]),
-                            "pp": at(pp["exposed"]) / 2.0,
+                            "ep": at(ep["exposed"]) - at(ep["forward_exposed"]), "pp": at(pp["exposed"]) / 2.0,
                             "dp": at(dp["microbatch_backward_exposed"]) + at(dp["microbatch_none_exposed"])}}
-    total = {"forward": {"tp": at(tp["forward_total"]), "cp": at(cp["forward_total"]), "pp": at(pp["total"]) / 2.0,
+    total = {"forward": {"tp": at(tp["forward_total"]), "cp": at(cp["forward_total"]),
+                         "ep": at(ep["forward_total"]), "pp": at(pp["total"]) / 2.0,
                          "dp": at(dp["microbatch_forward"])},
              "backward": {"tp": at(tp["backward_total"]), "cp": at(cp["total"]) - at(cp["forward_total"]),
-                          "pp": at(pp["total"]) / 2.0,
+                          "ep": at(ep["total"]) - at(ep["forward_total"]), "pp": at(pp["total"]) / 2.0,
                           "dp": at(dp["microbatch_backward"]) + at(dp["microbatch_none"])}}
     tail = (("dp", "reduce gradients", at(dp["step_backward_exposed"]), at(dp["step_backward"])),
             ("compute", "optimizer step", at(plan.optimizer), at(plan.optimizer)),
@@ -204,7 +207,7 @@ def _pass_events(stage: int, kind: str, mb: int, chunk: int, start: float, chunk
     compute = times.compute[kind] / chunks
     yield from _placed(stage, "compute", label, start, compute, track_end, {"micro_batch": mb, "chunk": chunk})
     at = start + compute
-    for track in ("tp", "cp", "pp", "dp"):
+    for track in ("tp", "cp", "ep", "pp", "dp"):
         exposed, total = times.exposed[kind][track] / chunks, times.total[kind][track] / chunks
         at += exposed
         if total > 0.0:

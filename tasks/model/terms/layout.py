@@ -25,11 +25,13 @@ __all__ = [
     "ZERO_MODES",
     "RECOMPUTE_MODES",
     "CP_COMMS",
+    "MOE_DISPATCHERS",
     "CODED_FIELDS",
     "code",
     "encode",
     "decode",
     "LAYOUT_FIELDS",
+    "LATER_LAYOUT_FIELDS",
     "LAYOUT_LEGEND",
     "STRUCTURAL_CONSTRAINTS",
     "Layout",
@@ -69,9 +71,19 @@ RECOMPUTE_MODES: Tuple[str, ...] = ("none", "selective", "full")
 #: sequences with 1/CP of its TP rank's heads. Names in a ``Layout``, codes in columns.
 CP_COMMS: Tuple[str, ...] = ("p2p", "all_gather", "a2a")
 
+#: How a mixture of experts' tokens reach their experts' ranks and come back
+#: (``tasks.model.collectives.ep_exchange``). "alltoall": Megatron-Core's
+#: ``MoEAlltoAllTokenDispatcher``, an NCCL all-to-all over the EP group that sends each routed
+#: copy of a token to its expert's rank; "flex": its ``MoEFlexTokenDispatcher`` over DeepEP or
+#: HybridEP, which sends a token once to each other node holding one of its experts and
+#: forwards it to those experts' ranks inside the node over NVLink (DeepSeek-AI, DeepSeek-V3
+#: technical report, arXiv 2412.19437 §3.2.2; deepseek-ai/DeepEP's normal kernels). Names in a
+#: ``Layout``, codes in columns; a layout without EP dispatches nothing (alltoall).
+MOE_DISPATCHERS: Tuple[str, ...] = ("alltoall", "flex")
+
 #: The layout fields that are names in a ``Layout`` and in the lake, integer codes in columns.
 CODED_FIELDS: Dict[str, Tuple[str, ...]] = {"schedule": SCHEDULES, "zero": ZERO_MODES, "recompute": RECOMPUTE_MODES,
-                                            "cp_comm": CP_COMMS}
+                                            "cp_comm": CP_COMMS, "dispatcher": MOE_DISPATCHERS}
 
 
 def code(field: str, name: str) -> int:
@@ -96,13 +108,17 @@ def decode(field: str, codes: Sequence[int]) -> List[str]:
 #: The fields of a layout a search varies and the lake keeps, in table order (a ``Layout``'s
 #: ``recompute_layers``, which only a run states, is 0 for each of them).
 LAYOUT_FIELDS: Tuple[str, ...] = ("tp", "pp", "dp", "micro_batch", "schedule", "virtual_stages", "zero",
-                                  "sequence_parallel", "recompute", "cp", "cp_comm")
+                                  "sequence_parallel", "recompute", "cp", "cp_comm", "ep", "etp", "dispatcher")
+#: The fields of ``LAYOUT_FIELDS`` a row of an earlier lake schema may lack (context parallelism
+#: from search schema 3, expert parallelism from 4): absent, each takes its ``Layout`` default.
+LATER_LAYOUT_FIELDS: Tuple[str, ...] = ("cp", "cp_comm", "ep", "etp", "dispatcher")
 
 #: What the words of ``Layout.describe`` mean, on one line.
 LAYOUT_LEGEND = ("tpN/ppN/dpN: tensor-, pipeline-, data-parallel degree; pp2(i5): interleaved schedule, 5 model "
                  "chunks per device; bN: micro-batch of N sequences; none/zero1/zero3/fsdp/hsdp: how DP shards model "
                  "states; cpN: context-parallel degree, cpN(ag) exchanging K/V by all-gather, cpN(a2a) by "
-                 "all-to-all of Q, K, V and the output; sp: sequence parallel; "
+                 "all-to-all of Q, K, V and the output; epN: expert-parallel degree, epN(etpM) with M-way expert "
+                 "tensor parallelism, (flex) dispatching a token once per node; sp: sequence parallel; "
                  "sele/full: selective/full activation recomputation; full(5): full "
                  "recomputation of 5 layers per model chunk, the others keep their activations")
 
@@ -149,6 +165,7 @@ class Layout:
     #: each expert is split over (expert tensor parallelism); 1: none.
     ep: int = 1
     etp: int = 1
+    dispatcher: str = "alltoall"
 
     def __post_init__(self) -> None:
         for name in CODED_FIELDS:
@@ -172,7 +189,8 @@ class Layout:
         spells it out)."""
         pp = f"pp{self.pp}" + (f"(i{self.virtual_stages})" if self.schedule == "interleaved" else "")
         cp = [f"cp{self.cp}" + {"all_gather": "(ag)", "a2a": "(a2a)"}.get(self.cp_comm, "")] if self.cp > 1 else []
-        ep = [f"ep{self.ep}" + (f"(etp{self.etp})" if self.etp > 1 else "")] if self.ep * self.etp > 1 else []
+        ep = [f"ep{self.ep}" + (f"(etp{self.etp})" if self.etp > 1 else "")
+              + ("(flex)" if self.dispatcher == "flex" else "")] if self.ep * self.etp > 1 else []
         parts = [f"tp{self.tp}", *cp, pp, f"dp{self.dp}", *ep, f"b{self.micro_batch}", self.zero]
         parts += ["sp"] if self.sequence_parallel else []
         parts += [] if self.recompute == "none" else [self.recompute[:4] + (f"({self.recompute_layers})"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 __all__ = ["ATTENTION_KINDS", "CROSS_ENTROPY_IMPLS", "DP_ENGINE_NAMES", "ELEMENTWISE_STYLES", "GEMM_PRECISIONS",
-           "MAIN_GRAD_WIDTHS", "MOE_DISPATCHERS", "Stack", "offload_problem"]
+           "MAIN_GRAD_WIDTHS", "Stack", "offload_problem"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
@@ -46,15 +46,6 @@ ELEMENTWISE_STYLES: Tuple[str, ...] = ("fused", "eager")
 #: cross_entropy_fusion_impl "te", which Megatron-Bridge's GPT provider and performance
 #: recipes set). Their bytes: ``tasks.model.kernels.layer_cost.CROSS_ENTROPY_BYTES_PER_LOGIT``.
 CROSS_ENTROPY_IMPLS: Tuple[str, ...] = ("unfused", "te")
-
-#: How a mixture of experts' tokens reach their experts' ranks and come back
-#: (``tasks.model.collectives.ep_exchange``). "alltoall": Megatron-Core's
-#: ``MoEAlltoAllTokenDispatcher``, an NCCL all-to-all over the EP group that sends each routed
-#: copy of a token to its expert's rank; "flex": its ``MoEFlexTokenDispatcher`` over DeepEP or
-#: HybridEP, which sends a token once to each other node holding one of its experts and
-#: forwards it to those experts' ranks inside the node over NVLink (DeepSeek-AI, DeepSeek-V3
-#: technical report, arXiv 2412.19437 §3.2.2; deepseek-ai/DeepEP's normal kernels).
-MOE_DISPATCHERS: Tuple[str, ...] = ("alltoall", "flex")
 
 
 #: The host's time per kernel of an eager training step, measured (``Stack.host_launch_us``).
@@ -119,12 +110,12 @@ class Stack:
     53 us per kernel for a plain ``torch.nn`` decoder layer's forward and backward in eager
     mode, on an H200 machine's host with torch 2.11 (conf/data/device/h200-2026-11-27, run2);
     another framework's or host's path is taken to cost the same (an assumption).
-    ``moe_dispatcher``: one of ``MOE_DISPATCHERS``. ``moe_a2a_overlap``: a mixture of experts'
-    dispatch and combine run behind another micro-batch's compute (Megatron-Core's
-    ``overlap_moe_expert_parallel_comm``: the combined 1F1B schedule runs one micro-batch's
-    forward beside another's backward, each one's all-to-all on its own stream behind the
-    other's compute; megatron/core/pipeline_parallel/combined_1f1b.py at d98e8a64dd); off, the
-    step waits for them.
+    ``moe_a2a_overlap``: a mixture of experts' dispatch and combine run behind another
+    micro-batch's compute (Megatron-Core's ``overlap_moe_expert_parallel_comm``: the combined
+    1F1B schedule runs one micro-batch's forward beside another's backward, each one's
+    all-to-all on its own stream behind the other's compute;
+    megatron/core/pipeline_parallel/combined_1f1b.py at d98e8a64dd); off, the step waits for
+    them.
     """
 
     attention: str = "materialised"
@@ -141,13 +132,9 @@ class Stack:
     param_gather_overlap: bool = False
     cross_entropy: str = "unfused"
     host_launch_us: float = HOST_LAUNCH_US
-    moe_dispatcher: str = "alltoall"
     moe_a2a_overlap: bool = False
 
     def __post_init__(self) -> None:
-        if self.moe_dispatcher not in MOE_DISPATCHERS:
-            raise ValueError(f"stack.moe_dispatcher={self.moe_dispatcher!r}: choose one of "
-                             f"{', '.join(MOE_DISPATCHERS)}")
         if self.attention not in ATTENTION_KINDS:
             raise ValueError(f"stack.attention={self.attention!r}: choose one of {', '.join(ATTENTION_KINDS)}")
         if self.gemm_precision not in GEMM_PRECISIONS:

@@ -48,7 +48,8 @@ def test_a_study_is_named_from_model_hardware_devices_and_stack_unless_the_user_
 def test_each_preset_costs_the_stack_of_its_models_era():
     for preset in list_presets("search"):
         setup = load_search([preset])
-        era = "megatron-core-2024" if setup.model.year >= 2023 else "megatron-2022"
+        era = "megatron-core-2025-moe" if setup.model.experts else \
+            "megatron-core-2024" if setup.model.year >= 2023 else "megatron-2022"
         assert setup.spec.stack == era, preset
     assert load_search(["default"]).stack.tp_overlap and load_search(["default"]).stack.attention == "flash"
 

@@ -112,6 +112,8 @@ def test_expert_parallelism_shrinks_weights_and_adds_a_priced_exchange(h100):
     assert out["ep_comm_s"][0] == 0.0 and 0.0 < out["ep_comm_s"][1] < out["ep_comm_s"][2]
     assert out["ep_exposed_s"][2] == pytest.approx(out["ep_comm_s"][2])
     overlapped = _step(QWEN3_30B, lays[2:], 16, h100, dataclasses.replace(STACK, moe_a2a_overlap=True))
+    flex = _step(QWEN3_30B, [dataclasses.replace(lays[2], dispatcher="flex")], 16, h100)
+    assert flex["ep_comm_s"][0] < out["ep_comm_s"][2]     # 16 ranks over two nodes
     assert overlapped["ep_exposed_s"][0] < out["ep_exposed_s"][2]
     assert overlapped["step_time_s"][0] < out["step_time_s"][2]
 

@@ -148,7 +148,7 @@ def test_a_mixture_of_experts_row_is_priced_and_its_bad_cells_named(tmp_path, pr
     path = tmp_path / "moe.csv"
     path.write_text("\n".join([HEADER + moe, _row() + ",8,2,,2,flex,true"]) + "\n", encoding="utf-8")
     [run] = read_runs(path)
-    assert (run.experts, run.topk, run.ep, run.moe_dispatcher, run.moe_a2a_overlap) == (8, 2, 2, "flex", True)
+    assert (run.experts, run.topk, run.ep, run.dispatcher, run.moe_a2a_overlap) == (8, 2, 2, "flex", True)
     assert validate_all(profiles, DATA, runs_file=path, datasets=("runs",)).records[0].predicted > 0
     for cells, field in ((",8,0,,2,,", "topk"), (",0,0,,2,,", "ep"), (",8,2,,2,nccl,", "dispatcher")):
         path.write_text("\n".join([HEADER + moe, _row() + cells]) + "\n", encoding="utf-8")
