@@ -44,7 +44,9 @@ class LayerCost:
     ``elementwise_fwd``/``elementwise_bwd``: memory-bound kernels (the backward's with the
     gradient accumulation of ``grad_accumulation_time``); ``core_fwd``: the
     attention core's forward (what selective recomputation repeats); ``kernels_fwd``:
-    kernels launched in the forward pass, ``kernels_core`` of them the attention core's."""
+    kernels launched in the forward pass, ``kernels_core`` of them the attention core's (a
+    mixture of experts' MLP's are not among them: ``moe_kernels`` counts them as Megatron-Core
+    launches them, by dispatcher and local experts)."""
 
     gemm_fwd: np.ndarray
     gemm_bwd: np.ndarray
@@ -169,13 +171,14 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core = _gemm_times(gemms, np.broadcast(h, sl, b, tp, ep, etp).shape,
                                                                    hw, stack=stack, p=p)
     elem_fwd, elem_bwd, kernels = np.zeros(np.shape(gemm_fwd)), np.zeros(np.shape(gemm_fwd)), 0
+    counted_apart = set(layer.MOE_GEMMS + layer.MOE_KERNELS + ("gelu",)) if block.moe else set()
     core_kernels = sum(1 for g in forward_gemms if g.name in ATTENTION_CORE_GEMMS)
     for kernel in layer.elementwise_kernels(h, heads, sl, b, tp, p, block=block, sequence_parallel=sequence_parallel,
                                             eager=stack.eager):
         t = kernel.fwd_count * roofline.memory_bound_time(kernel.fwd_bytes, hw)
         elem_fwd = elem_fwd + t
         elem_bwd = elem_bwd + kernel.bwd_count * roofline.memory_bound_time(kernel.bwd_bytes, hw)
-        kernels += kernel.fwd_count
+        kernels += 0 if kernel.name in counted_apart else kernel.fwd_count
         if kernel.name in layer.INSIDE_FUSED_ATTENTION:
             core = core + t
             core_kernels += kernel.fwd_count
@@ -184,7 +187,7 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     if stack.fp8:
         cast_fwd, cast_bwd = _fp8_casts(linear_fwd_gemms, hw)
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd
-        kernels += len(linear_fwd_gemms)
+        kernels += sum(1 for g in linear_fwd_gemms if g.name not in counted_apart)
     if block.flash:
         width = block.attention_width(h, heads)
         attn_fwd, attn_bwd = (cp * t for t in fused_attention_times(width, sl, b, tp, hw, causal=stack.causal))
@@ -197,7 +200,7 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         core_kernels += 1
     else:
         attn_fwd = attn_bwd = np.zeros(np.shape(gemm_fwd))
-    kernels += len(forward_gemms)
+    kernels += sum(1 for g in forward_gemms if g.name not in counted_apart)
     return LayerCost(gemm_fwd=gemm_fwd, gemm_bwd=gemm_bwd, linear_fwd=linear_fwd, linear_bwd=linear_bwd,
                      attention_fwd=attn_fwd, attention_bwd=attn_bwd, elementwise_fwd=elem_fwd,
                      elementwise_bwd=elem_bwd, core_fwd=core, kernels_fwd=kernels,

@@ -11,6 +11,8 @@ import numpy as np
 from tasks.model.kernels import layer
 from tasks.model.terms import metrics
 from tasks.model.kernels import roofline
+from tasks.model.kernels.moe_kernels import moe_mlp_kernels
+from tasks.model.terms.layout import code
 from tasks.model.kernels.layer_cost import (CROSS_ENTROPY_KERNELS, LayerCost, cross_entropy_time,
                                             grad_accumulation_time, layer_cost)
 from tasks.model.step.memory import model_state_shard_params
@@ -87,15 +89,17 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     forward of ``recomputed_share`` of the layers), plus the output layer (GEMMs and loss);
     what can hide DP traffic (forward and backward time of the stage, §6); the forward pass
     alone (``forward``: the layers' forward, the logits GEMM and the loss); and the kernels it
-    launches. The micro-batch lasts the longer of the device's time and the host's time to
-    launch its kernels (``Stack.host_launch_us`` each)."""
+    launches (a mixture of experts' MLP's as Megatron-Core launches them,
+    ``kernels.moe_kernels``, for the layout's local experts and dispatcher, its forward's again
+    where full recomputation repeats it). The micro-batch lasts the longer of the device's time
+    and the host's time to launch its kernels (``Stack.host_launch_us`` each)."""
     repeat = lay.recomputed_share * cost.forward + np.where(lay.selective, cost.core_fwd, 0.0)
     t_layer = metrics.apply_flop_vs_bw(cost.total + repeat, ctx.flop_vs_bw)
     output_forward, output = _output_layer(lay, ctx, shapes)
     t_output = metrics.apply_flop_vs_bw(output, ctx.flop_vs_bw)
     repeated = lay.recomputed_share * cost.kernels_fwd + np.where(lay.selective, cost.kernels_core, 0)
     forward_hide = lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw)
-    kernels = lay.layers_per_stage * (3 * cost.kernels_fwd + repeated) \
+    kernels = lay.layers_per_stage * (3 * cost.kernels_fwd + repeated + ctx.moe_share * _moe_kernels(lay, ctx)) \
         + (3 + CROSS_ENTROPY_KERNELS[ctx.stack.cross_entropy] if ctx.vocab > 0 else 0)
     device = lay.layers_per_stage * t_layer + t_output
     # The host launches every kernel (Stack.host_launch_us); the device cannot run ahead of it.
@@ -109,6 +113,17 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
                                                                          ctx.flop_vs_bw),
         "kernels_per_microbatch": kernels,
     }
+
+
+def _moe_kernels(lay: StepLayouts, ctx: StepContext):
+    """Kernels one MoE layer's MLP launches in a micro-batch, forward (again for the share full
+    recomputation repeats) and backward; 0 for a dense model."""
+    block = ctx.block
+    if not block.moe:
+        return 0.0
+    fwd, bwd = moe_mlp_kernels(block.experts / lay.ep, lay.dispatcher == code("dispatcher", "flex"),
+                               block.shared_ffn > 0)
+    return fwd * (1.0 + lay.recomputed_share) + bwd
 
 
 def optimizer_time(lay: StepLayouts, ctx: StepContext, params: np.ndarray) -> np.ndarray:

@@ -148,3 +148,27 @@ def test_dense_layers_make_the_mean_layer_between_dense_and_moe(h100):
     assert mixed["ep_comm_s"][0] == pytest.approx(all_moe["ep_comm_s"][0] * 58 / 61)
     assert mixed["params_per_device"][0] != all_moe["params_per_device"][0]
     assert code("recompute", "none") == 0
+
+
+def test_a_moe_layer_launches_megatron_cores_kernels_one_expert_gemm_each():
+    """Megatron-Core's grouped linear launches one GEMM per local expert: the alltoall
+    dispatcher's forward is 30 + 2L kernels and its backward 19 + 4L, flex's 43 + 2L and 32 + 4L,
+    a shared expert 4 and 6 more (kernels.moe_kernels, read from core_v0.15.3)."""
+    from tasks.model.kernels.moe_kernels import moe_mlp_kernels
+    fwd, bwd = moe_mlp_kernels(np.asarray([128.0, 8.0]), np.asarray([False, True]), shared=False)
+    assert list(fwd) == [30 + 2 * 128, 43 + 2 * 8] and list(bwd) == [19 + 4 * 128, 32 + 4 * 8]
+    assert [float(x) for x in moe_mlp_kernels(16.0, False, shared=True)] == [30 + 32 + 4, 19 + 64 + 6]
+
+
+def test_the_host_paces_a_small_moe_layer_and_more_ep_launches_fewer_kernels(h100):
+    """Qwen3-30B-A3B's layers are small: with 128 / EP expert GEMMs each, an eager step is the
+    host's (53 us a kernel), and splitting the experts over more ranks shortens it; replayed
+    from CUDA graphs (host_launch_us 0) the device's time is the step's."""
+    lays = [Layout(tp=1, pp=1, dp=16, micro_batch=1, zero="zero1", ep=ep) for ep in (2, 16)]
+    eager = _step(QWEN3_30B, lays, 16, h100)
+    graphs = _step(QWEN3_30B, lays, 16, h100, dataclasses.replace(STACK, host_launch_us=0.0))
+    assert eager["compute_s"][0] > 4 * graphs["compute_s"][0] and (eager["compute_s"] > graphs["compute_s"]).all()
+    assert eager["compute_s"][1] < eager["compute_s"][0] / 3
+    dense_kernels = _step(dataclasses.replace(QWEN3_30B, experts=0, topk=0, moe_ffn_hidden=None),
+                          [dataclasses.replace(lays[0], ep=1)], 16, h100)
+    assert dense_kernels["latency_s"][0] < eager["latency_s"][0]

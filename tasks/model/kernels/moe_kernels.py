@@ -1,0 +1,54 @@
+"""Kernels one mixture-of-experts layer's MLP launches from the host in training, as
+Megatron-Core runs it: what the host's launch path (``Stack.host_launch_us``) charges a MoE
+layer. Read from Megatron-LM core_v0.15.3 (309ffca6; ``moe/router.py``, ``moe_utils.py``,
+``token_dispatcher.py``, ``experts.py``) with the Transformer Engine (v2.9) and DeepEP (v1.2.1)
+functions it calls, under the configuration Megatron-Bridge's MoE benchmarks set (router
+and permute fusion, grouped GEMM with a fused SwiGLU, dropless routing, a softmax router with
+the aux loss), counted from the source, not profiled:
+
+- the alltoall dispatcher (``MoEAlltoAllTokenDispatcher``): forward 30 + 2L kernels (router
+  GEMM, forced-balance noise, fused top-k, the aux loss's scores, counts and value and its
+  tracker, the dispatch's token counts and an all-gather of them, the fused permutation, the
+  dispatch all-to-alls of tokens and probabilities, the chunk sort, L expert GEMMs for FC1 and
+  L for FC2, the activation, the combine's chunk sort and all-to-all, the unpermutation),
+  backward 19 + 4L (each expert GEMM's input and weight gradients); L = experts / EP, the
+  device's local experts, each expert's GEMM one cuBLAS kernel (TE's grouped linear runs
+  ``multi_stream_cublas_gemm``);
+- the flex dispatcher over DeepEP: forward about 43 + 2L, backward about 32 + 4L (DeepEP's
+  five kernels replace the all-gather, sums and all-to-alls, and converting its indices to a
+  mask, unfused at that release, adds about 20 forward and 11 backward);
+- a shared expert: 4 more forward (FC1, activation, FC2, the add), 6 backward.
+
+The alltoall dispatcher also synchronises the host with the device once per layer's forward
+(``token_dispatcher.py`` 857-859), the flex one four times forward and once backward; a step
+charged the longer of the device's and the host's time does not price those waits, and the
+fp8 casts of the expert GEMMs' inputs are not counted.
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+import numpy as np
+
+__all__ = ["ALLTOALL_KERNELS", "FLEX_KERNELS", "SHARED_EXPERT_KERNELS", "moe_mlp_kernels"]
+
+#: (forward, backward) kernels of a MoE layer's MLP as (fixed, per local expert), by dispatcher.
+ALLTOALL_KERNELS: Tuple[Tuple[int, int], Tuple[int, int]] = ((30, 2), (19, 4))
+FLEX_KERNELS: Tuple[Tuple[int, int], Tuple[int, int]] = ((43, 2), (32, 4))
+#: (forward, backward) kernels a shared expert adds.
+SHARED_EXPERT_KERNELS: Tuple[int, int] = (4, 6)
+
+
+def moe_mlp_kernels(local_experts, flex, shared: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) kernels of one MoE layer's MLP on a device holding ``local_experts``
+    experts (experts / EP; scalars or arrays), with the flex dispatcher where ``flex`` (a bool
+    or bool array) and a shared expert where ``shared`` (module docstring)."""
+    local = np.asarray(local_experts, dtype=np.float64)
+    flex = np.asarray(flex, dtype=bool)
+    out = []
+    for (a_fixed, a_each), (f_fixed, f_each), extra in zip(ALLTOALL_KERNELS, FLEX_KERNELS, SHARED_EXPERT_KERNELS,
+                                                         strict=True):
+        count = np.where(flex, f_fixed + f_each * local, a_fixed + a_each * local)
+        out.append(count + (extra if shared else 0))
+    return out[0], out[1]
