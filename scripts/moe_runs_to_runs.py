@@ -18,7 +18,10 @@ columns, the same for every row (no row is special-cased):
   moe_a2a_overlap on; a "tokendrop" recipe states its capacity factor (validate skips it);
 - a run with CUDA graphs replays its kernels: host_launch_us 0;
 - shared_experts: the count before the width in "1 (2048)"; the metric's name as runs files
-  spell it (tokens_per_s_per_gpu, model_tflops_per_gpu).
+  spell it (tokens_per_s_per_gpu, model_tflops_per_gpu);
+- multi-head latent attention where the notes give its dimensions ("MLA: q_lora_rank=1536
+  kv_lora_rank=512 qk_nope_head_dim=128 qk_rope_head_dim=64 v_head_dim=128"): the latents'
+  widths, head_dim the non-rotary query/key width, the rotary part and the value width.
 The derived file's notes keep the source row's table line and recipe.
 """
 
@@ -37,12 +40,26 @@ COLUMNS = ("source", "model", "layers", "hidden", "heads", "kv_heads", "head_dim
            "experts", "topk", "moe_ffn_hidden", "shared_experts", "dense_layers", "seq", "global_batch", "micro_batch",
            "gpus", "tp", "pp", "vp", "cp", "ep", "etp", "dp", "zero", "recompute", "sequence_parallel",
            "flash_attention", "dp_overlap", "pp_overlap", "param_gather_overlap", "cross_entropy", "dropout",
-           "precision", "dispatcher", "moe_a2a_overlap", "capacity_factor", "host_launch_us", "hw", "metric", "value",
-           "confidence", "notes")
+           "precision", "dispatcher", "moe_a2a_overlap", "capacity_factor", "host_launch_us", "kv_lora_rank",
+           "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "hw", "metric", "value", "confidence", "notes")
 
 
 def _flag(on: bool) -> str:
     return "true" if on else "false"
+
+
+MLA = re.compile(r"MLA: q_lora_rank=(\d+) kv_lora_rank=(\d+) qk_nope_head_dim=(\d+) qk_rope_head_dim=(\d+) "
+                 r"v_head_dim=(\d+)")
+
+
+def _latent(row: dict) -> dict:
+    """The row's latent-attention columns from its notes (blank without them)."""
+    found = MLA.search(row["notes"])
+    if not found:
+        return {"kv_lora_rank": "", "q_lora_rank": "", "qk_rope_head_dim": "", "v_head_dim": ""}
+    q_lora, kv_lora, nope, rope, v = found.groups()
+    return {"kv_lora_rank": kv_lora, "q_lora_rank": q_lora, "qk_rope_head_dim": rope, "v_head_dim": v,
+            "head_dim": nope}
 
 
 def runs_row(row: dict) -> dict:
@@ -72,6 +89,7 @@ def runs_row(row: dict) -> dict:
         "value": row["value"], "confidence": row["confidence"],
         "notes": f"from conf/data/moe_runs.csv ({row['source']} {row['model']} {row['hw']} {row['precision']}): "
                  + row["notes"].split(" | ")[0],
+        **_latent(row),
     }
 
 

@@ -70,7 +70,9 @@ MODEL: Dict[str, Range] = {"year": Range(1900, 3000), "layers": Range(1, 1e6), "
                            "ffn_hidden": Range(1, 1e7), "params_b": Range(0, 1e9, True), "seq_len": SEQUENCE,
                            "kv_heads": SIZE, "vocab": Range(1, 1e9), "dropout": Range(0, 1), "head_dim": SIZE,
                            "experts": Range(0, 1e6), "topk": Range(0, 1e6), "moe_ffn_hidden": Range(1, 1e7),
-                           "shared_experts": Range(0, 1e6), "dense_layers": Range(0, 1e6)}
+                           "shared_experts": Range(0, 1e6), "dense_layers": Range(0, 1e6),
+                           "kv_lora_rank": Range(0, 1e7), "q_lora_rank": Range(0, 1e7),
+                           "qk_rope_head_dim": Range(0, 1e7), "v_head_dim": SIZE}
 SEARCH: Dict[str, Range] = {"devices": DEVICES, "global_batch": _BATCH, "trials": _COUNT, "batch": Range(1, 1e5),
                             "seed": Range(0, 2.0**63 - 1), "memory_fraction": FRACTION,
                             "dtype_bytes": _BYTES_PER_ELEMENT, "top": Range(1, 1e5)}

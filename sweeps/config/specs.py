@@ -9,7 +9,7 @@ from sweeps.config.checks import check_choices, check_fraction, check_name, chec
 from sweeps.config.limits import FRACTION, HARDWARE, LINK_TIER, MODEL, check_fields, check_range
 from sweeps.errors import ConfigError
 from tasks.model.kernels.roofline import GEMM_DTYPES, MissingFigure, gemm_ceiling
-from tasks.model.kernels.model_blocks import layer_weights, moe_problem
+from tasks.model.kernels.model_blocks import layer_weights, mla_problem, moe_problem
 from tasks.model.terms.specs import HardwareProfile, TransformerModel, heads_problem
 
 __all__ = ["validate_hardware", "validate_model", "complete_model"]
@@ -77,7 +77,7 @@ def validate_model(model: TransformerModel) -> None:
     if model.dropout >= 1:
         raise ConfigError("model.dropout", model.dropout, "must be a probability below 1")
     problem = heads_problem(model.hidden, model.heads, model.kv_heads, prefix="model.", head_dim=model.head_dim) \
-        or moe_problem(model)
+        or moe_problem(model) or mla_problem(model)
     if problem:
         raise ConfigError(*problem)
 

@@ -47,6 +47,9 @@ before its arguments were generated from config dataclasses); the constraints qu
   stack's ``moe_a2a_overlap`` as ``--overlap-moe-expert-parallel-comm``, which Megatron-Core
   refuses beside full recomputation (transformer_config.py at that release). The router is
   costed at its forced balance; no flag forces it (a real run routes as it learns).
+- Multi-head latent attention: ``--multi-latent-attention`` with ``--q-lora-rank`` (where
+  the queries have a latent), ``--kv-lora-rank``, ``--qk-head-dim`` (the model's head_dim),
+  ``--qk-pos-emb-head-dim`` and ``--v-head-dim``.
 """
 
 from __future__ import annotations
@@ -73,6 +76,11 @@ def _model(case: ExportCase) -> List[Flag]:
         out += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
     if model.head_dim:  # Megatron-LM takes hidden / heads unless --kv-channels says otherwise
         out.append(("--kv-channels", model.head_dim))
+    if model.kv_lora_rank:  # multi-head latent attention: core_v0.15.3's --multi-latent-attention and its widths
+        out += [("--multi-latent-attention", None)] + ([("--q-lora-rank", model.q_lora_rank)] if model.q_lora_rank
+                                                       else []) \
+            + [("--kv-lora-rank", model.kv_lora_rank), ("--qk-head-dim", model.head_dim),
+               ("--qk-pos-emb-head-dim", model.qk_rope_head_dim), ("--v-head-dim", model.v_head_dim or model.head_dim)]
     if model.gated_mlp:
         out.append(("--swiglu", None))
     out += [("--seq-length", model.seq_len), ("--max-position-embeddings", model.seq_len),

@@ -32,7 +32,7 @@ configs it pins (NVIDIA/Megatron-LM@03f77931, requirements/manifest.json):
   ``moe_grouped_gemm``, ``moe_token_dispatcher_type`` (``moe_enable_deepep`` for flex), and
   the strategy's ``expert_model_parallel_size`` and ``expert_tensor_parallel_size``; the
   pinned Megatron-Core has no ``overlap_moe_expert_parallel_comm``, so a stack that overlaps
-  the all-to-alls is refused.
+  the all-to-alls is refused, and so is latent attention (the recipe's ``GPTConfig`` has none).
 """
 
 from __future__ import annotations
@@ -137,6 +137,9 @@ def _moe(case: ExportCase) -> List[str]:
     model, lay = case.model, case.layout
     if not model.experts:
         return []
+    if model.kv_lora_rank:
+        raise Unexpressible(NAME, "multi-head latent attention: the recipe's GPTConfig has no latent attention "
+                                  "(NeMo's DeepSeek recipes configure it); use --export megatron")
     if case.stack.moe_a2a_overlap and lay.ep > 1:
         raise Unexpressible(NAME, "stack.moe_a2a_overlap: the Megatron-Core NeMo v2.4.0 pins has no "
                                   "overlap_moe_expert_parallel_comm; use --export megatron or a stack without it")

@@ -65,7 +65,9 @@ def run_model(run: PublishedRun) -> TransformerModel:
                             kv_heads=run.kv_heads, vocab=run.vocab, source=run.source,
                             gated_mlp=run.gated_mlp, dropout=run.dropout, head_dim=run.head_dim, experts=run.experts,
                             topk=run.topk, moe_ffn_hidden=run.moe_ffn_hidden, shared_experts=run.shared_experts,
-                            dense_layers=run.dense_layers)
+                            dense_layers=run.dense_layers, kv_lora_rank=run.kv_lora_rank,
+                            q_lora_rank=run.q_lora_rank, qk_rope_head_dim=run.qk_rope_head_dim,
+                            v_head_dim=run.v_head_dim)
 
 
 #: A 16-bit gradient buffer: an fp16 run's (Megatron-LM accumulates fp16 runs' gradients in 16

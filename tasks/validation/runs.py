@@ -63,7 +63,9 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``experts``, ``topk``, ``moe_ffn_hidden``, ``shared_experts``, ``dense_layers``, ``ep``,
   ``etp``, ``dispatcher``, ``moe_a2a_overlap`` (columns ``published_runs.csv`` need not
   have): a mixture of experts and its expert-parallel layout, as ``tasks.validation.run_moe``
-  reads them (blank: a dense model);
+  reads them (blank: a dense model); ``kv_lora_rank``, ``q_lora_rank``, ``qk_rope_head_dim``,
+  ``v_head_dim``: multi-head latent attention, as ``tasks.validation.run_mla`` reads them
+  (blank: ordinary attention);
 - the cluster the run ran on, where it differs from its hardware profile's (columns
   ``published_runs.csv`` need not have; blank: the profile's): ``gpus_per_node``;
   ``nics_per_node`` and ``nic_gbps`` (its scale-out NICs and each one's speed in Gb/s: a
@@ -110,6 +112,7 @@ from tasks.model.terms.stack import CROSS_ENTROPY_IMPLS, DP_ENGINE_NAMES, ELEMEN
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
 from tasks.validation.run_layout import LAYOUT_COLUMNS, parallel_degrees
+from tasks.validation.run_mla import MLA_COLUMNS, mla_fields
 from tasks.validation.run_moe import MOE_COLUMNS, moe_fields
 from tasks.validation.run_scope import UNMODELLED, unmodelled
 from tasks.validation.runs_csv import MAX_RUNS_BYTES, MAX_RUNS_ROWS, csv_header, csv_rows, regular_size, \
@@ -132,8 +135,8 @@ OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", 
                     "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
                     "grad_reduce_in_fp32", "dp_engine", "param_gather_overlap", "cross_entropy", "fp8_params",
-                    "offload_layers", "head_dim", "host_launch_us", *MOE_COLUMNS, *CLUSTER_COLUMNS, "unit",
-                    "confidence", "notes")
+                    "offload_layers", "head_dim", "host_launch_us", *MOE_COLUMNS, *MLA_COLUMNS, *CLUSTER_COLUMNS,
+                    "unit", "confidence", "notes")
 
 #: Metrics a run can report -> the unit it is compared in.
 METRICS: Dict[str, str] = {
@@ -221,6 +224,10 @@ class PublishedRun:
     etp: int = 1
     dispatcher: str = "alltoall"
     moe_a2a_overlap: bool = False
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: Optional[int] = None
     cluster: Dict[str, float] = dataclass_field(default_factory=dict)
 
     def error(self, field: str, value: object, why: str) -> RowError:
@@ -279,6 +286,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         flops_formula=r.choice("flops_formula", FLOPS_FORMULAS, "model"),
         value=_in_metric_unit(r, metric, r.number("value", float, minimum=1e-12)),
         cluster=_cluster(r), **switches, **moe_fields(r, layers=r.number("layers", int), hidden=hidden, heads=heads),
+        **mla_fields(r, layers=r.number("layers", int), hidden=hidden, heads=heads, head_dim=head_dim),
     )
 
 

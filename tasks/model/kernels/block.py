@@ -1,5 +1,6 @@
 """The shape of one Transformer layer beyond H and the heads (``Block``), and the shapes a
-mixture-of-experts MLP's GEMMs take on one device. Plain data and NumPy arithmetic: every
+mixture-of-experts MLP's GEMMs and multi-head latent attention's projections take on one
+device. Plain data and NumPy arithmetic: every
 function accepts scalars or arrays (broadcasting)."""
 
 from __future__ import annotations
@@ -7,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-__all__ = ["Block", "STUDY_BLOCK", "qkv_width", "routed_tokens", "moe_forward", "MOE_GEMMS"]
+__all__ = ["Block", "STUDY_BLOCK", "qkv_width", "routed_tokens", "moe_forward", "MOE_GEMMS", "mla_forward",
+           "MLA_GEMMS", "mla_params"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,13 @@ class Block:
     which every token visits ``topk``, and shared experts every token visits, one TP-split
     MLP ``shared_ffn`` wide all together (Megatron-Core's
     ``moe_shared_expert_intermediate_size``: shared experts x their width; 0: none).
+
+    Multi-head latent attention (``kv_lora`` > 0; DeepSeek-AI, DeepSeek-V2, arXiv 2405.04434
+    §2.1, as Megatron-Core's ``MLASelfAttention`` runs it) projects the input down to
+    ``kv_lora`` (plus ``rope_dim``, the keys' shared rotary part) and up to each head's key
+    (``head_dim`` + ``rope_dim`` wide) and value (``v_dim``, None: ``head_dim``), and the
+    queries likewise through ``q_lora`` (0: one projection); the attention core's products are
+    ``head_dim`` + ``rope_dim`` (scores) and ``v_dim`` (context) deep.
     """
 
     kv_heads: Optional[float] = None
@@ -46,6 +55,33 @@ class Block:
     topk: float = 0.0
     moe_ffn: Optional[float] = None
     shared_ffn: float = 0.0
+    q_lora: float = 0.0
+    kv_lora: float = 0.0
+    rope_dim: float = 0.0
+    v_dim: Optional[float] = None
+
+    @property
+    def mla(self) -> bool:
+        """Whether the attention is multi-head latent attention."""
+        return self.kv_lora > 0
+
+    def value_dim(self, h, heads):
+        """The width of one head's value (and context)."""
+        return self.hd(h, heads) if self.v_dim is None else self.v_dim
+
+    def qk_dim(self, h, heads):
+        """The width of one head's query and key: the head's width, and latent attention's rotary part."""
+        return self.hd(h, heads) + self.rope_dim
+
+    def core_width(self, h, heads):
+        """The attention core's width over all heads, as its FLOPs count it: heads x the mean of
+        the scores' and the context's depths (``attention_width`` but under latent attention)."""
+        return heads * (self.qk_dim(h, heads) + self.value_dim(h, heads)) / 2.0 if self.mla \
+            else self.attention_width(h, heads)
+
+    def kv_dim(self, h, heads):
+        """One key/value head's width, the mean of a key's and a value's."""
+        return (self.qk_dim(h, heads) + self.value_dim(h, heads)) / 2.0 if self.mla else self.hd(h, heads)
 
     def kv(self, heads):
         return heads if self.kv_heads is None else self.kv_heads
@@ -55,7 +91,10 @@ class Block:
         return h / heads if self.head_dim is None else self.head_dim
 
     def attention_width(self, h, heads):
-        """The width of Q and of the context over all heads: H, or heads x head_dim."""
+        """The width of the context over all heads (and of Q but under latent attention): H, or
+        heads x head_dim (x ``v_dim`` under latent attention)."""
+        if self.mla:
+            return heads * self.value_dim(h, heads)
         return h if self.head_dim is None else heads * self.head_dim
 
     def width(self, h):
@@ -125,3 +164,35 @@ def moe_forward(h, tokens, tp, block: Block, ep, etp) -> Dict[str, Tuple]:
 
 #: The forward GEMMs of a mixture-of-experts MLP, in place of FC1 and FC2.
 MOE_GEMMS: Tuple[str, ...] = ("router", "expert_fc1", "expert_fc2", "shared_fc1", "shared_fc2")
+
+#: The forward GEMMs of latent attention, in place of QKV.
+MLA_GEMMS: Tuple[str, ...] = ("q_down", "q_up", "q_proj", "kv_down", "kv_up")
+
+
+def mla_forward(h, heads, tokens, tp, block: Block) -> Dict[str, Tuple]:
+    """Latent attention's projections' forward GEMMs on one device, as (m, n, k, batch): the
+    down projections to ``q_lora`` and to ``kv_lora`` + ``rope_dim`` whole on every TP rank
+    (Megatron-Core builds them ``parallel_mode="duplicated"``: multi_latent_attention.py at
+    core_v0.15.3, lines 371-372 and 410-411), the up projections to each head's query and key
+    and value split by TP."""
+    shapes = {}
+    queries = heads * block.qk_dim(h, heads) / tp
+    if block.q_lora:
+        shapes["q_down"] = (tokens, block.q_lora, h, 1.0)
+        shapes["q_up"] = (tokens, queries, block.q_lora, 1.0)
+    else:
+        shapes["q_proj"] = (tokens, queries, h, 1.0)
+    shapes["kv_down"] = (tokens, block.kv_lora + block.rope_dim, h, 1.0)
+    shapes["kv_up"] = (tokens, heads * (block.hd(h, heads) + block.value_dim(h, heads)) / tp, block.kv_lora, 1.0)
+    return shapes
+
+
+def mla_params(h, heads, block: Block) -> Tuple[float, ...]:
+    """Latent attention's projection matrices (all ranks together; elements each): the query's
+    down and up (or its one projection), the key/value's down and up; the output projection is
+    the layer's own."""
+    queries = heads * block.qk_dim(h, heads)
+    q = (h * block.q_lora, block.q_lora * queries) if block.q_lora else (h * queries,)
+    return q + (h * (block.kv_lora + block.rope_dim),
+                block.kv_lora * heads * (block.hd(h, heads) + block.value_dim(h, heads)))
+

@@ -14,7 +14,8 @@ from typing import Callable, Dict, NamedTuple, Tuple
 
 import numpy as np
 
-from tasks.model.kernels.block import MOE_GEMMS, STUDY_BLOCK, Block, moe_forward, qkv_width, routed_tokens
+from tasks.model.kernels.block import (MLA_GEMMS, MOE_GEMMS, STUDY_BLOCK, Block, mla_forward, moe_forward, qkv_width,
+                                      routed_tokens)
 from tasks.model.kernels.weights import dp_gradient_bytes, expert_params, layer_params, layer_tensors
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "Gemm",
     "FORWARD_GEMMS",
     "MOE_GEMMS",
+    "MLA_GEMMS",
     "routed_tokens",
     "expert_params",
     "PASSES",
@@ -80,15 +82,17 @@ def _forward(h, heads, sl, b, tp, block: Block, ep=1.0, etp=1.0) -> Dict[str, Tu
     """Forward GEMMs as (m, n, k, batch), method.md §3 table; tokens = sl * b. The QKV
     projection is H + 2 x kv_heads x head_dim wide; FC1 is ``ffn`` wide (twice, gate and
     up, for a gated MLP); under fused attention scores and context are not GEMMs. A
-    mixture-of-experts block's MLP is ``block.moe_forward``'s."""
+    mixture-of-experts block's MLP is ``block.moe_forward``'s, latent attention's projections
+    ``block.mla_forward``'s."""
     tokens = sl * b
-    head_dim = block.hd(h, heads)
     heads_per_device = heads / tp
     ffn = block.width(h)
+    projections = mla_forward(h, heads, tokens, tp, block) if block.mla else \
+        {"qkv": (tokens, qkv_width(h, heads, block) / tp, h, 1.0)}
     shapes = {
-        "qkv": (tokens, qkv_width(h, heads, block) / tp, h, 1.0),
-        "scores": (sl, sl, head_dim, b * heads_per_device),
-        "context": (sl, head_dim, sl, b * heads_per_device),
+        **projections,
+        "scores": (sl, sl, block.qk_dim(h, heads), b * heads_per_device),
+        "context": (sl, block.value_dim(h, heads), sl, b * heads_per_device),
         "attn_out": (tokens, h, block.attention_width(h, heads) / tp, 1.0),
         "fc1": (tokens, (block.mlp_matrices - 1) * ffn / tp, h, 1.0),
         "fc2": (tokens, h, ffn / tp, 1.0),
@@ -143,7 +147,7 @@ def training_flops_per_layer(h, heads, sl, b, tp, block: Block = STUDY_BLOCK):
     forward's linear GEMMs plus three times the attention core (the backward costs twice the
     forward). Equals ``layer_training_flops`` for the study's block."""
     linear = sum(g.flops for g in gemm_shapes(h, heads, sl, b, tp, replace(block, flash=True)) if g.pass_ == "fwd")
-    return 3.0 * (linear + attention_core_flops(block.attention_width(h, heads), sl, b, tp))
+    return 3.0 * (linear + attention_core_flops(block.core_width(h, heads), sl, b, tp))
 
 
 #: Memory-bound kernels of one layer: name -> (element count per device, element accesses

@@ -104,6 +104,17 @@ def _fp8_casts(linear_fwd_gemms, hw: HardwareProfile):
     return fwd, bwd
 
 
+def _fused_attention(width, sl, b, tp, hw: HardwareProfile, stack: Stack, cp, heads_split):
+    """(forward, backward) seconds of fused attention ``width`` wide (``layer_cost``'s CP rule:
+    CP causal steps over the rank's ``sl`` tokens, or under ``heads_split`` the whole sequence
+    with 1/CP of the TP rank's heads)."""
+    fwd, bwd = (cp * t for t in fused_attention_times(width, sl, b, tp, hw, causal=stack.causal))
+    if np.any(heads_split):
+        whole = fused_attention_times(width, np.multiply(sl, cp), b, np.multiply(tp, cp), hw, causal=stack.causal)
+        fwd, bwd = np.where(heads_split, whole[0], fwd), np.where(heads_split, whole[1], bwd)
+    return fwd, bwd
+
+
 def grad_accumulation_time(weights, hw: HardwareProfile, stack: Stack):
     """Seconds to add one micro-batch's gradients of ``weights`` (per device) into the step's
     gradient buffer: the buffer is read and written, ``2 x stack.main_grad_bytes`` per weight,
@@ -189,12 +200,7 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd
         kernels += sum(1 for g in linear_fwd_gemms if g.name not in counted_apart)
     if block.flash:
-        width = block.attention_width(h, heads)
-        attn_fwd, attn_bwd = (cp * t for t in fused_attention_times(width, sl, b, tp, hw, causal=stack.causal))
-        if np.any(heads_split):
-            whole = fused_attention_times(width, np.multiply(sl, cp), b, np.multiply(tp, cp), hw,
-                                          causal=stack.causal)
-            attn_fwd, attn_bwd = np.where(heads_split, whole[0], attn_fwd), np.where(heads_split, whole[1], attn_bwd)
+        attn_fwd, attn_bwd = _fused_attention(block.core_width(h, heads), sl, b, tp, hw, stack, cp, heads_split)
         core = core + attn_fwd
         kernels += 1
         core_kernels += 1

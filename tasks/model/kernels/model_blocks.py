@@ -7,19 +7,23 @@ each; and what is wrong with a model's mixture-of-experts fields. The one readin
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional, Tuple
 
 from tasks.model.kernels.layer import Block, expert_params, layer_params
 from tasks.model.terms.specs import TransformerModel
 
-__all__ = ["model_block", "dense_block", "moe_layer_share", "moe_problem", "layer_weights"]
+__all__ = ["model_block", "dense_block", "moe_layer_share", "moe_problem", "mla_problem", "layer_weights"]
 
 
 def dense_block(model: TransformerModel, *, flash: bool = False) -> Block:
-    """A dense layer of ``model``: attention and an MLP ``ffn_hidden`` wide."""
+    """A dense layer of ``model``: attention (latent attention where the model sets
+    ``kv_lora_rank``) and an MLP ``ffn_hidden`` wide."""
     return Block(kv_heads=float(model.kv_heads) if model.kv_heads else None,
                  ffn=float(model.ffn_hidden) if model.ffn_hidden else None, gated=bool(model.gated_mlp),
-                 flash=flash, dropout=model.dropout > 0.0, head_dim=float(model.head_dim) if model.head_dim else None)
+                 flash=flash, dropout=model.dropout > 0.0, head_dim=float(model.head_dim) if model.head_dim else None,
+                 q_lora=float(model.q_lora_rank), kv_lora=float(model.kv_lora_rank),
+                 rope_dim=float(model.qk_rope_head_dim), v_dim=float(model.v_head_dim) if model.v_head_dim else None)
 
 
 def model_block(model: TransformerModel, *, flash: bool = False) -> Block:
@@ -30,9 +34,8 @@ def model_block(model: TransformerModel, *, flash: bool = False) -> Block:
     if not model.experts:
         return block
     width = float(model.moe_ffn_hidden or block.width(float(model.hidden)))
-    return Block(kv_heads=block.kv_heads, ffn=block.ffn, gated=block.gated, flash=flash, dropout=block.dropout,
-                 head_dim=block.head_dim, experts=float(model.experts), topk=float(model.topk), moe_ffn=width,
-                 shared_ffn=float(model.shared_experts) * width)
+    return dataclasses.replace(block, experts=float(model.experts), topk=float(model.topk), moe_ffn=width,
+                               shared_ffn=float(model.shared_experts) * width)
 
 
 def moe_layer_share(model: TransformerModel) -> float:
@@ -74,3 +77,26 @@ def moe_problem(model: TransformerModel, prefix: str = "model.") -> Optional[Tup
     if model.moe_ffn_hidden is not None and model.moe_ffn_hidden <= 0:
         return f"{prefix}moe_ffn_hidden", model.moe_ffn_hidden, "must be a positive width"
     return None
+
+
+def mla_problem(model: TransformerModel, prefix: str = "model.") -> Optional[Tuple[str, int, str]]:
+    """Why ``model``'s latent-attention fields cannot describe its attention, as (field, value,
+    reason); None when they can. Without ``kv_lora_rank`` none of the others is set; with it the
+    model states ``head_dim`` (each head's non-rotary query/key width: DeepSeek-V3's 128 is not
+    hidden / heads)."""
+    others = ("q_lora_rank", "qk_rope_head_dim", "v_head_dim")
+    for name in ("kv_lora_rank", *others):
+        value = getattr(model, name)
+        if value is not None and value < 0:
+            return f"{prefix}{name}", value, "must be 0 or a positive width"
+    if not model.kv_lora_rank:
+        for name in others:
+            if getattr(model, name):
+                return (f"{prefix}{name}", getattr(model, name),
+                        f"needs {prefix}kv_lora_rank above 0 (multi-head latent attention)")
+        return None
+    if not model.head_dim:
+        return (f"{prefix}kv_lora_rank", model.kv_lora_rank,
+                f"needs {prefix}head_dim (each head's non-rotary query and key width)")
+    return None
+

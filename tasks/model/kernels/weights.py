@@ -8,7 +8,7 @@ from typing import Tuple
 
 import numpy as np
 
-from tasks.model.kernels.block import STUDY_BLOCK, Block, qkv_width
+from tasks.model.kernels.block import STUDY_BLOCK, Block, mla_params, qkv_width
 
 __all__ = ["layer_params", "expert_params", "layer_tensors", "dp_gradient_bytes"]
 
@@ -21,7 +21,9 @@ def layer_params(h, heads=None, block: Block = STUDY_BLOCK):
     (``heads`` is needed only when kv_heads differs from it or the block sets head_dim).
     A mixture-of-experts block's are the weights TP splits or replicates: attention, the
     router's H x experts (replicated, counted as split: 0.1 % of DeepSeek-V3's layer) and the
-    shared experts' MLP; its routed experts' are ``expert_params``."""
+    shared experts' MLP; its routed experts' are ``expert_params``. Latent attention's
+    projections are ``block.mla_params``' (its down projections, whole on every TP rank, counted
+    as split: 4 % of DeepSeek-V3's attention)."""
     h = np.asarray(h, dtype=np.float64)
     qkv, attention_width = _attention_widths(h, heads, block)
     router = h * block.experts if block.moe else 0.0
@@ -43,7 +45,10 @@ def expert_params(h, block: Block = STUDY_BLOCK):
 
 def _attention_widths(h, heads, block: Block):
     """(the QKV projection's width, the attention's width) of a layer; ``heads`` None: one
-    key/value head per query head of width H / heads."""
+    key/value head per query head of width H / heads. Under latent attention the first is its
+    projections' weights over H."""
+    if block.mla:
+        return sum(mla_params(h, np.asarray(heads, np.float64), block)) / h, block.attention_width(h, heads)
     if heads is None:
         if block.head_dim is not None:
             raise ValueError("a block with its own head_dim needs the heads")
@@ -62,9 +67,12 @@ def layer_tensors(h, heads=None, block: Block = STUDY_BLOCK) -> Tuple[Tuple[floa
     ffn = float(_dense_mlp_width(h, block))
     mlp = block.mlp_matrices if ffn else 0
     router = (float(h) * block.experts,) if block.moe else ()
-    matrices = (h * qkv, attention_width * h) + (h * ffn,) * mlp + router
+    projections = tuple(float(m) for m in mla_params(h, float(heads), block)) if block.mla else (h * qkv,)
+    matrices = projections + (attention_width * h,) + (h * ffn,) * mlp + router
     mlp_biases = ((ffn,) * (block.mlp_matrices - 1) + (float(h),)) if mlp else ()
-    vectors = (qkv, float(h)) + mlp_biases + (float(h),) * 4
+    # latent attention normalises its two latents where a plain layer adds the QKV bias
+    first = tuple(float(v) for v in (block.q_lora, block.kv_lora) if v) if block.mla else (qkv,)
+    vectors = first + (float(h),) + mlp_biases + (float(h),) * 4
     return tuple(float(m) for m in matrices), tuple(float(v) for v in vectors)
 
 

@@ -94,7 +94,8 @@ def cp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np
     m, block = ctx.model, ctx.block
     h, heads = float(m.hidden), float(m.heads)
     tokens = lay.micro_batch * lay.local_seq(m.seq_len)
-    chunk = kv_chunk_bytes(tokens, float(block.kv(heads)), float(block.hd(h, heads)), lay.tp, float(ctx.dtype_bytes))
+    chunk = kv_chunk_bytes(tokens, float(block.kv(heads)), float(block.kv_dim(h, heads)), lay.tp,
+                           float(ctx.dtype_bytes))
     step_fwd = metrics.apply_flop_vs_bw(cost.attention_fwd, ctx.flop_vs_bw) / lay.cp
     step_bwd = metrics.apply_flop_vs_bw(cost.attention_bwd, ctx.flop_vs_bw) / lay.cp
     repeats = lay.recomputed_share + np.where(lay.selective, 1.0, 0.0)

@@ -151,7 +151,7 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     # the score matrix: softmax output (2 bytes), dropout mask (1) and dropped-out copy (2); without dropout, the first
     core = 0.0 if block.flash else (5.0 * heads if block.dropout else 2.0 * heads) * sl / h / tp
     q_share = block.attention_width(h, heads) / h          # Q and the context, in units of H
-    kv_share = block.kv(heads) * block.hd(h, heads) / h    # K or V, in units of H
+    kv_share = block.kv(heads) * block.kv_dim(h, heads) / h    # K or V, in units of H
     saved_input = 1.0 if fp8_inputs else 2.0            # bytes per element of a GEMM input kept
     mlp = ((4.0 if block.gated else 2.0) + saved_input) * block.activation_width(h) / h
     if block.moe:

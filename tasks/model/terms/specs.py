@@ -61,6 +61,13 @@ class TransformerModel:
     moe_ffn_hidden: Optional[int] = None
     shared_experts: int = 0
     dense_layers: int = 0
+    # Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2; ``tasks.model.kernels.block.Block``): the key/value
+    # latent's width (0: ordinary attention), the query latent's (0: one query projection), the keys' rotary part,
+    # and each head's value width (None: head_dim); head_dim is then each head's non-rotary query/key width.
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: Optional[int] = None
 
 
 def heads_problem(hidden: int, heads: int, kv_heads: Optional[int], *,

@@ -11,7 +11,8 @@ import pytest
 
 from tasks.model.collectives.ep_exchange import dispatch_time, ep_layer_exchange, flex_cross_node_share
 from tasks.model.kernels import layer
-from tasks.model.kernels.model_blocks import dense_block, layer_weights, model_block, moe_layer_share, moe_problem
+from tasks.model.kernels.model_blocks import (dense_block, layer_weights, mla_problem, model_block, moe_layer_share,
+                                              moe_problem)
 from tasks.model.step.plan import StepContext, step_columns
 from tasks.model.terms.layout import Layout, code
 from tasks.model.terms.specs import TransformerModel
@@ -172,3 +173,25 @@ def test_the_host_paces_a_small_moe_layer_and_more_ep_launches_fewer_kernels(h10
     dense_kernels = _step(dataclasses.replace(QWEN3_30B, experts=0, topk=0, moe_ffn_hidden=None),
                           [dataclasses.replace(lays[0], ep=1)], 16, h100)
     assert dense_kernels["latency_s"][0] < eager["latency_s"][0]
+
+
+def test_latent_attention_counts_deepseek_v3s_projections_and_its_core(h100):
+    """DeepSeek-V3's multi-head latent attention (its config.json): the query through a 1,536
+    latent, keys and values through a 512 one (plus the 64-wide rotary key), 128 heads whose
+    query and key are 192 wide and value 128: 187.1M attention weights a layer, 671B in all."""
+    from sweeps.config.specs import complete_model
+    model = complete_model(dataclasses.replace(DEEPSEEK_V3, params_b=None, kv_heads=128, kv_lora_rank=512,
+                                               q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128))
+    block = model_block(model, flash=True)
+    projections = 7168 * 1536 + 1536 * 128 * 192 + 7168 * (512 + 64) + 512 * 128 * 256 + 128 * 128 * 7168
+    assert float(layer.layer_params(7168.0, 128.0, block)) == pytest.approx(projections + 3 * 7168 * 2048
+                                                                            + 7168 * 256)
+    assert model.params_b == pytest.approx(671, rel=0.01)
+    gemms = {g.name: g for g in layer.gemm_shapes(7168.0, 128.0, 4096.0, 1.0, 8.0, block) if g.pass_ == "fwd"}
+    assert (gemms["q_down"].n, gemms["kv_down"].n) == (1536, 576)       # whole on every TP rank
+    assert (gemms["q_up"].n, gemms["kv_up"].n, gemms["attn_out"].k) == (128 * 192 / 8, 128 * 256 / 8, 128 * 128 / 8)
+    assert block.core_width(7168.0, 128.0) == 128 * (192 + 128) / 2
+    plain = dataclasses.replace(block, kv_lora=0.0, q_lora=0.0, rope_dim=0.0, v_dim=None)
+    assert plain.core_width(7168.0, 128.0) == plain.attention_width(7168.0, 128.0) == 128 * 128
+    assert mla_problem(dataclasses.replace(model, head_dim=None))[0] == "model.kv_lora_rank"
+    assert mla_problem(dataclasses.replace(model, kv_lora_rank=0))[0] == "model.q_lora_rank"

@@ -487,3 +487,15 @@ def test_a_host_launch_us_column_says_whether_the_host_paces_the_device(tmp_path
     path.write_text("\n".join([HEADER + ",host_launch_us", _row() + ",-1"]) + "\n", encoding="utf-8")
     with pytest.raises(RowError, match="row 1: host_launch_us='-1'"):
         read_runs(path)
+
+
+def test_a_latent_attention_row_is_read_and_one_without_its_head_width_refused(tmp_path, profiles):
+    mla = ",head_dim,kv_lora_rank,q_lora_rank,qk_rope_head_dim,v_head_dim"
+    path = tmp_path / "mla.csv"
+    path.write_text("\n".join([HEADER + mla, _row() + ",128,512,1536,64,128"]) + "\n", encoding="utf-8")
+    [run] = read_runs(path)
+    assert (run.kv_lora_rank, run.q_lora_rank, run.qk_rope_head_dim, run.v_head_dim) == (512, 1536, 64, 128)
+    assert validate_all(profiles, DATA, runs_file=path, datasets=("runs",)).records[0].predicted > 0
+    path.write_text("\n".join([HEADER + mla, _row() + ",,512,,,"]) + "\n", encoding="utf-8")
+    with pytest.raises(RowError, match="row 1.*kv_lora_rank"):
+        read_runs(path)
