@@ -59,21 +59,20 @@ def dispatch_time(ep, message_bytes, crosses, local, hw: HardwareProfile, *, fle
     return np.where(np.asarray(flex, dtype=bool) & crosses, (ep - 1.0) * alpha + wire, nccl)
 
 
-def ep_layer_exchange(ep, etp, routed_bytes, hw: HardwareProfile, *, flex, topk: float, repeats,
-                      overlap, hide_fwd, hide_bwd) -> Dict[str, np.ndarray]:
+def ep_layer_exchange(ep, etp, routed_bytes, hw: HardwareProfile, *, crosses, local, flex, topk: float,
+                      repeats, overlap, hide_fwd, hide_bwd) -> Dict[str, np.ndarray]:
     """One MoE layer's exchange for one micro-batch (module docstring): ``total``,
     ``exposed``, ``forward_total``, ``forward_exposed`` and ``latency`` (its α steps alone),
     in seconds; 0 where EP and ETP are 1. ``routed_bytes``: one TP rank's routed copies
     (tokens/TP x topk x H x bytes); ``repeats``: the share of the forward full recomputation
-    repeats. An EP group is EP ranks at a stride of ETP (Megatron-Core's expert grid,
-    tp-ep-dp-pp); an ETP group ETP consecutive ranks. Where ``overlap`` (a bool or bool array:
-    ``Stack.moe_a2a_overlap``), a pass's exchange runs behind the other pass's compute of
-    another micro-batch, ``hide_bwd`` and ``hide_fwd`` seconds of the layer (what it waits for
-    is the excess); elsewhere all of it."""
+    repeats. ``crosses`` and ``local``: whether the EP group spans nodes, and its ranks on one
+    (``step.context.StepLayouts.ep_crosses``, ``ep_local_ranks``); an ETP group is ETP
+    consecutive ranks (Megatron-Core's expert grid, tp-ep-dp-pp, TP there being ETP). Where
+    ``overlap`` (a bool or bool array: ``Stack.moe_a2a_overlap``), a pass's exchange runs
+    behind the other pass's compute of another micro-batch, ``hide_bwd`` and ``hide_fwd``
+    seconds of the layer (what it waits for is the excess); elsewhere all of it."""
     ep, etp = np.asarray(ep, dtype=np.float64), np.asarray(etp, dtype=np.float64)
     per_node = float(hw.devices_per_node)
-    crosses = etp * ep > per_node
-    local = np.clip(per_node // etp, 1.0, ep)
     a2a = np.where(ep > 1, dispatch_time(ep, routed_bytes, crosses, local, hw, flex=flex, topk=topk), 0.0)
     etp_crosses, etp_local = etp > per_node, np.minimum(etp, per_node)
     gathered = etp * routed_bytes

@@ -36,6 +36,7 @@ def ep_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np
     tokens = lay.micro_batch * lay.local_seq(m.seq_len)
     routed = tokens / lay.tp * block.topk
     figures = ep_layer_exchange(lay.ep, lay.etp, routed * float(m.hidden) * float(ctx.dtype_bytes), ctx.hardware,
+                                crosses=lay.ep_crosses(ctx.hardware), local=lay.ep_local_ranks(ctx.hardware),
                                 flex=lay.dispatcher == code("dispatcher", "flex"), topk=block.topk,
                                 repeats=lay.recomputed_share,
                                 overlap=ctx.stack.moe_a2a_overlap & (lay.recomputed_share == 0.0),

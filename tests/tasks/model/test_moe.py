@@ -86,7 +86,7 @@ def test_the_flex_dispatcher_is_faster_across_nodes_and_the_same_inside_one(h100
 
 
 def test_overlap_hides_the_exchange_behind_the_other_pass_as_far_as_it_lasts(h100):
-    args = dict(flex=False, topk=8.0, repeats=0.0)
+    args = dict(flex=False, topk=8.0, repeats=0.0, crosses=True, local=8.0)
     plain = ep_layer_exchange(16.0, 1.0, 1e8, h100, overlap=False, hide_fwd=0.0, hide_bwd=0.0, **args)
     hidden = ep_layer_exchange(16.0, 1.0, 1e8, h100, overlap=True, hide_fwd=1.0, hide_bwd=1.0, **args)
     half = ep_layer_exchange(16.0, 1.0, 1e8, h100, overlap=True, hide_fwd=0.0, hide_bwd=1.0, **args)
