@@ -7,7 +7,10 @@ The error is the validation's own (``tasks.validation``: each published run of
 on the search's device class (``predict_runs.find_profile`` calls the search's profile by
 the run's hardware name) and, where at least ``MIN_RUNS`` of them ran it, the search's stack
 (``STACK_SWITCHES``, as ``predict_runs.run_stack`` reads a run's). Runs a profile figure was
-fitted to (``fitted_to``) are left out. It is computed once per device and stack in a process.
+fitted to (``fitted_to``) are left out. A search of a mixture of experts reads the published
+mixture-of-experts runs instead (``MOE_RUNS``; rows the model cannot price, a dropping router's,
+left out): the dense runs' error says nothing of its experts. It is computed once per device,
+stack and kind of model in a process.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ from sweeps.config import SearchSetup
 from tasks.model.terms.specs import HardwareProfile, fingerprint
 from tasks.model.terms.stack import Stack
 
-__all__ = ["STACK_SWITCHES", "MIN_RUNS", "TIE_LIMIT", "MEMORY_MARGIN", "ModelError", "published_error", "Trust",
-           "trust", "memory_margin"]
+__all__ = ["MOE_RUNS", "STACK_SWITCHES", "MIN_RUNS", "TIE_LIMIT", "MEMORY_MARGIN", "ModelError", "published_error",
+           "Trust", "trust", "memory_margin"]
 
+#: The published mixture-of-experts runs (conf/data) a MoE search's error is taken over.
+MOE_RUNS = "moe_bridge_runs.csv"
 #: The stack switches two runs must share to count as "this stack": the attention kernel,
 #: the GEMMs' precision and whether TP communication overlaps compute (what sets a stack's
 #: era apart; DP and pipeline overlap follow from them in the published rows).
@@ -41,7 +46,8 @@ MEMORY_MARGIN = 0.95
 @dataclass(frozen=True)
 class ModelError:
     """The mean |error| (a fraction) of the step model's predictions of ``runs`` published
-    runs on ``hardware``, of ``scope`` ("this stack and device class", "this device class")."""
+    runs on ``hardware``, of ``scope`` ("this stack and device class", "this device class",
+    each prefixed "mixtures of experts on" for a MoE search)."""
 
     mean: float
     runs: int
@@ -49,7 +55,7 @@ class ModelError:
     hardware: str
 
 
-_ERRORS: Dict[Tuple[str, str, Tuple], Optional[ModelError]] = {}
+_ERRORS: Dict[Tuple[str, str, Tuple, bool], Optional[ModelError]] = {}
 
 
 def _switches(stack: Stack) -> Tuple:
@@ -71,10 +77,11 @@ def _class_profile(hardware: HardwareProfile) -> HardwareProfile:
     return find_profile(hardware.accelerator, load_profiles()) or hardware
 
 
-def _run_errors(profile: HardwareProfile) -> List[Tuple[Tuple, float]]:
+def _run_errors(profile: HardwareProfile, moe: bool = False) -> List[Tuple[Tuple, float]]:
     """(stack switches, signed error) of each published run on ``profile``'s device class
     (``_class_profile``) that no figure was fitted to, predicted with ``profile``; runs the
-    profile cannot cost (an fp8 run on a part without an fp8 peak) are left out."""
+    profile cannot cost (an fp8 run on a part without an fp8 peak) are left out. ``moe``: the
+    mixture-of-experts runs (``MOE_RUNS``) instead of the dense ones."""
     from sweeps.jobs.validation import DATA_DIR
     from tasks.validation.predict_runs import find_profile, run_stack
     from tasks.validation.records import DATA_FILES, HELD_OUT, RowError
@@ -83,8 +90,10 @@ def _run_errors(profile: HardwareProfile) -> List[Tuple[Tuple, float]]:
 
     profiles = {profile.name: profile}
     found = []
-    for dataset in ("runs", HELD_OUT):
-        for run in read_runs(DATA_DIR / DATA_FILES[dataset]):
+    files = [("runs", DATA_DIR / MOE_RUNS)] if moe else [(name, DATA_DIR / DATA_FILES[name]) for name in
+                                                         ("runs", HELD_OUT)]
+    for dataset, path in files:
+        for run in read_runs(path, skipped=[]):
             if find_profile(run.hw, profiles) is None:
                 continue
             try:
@@ -96,17 +105,19 @@ def _run_errors(profile: HardwareProfile) -> List[Tuple[Tuple, float]]:
     return found
 
 
-def published_error(hardware: HardwareProfile, stack: Stack) -> Optional[ModelError]:
+def published_error(hardware: HardwareProfile, stack: Stack, moe: bool = False) -> Optional[ModelError]:
     """The model's mean |error| on published runs of ``stack`` (``STACK_SWITCHES``) on
     ``hardware``'s device class, or of every stack there with fewer than ``MIN_RUNS`` of
-    it; None without a run on the device class. Cached per process."""
-    key = (hardware.name, fingerprint(hardware), _switches(stack))
+    it; None without a run on the device class. ``moe``: on mixture-of-experts runs. Cached
+    per process."""
+    key = (hardware.name, fingerprint(hardware), _switches(stack), moe)
     if key not in _ERRORS:
         profile = _class_profile(hardware)
-        runs, mine = _run_errors(profile), _switches(stack)
+        runs, mine = _run_errors(profile, moe), _switches(stack)
         same = [error for switches, error in runs if switches == mine]
-        errors, scope = (same, "this stack and device class") if len(same) >= MIN_RUNS else \
-            ([error for _, error in runs], "this device class")
+        kind = "mixtures of experts on " if moe else ""
+        errors, scope = (same, f"{kind}this stack and device class") if len(same) >= MIN_RUNS else \
+            ([error for _, error in runs], f"{kind}this device class")
         _ERRORS[key] = ModelError(sum(abs(e) for e in errors) / len(errors), len(errors), scope,
                                   profile.name) if errors else None
     return _ERRORS[key]
@@ -131,7 +142,7 @@ def trust(top: pd.DataFrame, setup: SearchSetup) -> Optional[Trust]:
     fewer than two layouts or no published run on the device class."""
     if len(top) < 2:
         return None
-    error = published_error(setup.hardware, setup.stack)
+    error = published_error(setup.hardware, setup.stack, moe=bool(setup.model.experts))
     if error is None:
         return None
     steps = top["step_time_s"].to_numpy(dtype=float)[:TIE_LIMIT + 1]

@@ -73,3 +73,13 @@ def test_a_winner_within_five_percent_of_usable_memory_is_flagged(tmp_path):
     assert result.exit_code == 0, result.output
     assert f"Memory: the winner needs {needs:.1f} GB of the {usable:.1f} GB usable per device: within 5%" \
         in result.stdout
+
+
+def test_a_mixture_of_experts_search_is_trusted_as_far_as_the_mixtures_of_experts_runs_go():
+    """The dense runs' error says nothing of experts: a MoE search takes the published MoE runs
+    on its device class (conf/data/moe_bridge_runs.csv), a dense one the dense runs."""
+    setup = load_search(["moe"])
+    moe = published_error(setup.hardware, setup.stack, moe=True)
+    dense = published_error(setup.hardware, setup.stack)
+    assert moe.scope.startswith("mixtures of experts on") and not dense.scope.startswith("mixtures")
+    assert moe.runs == 18 and moe.mean > 3 * dense.mean
