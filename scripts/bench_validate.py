@@ -19,6 +19,8 @@ the figure reached, the target, and whether it is met.
 - the held-out runs (the holdout dataset, holdout_runs.csv: other frameworks, precisions and
   generations), per source: mean and max |error|, and each row's signed error (no target;
   nothing is fitted to them);
+- Megatron-Bridge's mixture-of-experts runs (moe_bridge_runs.csv, written from moe_runs.csv by
+  scripts/moe_runs_to_runs.py): per source, and mean, max and lean against the MoE targets;
 - the headline (``tasks.validation.headline``): the shipped rows no figure was fitted to,
   the same with the fitted rows (each microbenchmark file's ``fitted_to`` column), and the
   held-out runs apart.
@@ -142,9 +144,23 @@ def main() -> None:
     mean, worst = error_summary(together)
     _line("shipped runs with the ZeRO-3 table", f"mean {mean:.1%}, max {worst:.1%}, lean {_lean(together):+.1%}",
           mean <= 0.04 and worst <= 0.10, "mean <= 4%, max <= 10%")
+    mixtures_of_experts(profiles)
     print("\nheadline")
     for line in headline_lines(headline_of(result.records)):
         print(f"  {line}")
+
+
+def mixtures_of_experts(profiles) -> None:
+    """Megatron-Bridge's published MoE runs (moe_bridge_runs.csv): per source and per row, and
+    the MoE targets over all of them (nothing fitted to them; token-dropping rows skipped)."""
+    moe = run_validation(profiles, datasets=("runs",), runs_file=DATA_DIR / "moe_bridge_runs.csv")
+    runs = moe.validation.records
+    print(f"\nmixture-of-experts runs (moe_bridge_runs.csv; {len(moe.validation.skipped)} token-dropping rows "
+          "skipped)")
+    _per_source(runs)
+    mean, worst = error_summary(runs)
+    _line("Megatron-Bridge MoE runs", f"mean {mean:.1%}, max {worst:.1%}, lean {_lean(runs):+.1%}",
+          mean <= 0.10 and worst <= 0.20 and abs(_lean(runs)) <= 0.05, "mean <= 10%, max <= 20%, lean +-5%")
 
 
 def held_out(runs: List[ValidationRecord]) -> None:
