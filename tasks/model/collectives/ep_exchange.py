@@ -73,7 +73,8 @@ def ep_layer_exchange(ep, etp, routed_bytes, hw: HardwareProfile, *, crosses, lo
     seconds of the layer (what it waits for is the excess); elsewhere all of it."""
     ep, etp = np.asarray(ep, dtype=np.float64), np.asarray(etp, dtype=np.float64)
     per_node = float(hw.devices_per_node)
-    a2a = np.where(ep > 1, dispatch_time(ep, routed_bytes, crosses, local, hw, flex=flex, topk=topk), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):   # a group of one rank moves nothing: masked below
+        a2a = np.where(ep > 1, dispatch_time(ep, routed_bytes, crosses, local, hw, flex=flex, topk=topk), 0.0)
     etp_crosses, etp_local = etp > per_node, np.minimum(etp, per_node)
     gathered = etp * routed_bytes
     etp_pair = np.where(etp > 1, tier_time("all_gather", etp, gathered, etp_crosses, hw, local_ranks=etp_local)
