@@ -30,7 +30,8 @@ import numpy as np
 from tasks.model.terms.layout import ZERO_MODES, code
 from tasks.model.terms.stack import DP_ENGINE_NAMES, Stack
 
-__all__ = ["DP_GROUPS", "DpCollective", "ShardingMode", "SHARDING", "HIDING_WINDOWS", "DpEngine", "DP_ENGINES",
+__all__ = ["DP_GROUPS", "GRANULARITIES", "DpCollective", "ShardingMode", "SHARDING", "HIDING_WINDOWS", "DpEngine",
+           "DP_ENGINES",
            "sharding_for", "sharding_of", "by_mode", "shards", "hybrid", "dp_ranks_per_node", "group_ranks",
            "windows"]
 
@@ -44,6 +45,13 @@ HIDING_WINDOWS: Tuple[str, ...] = ("forward", "backward", "none")
 #: rank per node, each group on its own NIC), across which a hybrid mode reduces the shards.
 DP_GROUPS: Tuple[str, ...] = ("dp", "shard", "replicate")
 
+#: How a DP collective splits a stage's weights into calls: one per layer (and one for the
+#: stage's embedding matrices), one per weight tensor, or buckets of a stack's size
+#: (``DpEngine.bucket_modes``). The step charges each call its own latency, and a window
+#: cannot hide the call that starts after (a reduction) or must end before (a forward
+#: gather) the compute it sits beside: ``step.dp_comm``'s exposed tail.
+GRANULARITIES: Tuple[str, ...] = ("layer", "tensor", "bucket")
+
 
 @dataclass(frozen=True)
 class DpCollective:
@@ -51,13 +59,14 @@ class DpCollective:
     the stage's embedding matrices').
 
     ``op``: all_reduce, reduce_scatter or all_gather (its bytes per value:
-    ``step.comm.dp_widths``). ``per_microbatch``: it runs every micro-batch, else once per
+    ``step.dp_comm.dp_widths``). ``per_microbatch``: it runs every micro-batch, else once per
     step. ``hidden_by``: a ``HIDING_WINDOWS`` entry. ``needs_dp_overlap``: it hides only
     when the stack overlaps gradient reduction (``Stack.dp_overlap``); otherwise always where
     its window lasts (a prefetched gather). ``under_recompute``: it runs for the layers full
     recomputation repeats, so its count per micro-batch is the layout's recomputed share (a
     weight gather again before the repeated forward). ``group``: a ``DP_GROUPS`` entry; on
-    "replicate" it moves the device's shard of the tensor (1 / shard ranks of it)."""
+    "replicate" it moves the device's shard of the tensor (1 / shard ranks of it).
+    ``granularity``: a ``GRANULARITIES`` entry, as the stack's DP engine runs it."""
 
     op: str
     per_microbatch: bool
@@ -65,6 +74,7 @@ class DpCollective:
     needs_dp_overlap: bool = False
     under_recompute: bool = False
     group: str = "dp"
+    granularity: str = "layer"
 
 
 @dataclass(frozen=True)
@@ -133,8 +143,12 @@ class DpEngine:
     weight gather is copied out of the gathered buffer into the parameters on the compute
     stream (the gathered bytes read and written); ``reduce_copy_in``: each gradient
     reduce-scatter's input is assembled on the compute stream (the unsharded gradient read at
-    the run's width and written at the reduction's). ``export``: the ``--export`` framework
-    that runs it ("" for none)."""
+    the run's width and written at the reduction's). ``bucket_modes``: the modes whose
+    collectives it runs on buckets of max(``bucket_min_params``, ``bucket_params_per_rank`` x
+    DP) of a stage's weights (counted in parameters, filled from the stage's last layer
+    back), where the stack overlaps the reduction with the backward (``Stack.dp_overlap``;
+    otherwise one call on the whole stage); its other modes run one collective per layer.
+    ``export``: the ``--export`` framework that runs it ("" for none)."""
 
     name: str
     modes: FrozenSet[str] = frozenset()
@@ -144,12 +158,24 @@ class DpEngine:
     copy_per_rank: bool = False
     gather_copy_out: bool = False
     reduce_copy_in: bool = False
+    bucket_modes: FrozenSet[str] = frozenset()
+    bucket_min_params: float = 0.0
+    bucket_params_per_rank: float = 0.0
     export: str = ""
 
 
 #: The engines, in ``stack.DP_ENGINE_NAMES`` order. Sources:
-#: "megatron": the modes as ``SHARDING`` states them (one collective per layer, gathers
-#: prefetched behind compute): Megatron-LM's DDP and distributed optimizer, PyTorch FSDP1.
+#: "megatron": the modes as ``SHARDING`` states them, gathers prefetched behind compute:
+#: Megatron-LM's DDP and distributed optimizer (plain DP and ZeRO-1) on buckets, PyTorch
+#: FSDP1 (the sharded modes) one unit, a layer, per collective. Megatron-Core at core_v0.15.3
+#: (309ffca6): distributed/distributed_data_parallel.py sets ``bucket_size`` (parameters) to
+#: max(40,000,000, 1,000,000 x the data-parallel world size) "to ensure that chunks used in NCCL
+#: ring-reduce implementations are large enough to remain bandwidth-bound", and to None (one
+#: bucket) without ``overlap_grad_reduce``; param_and_grad_buffer.py fills buckets walking the
+#: parameters in reverse ("to roughly follow backprop order") and closes one once it holds
+#: ``bucket_size``, so the stage's first parameters, the embedding among them, are the last
+#: bucket: the remainder, reduced once the backward has ended. The distributed optimizer
+#: gathers the updated weights on the same buckets, the first layers' first.
 #: "deepspeed-zero3-2021": DeepSpeed's ZeRO stage 3 as of v0.3.13 (microsoft/DeepSpeed, tag
 #: v0.3.13, March 2021; Narayanan et al. 2021 compared against that season's release):
 #: deepspeed/runtime/zero/partition_parameters.py ``_allgather_param`` gathers one parameter
@@ -193,7 +219,8 @@ class DpEngine:
 #: gather per layer in the backward, as ``SHARDING``'s ZeRO-3 has it. Gathers read no copy: the
 #: gathered buffer is the dot's operand.
 DP_ENGINES: Dict[str, DpEngine] = {
-    "megatron": DpEngine("megatron"),
+    "megatron": DpEngine("megatron", bucket_modes=frozenset({"none", "zero1"}), bucket_min_params=40e6,
+                         bucket_params_per_rank=1e6),
     "deepspeed-zero3-2021": DpEngine("deepspeed-zero3-2021", frozenset({"zero3"}), per_tensor=True,
                                      serialized_gathers=True, regather_under_recompute=True, copy_per_rank=True),
     "pytorch-fsdp2": DpEngine("pytorch-fsdp2", frozenset({"zero3"}), gather_copy_out=True, reduce_copy_in=True,
@@ -203,11 +230,23 @@ DP_ENGINES: Dict[str, DpEngine] = {
 assert tuple(DP_ENGINES) == DP_ENGINE_NAMES, "one engine per stack.DP_ENGINE_NAMES entry, in its order"
 
 
+def _granularity(mode: ShardingMode, engine: DpEngine) -> ShardingMode:
+    """``mode`` with its collectives split into calls as ``engine`` splits them
+    (``GRANULARITIES``): a tensor a call where the engine runs the mode per tensor, buckets
+    where it buckets the mode, else a layer a call (the dataclass default)."""
+    kind = "tensor" if engine.per_tensor and mode.name in engine.modes else \
+        "bucket" if mode.name in engine.bucket_modes else "layer"
+    if kind == "layer":
+        return mode
+    return replace(mode, collectives=tuple(replace(c, granularity=kind) for c in mode.collectives))
+
+
 def _as_engine_runs(mode: ShardingMode, engine: DpEngine) -> ShardingMode:
     """``mode`` as ``engine`` runs it: its gathers hidden by nothing where the engine
-    serialises them, and a gather again under recomputation where it re-gathers."""
+    serialises them, and a gather again under recomputation where it re-gathers; its
+    collectives split as the engine splits them (``_granularity``)."""
     if mode.name not in engine.modes:
-        return mode
+        return _granularity(mode, engine)
 
     def gather_window(c: DpCollective) -> str:
         return "none" if engine.serialized_gathers and c.op == "all_gather" else c.hidden_by
@@ -216,7 +255,7 @@ def _as_engine_runs(mode: ShardingMode, engine: DpEngine) -> ShardingMode:
     if engine.regather_under_recompute:
         collectives += (DpCollective("all_gather", True, "none" if engine.serialized_gathers else "forward",
                                      under_recompute=True),)
-    return replace(mode, collectives=collectives)
+    return _granularity(replace(mode, collectives=collectives), engine)
 
 
 def sharding_for(engine: str, *, param_gather_overlap: bool = False) -> Dict[str, ShardingMode]:
@@ -225,7 +264,8 @@ def sharding_for(engine: str, *, param_gather_overlap: bool = False) -> Dict[str
     reaches every consumer). With ``param_gather_overlap`` (``Stack.param_gather_overlap``)
     ZeRO-1's once-per-step weight gather runs behind the forward pass instead of before it."""
     chosen = DP_ENGINES[engine]
-    table = SHARDING if not chosen.modes else {name: _as_engine_runs(mode, chosen) for name, mode in SHARDING.items()}
+    table = SHARDING if not (chosen.modes or chosen.bucket_modes) else \
+        {name: _as_engine_runs(mode, chosen) for name, mode in SHARDING.items()}
     if not param_gather_overlap:
         return table
     return {**table, "zero1": _gather_behind_forward(table["zero1"])}

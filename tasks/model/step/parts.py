@@ -17,7 +17,8 @@ from tasks.model.collectives.layer_comm import tp_collectives_per_layer, tp_rank
 from tasks.model.collectives.dp_protocol import sharding_of
 from tasks.model.terms.layout import Layout
 from tasks.model.step.plan import StepContext
-from tasks.model.step.comm import dp_widths, tp_collective, tp_exposed_per_pass
+from tasks.model.step.comm import tp_collective, tp_exposed_per_pass
+from tasks.model.step.dp_comm import dp_widths
 from tasks.model.step.compute import stage_layer_cost
 from tasks.model.step.context import as_layouts
 
@@ -47,7 +48,7 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     layer's DP collectives at one micro-batch, as its sharding mode runs them
     (``dp_protocol.sharding_of`` the stack: plain DP an all-reduce, ZeRO-1 a reduce-scatter and an
     all-gather, ZeRO-3 and FSDP two all-gathers and a reduce-scatter, hybrid FSDP those in the
-    node and an all-reduce of the shard across nodes), each at its ``step.comm.dp_widths``,
+    node and an all-reduce of the shard across nodes), each at its ``step.dp_comm.dp_widths``,
     among the ranks of its group (``StepLayouts.dp_group``). Groups of one rank are left out."""
     model, p, per_node = ctx.model, float(ctx.dtype_bytes), ctx.hardware.devices_per_node
     lay = _one_layout(layout, ctx)

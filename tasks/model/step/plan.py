@@ -56,9 +56,8 @@ import numpy as np
 
 from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step import memory
-from tasks.model.step.comm import (cp_comm, dp_comm, embedding_matrices, engine_copies, latency_floor, pp_comm,
-                                   tp_comm)
-from tasks.model.step.moe_comm import ep_comm
+from tasks.model.step.comm import cp_comm, ep_comm, latency_floor, pp_comm, tp_comm
+from tasks.model.step.dp_comm import dp_comm, embedding_matrices, engine_copies
 from tasks.model.step.compute import compute_per_microbatch, optimizer_time, stage_layer_cost
 from tasks.model.step.context import StepContext, StepLayouts, as_layouts, distinct_shapes, layer_weights_per_device
 from tasks.model.terms import metrics
@@ -70,7 +69,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-27"
+STEP_MODEL_VERSION = "step-28"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -87,8 +86,8 @@ class StepPlan:
     ``forward_hide``, ``backward_hide``, ``kernels_per_microbatch``). ``tp``, ``pp``: one
     micro-batch's TP and PP communication (``step.comm.tp_comm``, ``pp_comm``); ``cp``: its
     CP exchange (``step.comm.cp_comm``); ``ep``: its MoE dispatch and combine
-    (``step.moe_comm.ep_comm``). ``dp``: the
-    step's DP collectives (``step.comm.dp_comm``). ``optimizer``: the optimizer step.
+    (``step.comm.ep_comm``). ``dp``: the
+    step's DP collectives (``step.dp_comm.dp_comm``). ``optimizer``: the optimizer step.
     ``params``: parameters on the largest device; ``memory``: its bytes. ``ticks``: the
     pipeline's ticks (``pipeline_ticks``)."""
 
@@ -145,7 +144,7 @@ def step_plan(lay: StepLayouts, ctx: StepContext) -> StepPlan:
 
 def _with_engine_copies(compute: Dict[str, np.ndarray], lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
     """``compute`` with the copies the stack's DP engine runs on the compute stream
-    (``step.comm.engine_copies``) added to the micro-batch and its forward pass; they hide no
+    (``step.dp_comm.engine_copies``) added to the micro-batch and its forward pass; they hide no
     DP traffic."""
     copies = engine_copies(lay, ctx)
     return {**compute, "per_microbatch": compute["per_microbatch"] + copies["forward"] + copies["backward"],

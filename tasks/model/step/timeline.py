@@ -22,7 +22,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tasks.model.step.plan import StepPlan
-from tasks.model.step.comm import dp_by_window
+from tasks.model.step.dp_comm import dp_by_window
 
 __all__ = ["TRACKS", "PassTimes", "TimelineEvent", "pass_times", "pass_order", "schedule", "shown_stages",
            "step_timeline", "trace_json"]

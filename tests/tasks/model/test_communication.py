@@ -27,9 +27,10 @@ def _one_layer(hidden: int, heads: int, seq_len: int) -> TransformerModel:
 ])
 def test_projection_and_step_model_give_the_same_tp_and_dp_time_for_one_layer(h100, hidden, heads, seq_len, b, tp, dp):
     model = _one_layer(hidden, heads, seq_len)
-    # the study's points reduce gradients at their own 16-bit width: a stack with 16-bit gradients
+    # the study's points reduce gradients at their own 16-bit width, a layer's in one call: a stack
+    # with 16-bit gradients whose reduction is not overlapped (Megatron-Core then runs one bucket)
     ctx = StepContext(model, h100, devices=tp * dp, global_batch=dp * b, memory_fraction=1e6,
-                      stack=Stack(main_grad_bytes=2.0))
+                      stack=Stack(main_grad_bytes=2.0, dp_overlap=False))
     step = {k: float(v[0]) for k, v in step_columns(Layout(tp=tp, pp=1, dp=dp, micro_batch=b).columns(), ctx).items()}
     assert step["microbatches"] == 1 and step["status_code"] == 0
     point = dict(h=hidden, heads=heads, sl=seq_len, b=b, tp=tp, dp=dp, dtype_bytes=2, flop_vs_bw=1.0, dp_slowdown=1.0)

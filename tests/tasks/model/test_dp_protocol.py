@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tasks.model.collectives import dp_protocol
@@ -79,18 +80,84 @@ def test_the_per_layer_collectives_are_the_modes_collectives(gpt3, h100, zero):
     assert listed == expected
 
 
+def _buckets(layout: Layout, ctx: StepContext) -> tuple:
+    """``bucket_calls`` of one layout, as floats."""
+    from tasks.model.step.context import as_layouts
+    from tasks.model.step.dp_comm import bucket_calls
+
+    return tuple(float(v[0]) for v in bucket_calls(as_layouts(layout.columns(), np.asarray([float(layout.dp)]), ctx),
+                                                   ctx))
+
+
+def _split(mode: ShardingMode, granularity: str) -> ShardingMode:
+    from dataclasses import replace
+    return replace(mode, collectives=tuple(replace(c, granularity=granularity) for c in mode.collectives))
+
+
 def test_an_engine_changes_only_the_modes_it_runs():
-    """Megatron's engine is SHARDING itself; DeepSpeed's ZeRO-3 of 2021 serialises its ZeRO-3
-    gathers and gathers again under recomputation, and leaves the other modes alone."""
-    assert dp_protocol.sharding_for("megatron") == SHARDING
+    """Megatron's engine runs SHARDING, plain DP and ZeRO-1 on its DDP's buckets; DeepSpeed's
+    ZeRO-3 of 2021 serialises its ZeRO-3 gathers, gathers again under recomputation and moves
+    a tensor a call, and leaves the other modes as SHARDING has them (a layer a call)."""
+    megatron = dp_protocol.sharding_for("megatron")
+    assert {name: mode for name, mode in megatron.items() if name not in ("none", "zero1")} == \
+        {name: mode for name, mode in SHARDING.items() if name not in ("none", "zero1")}
+    assert megatron["none"] == _split(SHARDING["none"], "bucket") and megatron["zero1"] == _split(SHARDING["zero1"],
+                                                                                                  "bucket")
     deepspeed = dp_protocol.sharding_for("deepspeed-zero3-2021")
     assert {name: mode for name, mode in deepspeed.items() if name != "zero3"} == \
         {name: mode for name, mode in SHARDING.items() if name != "zero3"}
     gathers = [c for c in deepspeed["zero3"].collectives if c.op == "all_gather"]
     assert [(c.hidden_by, c.under_recompute) for c in gathers] == [("none", False), ("none", False), ("none", True)]
     assert [c for c in deepspeed["zero3"].collectives if c.op == "reduce_scatter"] == \
-        [c for c in SHARDING["zero3"].collectives if c.op == "reduce_scatter"]
+        [c for c in _split(SHARDING["zero3"], "tensor").collectives if c.op == "reduce_scatter"]
     assert tuple(dp_protocol.DP_ENGINES) == DP_ENGINE_NAMES
+
+
+def test_megatrons_buckets_follow_its_ddp_and_set_the_calls_the_latency_floor_counts(gpt3, h100):
+    """Megatron-Core (core_v0.15.3, distributed_data_parallel.py): buckets of max(40M, 1M x DP)
+    parameters where the reduction overlaps the backward, one call on everything where it does
+    not; the stage's weights fill them from the last layer back, the remainder last. The
+    latency floor charges one latency per bucket, where a layer-a-call engine charges one per
+    layer and one for the embedding."""
+    from tasks.model.collectives.nccl import lowest_latency
+    from tasks.model.terms.stack import Stack
+
+    layout = Layout(tp=8, pp=1, dp=64, micro_batch=1, zero="zero1")
+    stage = 96 * 12 * 12288**2 / 8 + 2 * 50257 * 12288 / 8               # GPT-3's weights on one device
+    for overlap, bucket in ((True, 64e6), (False, stage)):
+        calls, size, last = _buckets(layout, StepContext(gpt3, h100, devices=512, global_batch=512, memory_fraction=1e6,
+                                                         stack=Stack(dp_overlap=overlap)))
+        assert (calls, size) == (pytest.approx(-(-stage // bucket)), pytest.approx(bucket))
+        assert last == pytest.approx(stage - (calls - 1) * bucket) and 0 < last <= bucket
+
+    def floor(engine: str) -> float:
+        ctx = StepContext(gpt3, h100, devices=512, global_batch=512, memory_fraction=1e6, stack=Stack(dp_engine=engine))
+        return _row(layout, ctx)["latency_s"]
+
+    calls = -(-stage // 64e6)
+    per_call = sum(float(lowest_latency(op, 64, True, h100, local_ranks=1)[()])
+                   for op in ("reduce_scatter", "all_gather"))
+    assert floor("megatron") - floor("xla") == pytest.approx((calls - 96 - 1) * per_call, rel=1e-9)
+
+
+def test_a_reduction_hidden_by_the_backward_still_waits_for_its_last_bucket(gpt3, h100):
+    """The last bucket, the stage's first layers and embedding, is reduced once the backward
+    has ended (Megatron-Core's finish_grad_sync waits for it): however long the backward lasts,
+    the step waits for that call."""
+    from tasks.model.collectives.nccl import tier_time
+    from tasks.model.terms.stack import Stack
+
+    ctx = StepContext(gpt3, h100, devices=16, global_batch=512, memory_fraction=1e6,
+                      stack=Stack(param_gather_overlap=True))
+    layout = Layout(tp=8, pp=1, dp=2, micro_batch=8, zero="zero1")
+    row = _row(layout, ctx)
+    last = _buckets(layout, ctx)[2]
+    tail = float(tier_time("reduce_scatter", 2, 4.0 * last, True, h100, local_ranks=1)[()])
+    dp_waited = row["exposed_comm_s"] - row["tp_exposed_s"] - row["pp_exposed_s"]
+    assert row["dp_comm_s"] > 10 * tail > 0
+    # the gather's first bucket waits before the forward as the reduction's last after the backward
+    gather_tail = float(tier_time("all_gather", 2, 2.0 * last, True, h100, local_ranks=1)[()])
+    assert dp_waited == pytest.approx(tail + gather_tail, rel=1e-9)
 
 
 def test_deepspeeds_zero3_moves_one_tensor_per_call_serialised_and_copies_per_rank(gpt3, h100):
@@ -127,9 +194,10 @@ def test_a_stack_that_overlaps_the_weight_gather_hides_zero1s_gather_behind_the_
     from tasks.model.terms.stack import Stack
 
     plain, overlapped = Stack(attention="flash"), Stack(attention="flash", param_gather_overlap=True)
-    assert dp_protocol.sharding_of(plain) == SHARDING
+    megatron = dp_protocol.sharding_for("megatron")
+    assert dp_protocol.sharding_of(plain) == megatron
     table = dp_protocol.sharding_of(overlapped)
-    assert {n: m for n, m in table.items() if n != "zero1"} == {n: m for n, m in SHARDING.items() if n != "zero1"}
+    assert {n: m for n, m in table.items() if n != "zero1"} == {n: m for n, m in megatron.items() if n != "zero1"}
     assert [(c.op, c.per_microbatch, c.hidden_by) for c in table["zero1"].collectives] == \
         [("reduce_scatter", False, "backward"), ("all_gather", False, "forward")]
 
@@ -204,8 +272,10 @@ def test_fsdp2_copies_each_gathered_layer_and_each_gradient_on_the_compute_strea
     assert fsdp2["compute_s"] - megatron["compute_s"] == pytest.approx(2 * per_microbatch, rel=1e-9)
     assert fsdp2["step_time_s"] > megatron["step_time_s"]
     assert fsdp2["dp_traffic_bytes"] == megatron["dp_traffic_bytes"]
-    for zero in ("none", "zero1", "fsdp", "hsdp"):                    # the modes it does not run
+    for zero in ("fsdp", "hsdp"):                                     # the modes it does not run
         assert row("pytorch-fsdp2", zero) == row("megatron", zero)
+    for zero in ("none", "zero1"):                                    # a layer a call, not Megatron's buckets
+        assert row("pytorch-fsdp2", zero) == row("xla", zero)
 
 
 def test_xla_runs_every_mode_as_the_protocol_states_it_and_moves_bf16_at_the_maxtext_preset(gpt3, h100):
@@ -220,8 +290,8 @@ def test_xla_runs_every_mode_as_the_protocol_states_it_and_moves_bf16_at_the_max
                           stack=Stack(dp_engine=engine, main_grad_bytes=grad_bytes))
         return _row(Layout(tp=1, pp=8, dp=8, micro_batch=1, zero=zero), ctx)
 
-    for zero in ZERO_MODES:
-        assert row("xla", zero) == row("megatron", zero), zero
+    for zero in ZERO_MODES:                                           # Megatron buckets plain DP and ZeRO-1
+        assert row("xla", zero) == row("megatron" if zero not in ("none", "zero1") else "pytorch-fsdp2", zero), zero
     maxtext = load_stack("maxtext-xla-2025", h100)
     assert (maxtext.dp_engine, maxtext.main_grad_bytes, maxtext.attention) == ("xla", 2.0, "flash")
     bf16, fp32 = row("xla", "zero3", 2.0), row("xla", "zero3", 4.0)

@@ -1,0 +1,338 @@
+"""DP / ZeRO communication of a whole step, as each layout's sharding mode runs it and the
+stack's DP engine splits it into calls (``collectives.dp_protocol``): the time of each
+collective over a stage's weights, what of it the step waits for, the bytes it moves and its
+latency steps; a mixture of experts' routed experts among their own DP group beside it
+(Rajbhandari et al., ZeRO, 2020; Narayanan et al. 2021; Megatron-Core's DDP and distributed
+optimizer; PyTorch FSDP). Vectorised over layouts; seconds and bytes."""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+from tasks.model.collectives import dp_protocol
+from tasks.model.collectives.nccl import bus_factor, lowest_latency, tier_time
+from tasks.model.kernels import layer, roofline
+from tasks.model.step.context import StepContext, StepLayouts, layer_weights_per_device
+from tasks.model.step.memory import FP8_WEIGHT_BYTES
+from tasks.model.terms import metrics
+
+__all__ = ["embedding_matrices", "dp_widths", "dp_comm", "dp_by_window", "dp_traffic", "dp_latency",
+           "engine_copies", "expert_dp_figures", "bucket_calls"]
+
+#: The key of a DP collective's figure over a stage: (op, ``dp_protocol.DP_GROUPS`` entry,
+#: ``dp_protocol.GRANULARITIES`` entry).
+DpKey = Tuple[str, str, str]
+
+
+def embedding_matrices(lay: StepLayouts) -> np.ndarray:
+    """Embedding matrices on the busiest stage: input and output (tied or not) when PP = 1."""
+    return np.where(lay.pp > 1, 1.0, 2.0)
+
+
+def _stage_elements(lay: StepLayouts, ctx: StepContext) -> tuple:
+    """(one layer's TP-split weights, the stage's embeddings') on one device: each DP message
+    carries one value per weight, at the width of what it moves (``dp_widths``). A mixture of
+    experts' routed experts are ``expert_dp_figures``'."""
+    per_layer = layer_weights_per_device(lay, ctx)[0]
+    return per_layer, embedding_matrices(lay) * ctx.vocab * float(ctx.model.hidden) / lay.tp
+
+
+def dp_widths(ctx: StepContext, embedding: bool = False) -> Dict[str, float]:
+    """Bytes per value of each DP collective on a layer's weights (or, with ``embedding``, on
+    the embedding matrices'): gradients are reduced (all-reduce, reduce-scatter) in the
+    gradient buffer they were accumulated in, ``stack.main_grad_bytes`` (Megatron's DDP
+    reduces its buffer as it is: fp32 for bf16 since Megatron-LM forced
+    --accumulate-allreduce-grads-in-fp32 for bf16 in April 2021, Megatron-Core's
+    grad_reduce_in_fp32; 16 bits for fp16); weights are gathered at the run's width, a layer's
+    in fp8 under the stack's ``fp8_params`` (``memory.FP8_WEIGHT_BYTES``; the embedding stays
+    16-bit)."""
+    grads = float(ctx.stack.main_grad_bytes)
+    weights = FP8_WEIGHT_BYTES if ctx.stack.fp8_params and not embedding else float(ctx.dtype_bytes)
+    return {"all_reduce": grads, "reduce_scatter": grads, "all_gather": weights}
+
+
+def bucket_calls(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(calls, bucket, last) of a stage's weights on one device split into the stack's DP
+    engine's buckets (``DpEngine.bucket_modes``), in parameters: a bucket holds
+    max(``bucket_min_params``, ``bucket_params_per_rank`` x DP); the stage's weights fill
+    ceil(weights / bucket) of them from the last layer back, and the ``last`` holds what is
+    left, the stage's first layers and embedding. One call on the whole stage where the stack
+    does not overlap the reduction (Megatron-Core sets no bucket size then)."""
+    engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
+    per_layer, embed = _stage_elements(lay, ctx)
+    weights = lay.layers_per_stage * per_layer + embed
+    if not ctx.stack.dp_overlap or engine.bucket_min_params <= 0:
+        return np.ones_like(weights), weights, weights
+    bucket = np.maximum(engine.bucket_min_params, engine.bucket_params_per_rank * lay.dp)
+    calls = np.maximum(np.ceil(weights / bucket), 1.0)
+    return calls, np.minimum(bucket, weights), weights - (calls - 1.0) * bucket
+
+
+def _dp_keys(lay: StepLayouts, ctx: StepContext) -> Dict[Tuple[str, str], Tuple[str, ...]]:
+    """{(op, group): granularities} of the collectives the stack's sharding modes run: the
+    shard and replicate groups only where some layout runs a hybrid mode (a collective no
+    layout runs costs 0: ``_figure``)."""
+    any_hybrid = bool(np.any(dp_protocol.hybrid(lay.zero)))
+    keys: Dict[Tuple[str, str], Tuple[str, ...]] = {}
+    for mode in dp_protocol.sharding_of(ctx.stack).values():
+        for c in mode.collectives:
+            if (c.group == "dp" or any_hybrid) and c.granularity not in keys.get((c.op, c.group), ()):
+                keys[(c.op, c.group)] = keys.get((c.op, c.group), ()) + (c.granularity,)
+    return keys
+
+
+def _figure(figures: Dict[DpKey, np.ndarray], c: dp_protocol.DpCollective):
+    """``c``'s figure (time or bytes over a stage) in ``figures``, 0 where it is not costed."""
+    return figures.get((c.op, c.group, c.granularity), 0.0)
+
+
+def _dp_times(lay: StepLayouts, ctx: StepContext) -> Tuple[Dict[DpKey, np.ndarray], Dict[DpKey, np.ndarray]]:
+    """(times, tails): each DP collective on all of a stage's weight tensors, split into calls
+    as its granularity says (a layer's weights a call and one for the stage's embedding
+    matrices; a tensor a call, ``_per_tensor_layer_time``; or the engine's buckets,
+    ``bucket_calls``), on the tiers each of its groups spans (``StepLayouts.dp_group``); and
+    its tail, the one call a window cannot hide: the stage's first layer or one embedding
+    matrix, whichever takes longer (one embedding matrix a tensor a call), or the last bucket.
+    0 for a group of one rank. The routed experts' figures (``expert_dp_figures``) add to the
+    time, not to the tail."""
+    hw = ctx.hardware
+    per_layer, embed = _stage_elements(lay, ctx)
+    widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
+    matrices = embedding_matrices(lay)
+    times: Dict[DpKey, np.ndarray] = {}
+    tails: Dict[DpKey, np.ndarray] = {}
+    for (op, group), granularities in _dp_keys(lay, ctx).items():
+        ranks, local, crosses, share = lay.dp_group(group, hw)
+        width, layer_bytes, embed_bytes = widths[op] * share, widths[op] * share * per_layer, \
+            embed_widths[op] * share * embed
+        messages = [layer_bytes, embed_bytes]
+        if "bucket" in granularities:
+            calls, bucket, last = bucket_calls(lay, ctx)
+            mean_width = (lay.layers_per_stage * layer_bytes + embed_bytes) / (lay.layers_per_stage * per_layer + embed)
+            messages += [bucket * mean_width, last * mean_width]
+        # One call for every message: the group's figures are worked out once.
+        each = tier_time(op, ranks, np.stack(np.broadcast_arrays(*messages)), crosses, hw, local_ranks=local)
+        layer_t, embed_t = each[0], np.where(ctx.vocab > 0, each[1], 0.0)
+        experts = expert_dp_figures(lay, ctx, op, widths[op])[0] if group == "dp" else 0.0
+        for granularity in granularities:
+            if granularity == "bucket":
+                total, tail = (calls - 1.0) * each[2] + each[3], each[3]
+            elif granularity == "tensor":
+                engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
+                embed_t_copies = embed_t + _rank_copies(engine, lay, ctx) * matrices
+                total = lay.layers_per_stage * _per_tensor_layer_time(op, width, lay, ctx, engine, crosses, local) \
+                    + embed_t_copies
+                tail = embed_t_copies / matrices
+            else:
+                total, tail = lay.layers_per_stage * layer_t + embed_t, np.maximum(layer_t, embed_t / matrices)
+            times[(op, group, granularity)] = np.where(ranks > 1, total, 0.0) + experts
+            tails[(op, group, granularity)] = np.where(ranks > 1, tail, 0.0)
+    return times, tails
+
+
+def engine_layouts(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """Whether each layout's sharding mode is one the stack's DP engine runs its own way
+    (``dp_protocol.DpEngine.modes``)."""
+    engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
+    return dp_protocol.by_mode(lay.zero, lambda mode: mode.name in engine.modes) > 0
+
+
+def engine_copies(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
+    """Seconds of copies the stack's DP engine runs on the compute stream in one micro-batch
+    of the busiest stage (``DpEngine.gather_copy_out``, ``reduce_copy_in``), for the layouts
+    whose mode it runs with DP > 1: ``forward`` (a copy-out after each weight gather hidden by
+    the forward) and ``backward`` (after each gathered by the backward, and each per-micro-batch
+    reduce-scatter's copy-in). Memory-bound at the achieved HBM bandwidth; 0 elsewhere."""
+    engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
+    if not (engine.gather_copy_out or engine.reduce_copy_in):
+        nothing = np.zeros(np.shape(lay.tp))
+        return {"forward": nothing, "backward": nothing}
+    per_layer, embed = _stage_elements(lay, ctx)
+    gather, embed_gather = dp_widths(ctx)["all_gather"], dp_widths(ctx, embedding=True)["all_gather"]
+    weights = lay.layers_per_stage * per_layer * gather + embed * embed_gather
+    values = lay.layers_per_stage * per_layer + embed
+    copy_out = roofline.memory_bound_time(2.0 * weights, ctx.hardware) if engine.gather_copy_out else 0.0
+    copy_in = roofline.memory_bound_time((float(ctx.dtype_bytes) + float(ctx.stack.main_grad_bytes)) * values,
+                                         ctx.hardware) if engine.reduce_copy_in else 0.0
+    table = dp_protocol.sharding_of(ctx.stack)
+
+    def count(op: str, window: str):
+        return dp_protocol.by_mode(lay.zero, lambda mode: sum(
+            1.0 for c in mode.collectives if c.op == op and c.per_microbatch and c.hidden_by == window), table)
+
+    runs = engine_layouts(lay, ctx) & (lay.grad_ranks > 1)
+    forward = count("all_gather", "forward") * copy_out
+    backward = count("all_gather", "backward") * copy_out + count("reduce_scatter", "backward") * copy_in
+    return {name: np.where(runs, metrics.apply_flop_vs_bw(t, ctx.flop_vs_bw), 0.0)
+            for name, t in (("forward", forward), ("backward", backward))}
+
+
+def _rank_copies(engine: dp_protocol.DpEngine, lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """Seconds one collective spends copying its ranks' parts, one kernel per rank, where the
+    engine goes through PyTorch's list API (``DpEngine.copy_per_rank``); else 0."""
+    return lay.grad_ranks * ctx.hardware.kernel_launch_us * 1e-6 if engine.copy_per_rank else np.zeros_like(lay.dp)
+
+
+def _per_tensor_layer_time(op: str, width: float, lay: StepLayouts, ctx: StepContext,
+                           engine: dp_protocol.DpEngine, crosses, local) -> np.ndarray:
+    """``op`` over one layer's weights moved one tensor per collective (``layer.layer_tensors``,
+    each 1/TP on a device, at ``width`` bytes per value), on the DP group's tiers (``crosses``,
+    ``local``: as ``_dp_times`` found them), each call with its ranks' copies (``_rank_copies``)."""
+    m = ctx.model
+    matrices, vectors = layer.layer_tensors(float(m.hidden), float(m.heads), ctx.block)
+    tensors = np.asarray(matrices + vectors)[:, None] * width / lay.tp
+    each = tier_time(op, lay.grad_ranks, tensors, crosses, ctx.hardware, local_ranks=local)
+    return each.sum(axis=0) + len(matrices + vectors) * _rank_copies(engine, lay, ctx)
+
+
+def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """DP / ZeRO communication of a step, as each layout's sharding mode runs it
+    (``dp_protocol.SHARDING``): the collectives that share a hiding window hide together
+    behind the stage's forward or backward of one micro-batch (``compute``'s
+    ``forward_hide``, ``backward_hide``) as far as it lasts, all but their tail
+    (``_dp_waited``); a once-per-step gradient reduction hides only when ``stack.dp_overlap``.
+    ``per_microbatch`` and ``per_step``: what the step waits for; ``total``: all of it;
+    ``traffic``: ``dp_traffic``."""
+    times = _dp_times(lay, ctx)
+    return {"per_microbatch": _dp_waited(lay, ctx, compute, times, True),
+            "per_step": _dp_waited(lay, ctx, compute, times, False),
+            "total": _per_step(lay, ctx, times[0]), "traffic": dp_traffic(lay, ctx)}
+
+
+def dp_by_window(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """``dp_comm``'s figures by hiding window W (``dp_protocol.HIDING_WINDOWS``), for drawing
+    a step: ``microbatch_W`` and ``step_W``, the time of the collectives of that window run
+    per micro-batch and once per step; ``microbatch_W_exposed`` and ``step_W_exposed``, what
+    of it the step waits for. Summed over the windows they are ``dp_comm``'s."""
+    times = _dp_times(lay, ctx)
+    out: Dict[str, np.ndarray] = {}
+    for window in dp_protocol.HIDING_WINDOWS:
+        for per_microbatch, name in ((True, "microbatch"), (False, "step")):
+            out[f"{name}_{window}"] = _dp_waited(lay, ctx, compute, times, per_microbatch, window, exposed=False)
+            out[f"{name}_{window}_exposed"] = _dp_waited(lay, ctx, compute, times, per_microbatch, window)
+    return out
+
+
+def _unhidden_tail(c: dp_protocol.DpCollective, hidden_by: str) -> bool:
+    """Whether ``c``'s tail waits however long its window lasts: a reduction's last call
+    starts once the backward it sits beside has produced its gradients (Megatron-Core's
+    ``finish_grad_sync``, FSDP's post-backward callback wait for it), and a weight gather
+    behind the forward has nothing before its first call to hide it (the forward's first
+    layer waits for its weights). A gather behind the backward is prefetched from the
+    forward's end."""
+    return c.op != "all_gather" or hidden_by == "forward"
+
+
+def _dp_waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray], times: tuple,
+               per_microbatch: bool, only: Optional[str] = None, *, exposed: bool = True) -> np.ndarray:
+    """What of each layout's DP collectives run per micro-batch (or once per step) the step
+    waits for, window by window (``only``: that window alone): all of a window's time beyond
+    what its compute hides, and never less than the longest tail of its collectives
+    (``_unhidden_tail``); with ``exposed`` False, all of their time. ``times``: ``_dp_times``'."""
+    hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
+    figures, tails = times
+    seen: Dict[tuple, np.ndarray] = {}   # a window's wait, shared by the modes that run the same collectives in it
+
+    def window_wait(hidden_by: str, needs_overlap: bool, collectives: tuple) -> np.ndarray:
+        key = (hidden_by, needs_overlap, tuple((c.op, c.group, c.under_recompute, c.granularity) for c in collectives))
+        if key not in seen:
+            t = sum(_figure(figures, c) * _repeats(lay, c) for c in collectives)
+            hides = exposed and hidden_by != "none" and (ctx.stack.dp_overlap or not needs_overlap)
+            if hides:
+                tail = reduce(np.maximum, (_figure(tails, c) * (_repeats(lay, c) > 0) for c in collectives
+                                           if _unhidden_tail(c, hidden_by)), 0.0)
+                t = np.maximum(metrics.exposed_communication(0.0, t, hide[hidden_by], ctx.dp_slowdown), tail)
+            seen[key] = t
+        return seen[key]
+
+    def waited(mode):
+        out = 0.0
+        for (hidden_by, needs_overlap), collectives in dp_protocol.windows(mode, per_microbatch).items():
+            if only is None or hidden_by == only:
+                out = out + window_wait(hidden_by, needs_overlap, collectives)
+        return out
+
+    return dp_protocol.by_mode(lay.zero, waited, dp_protocol.sharding_of(ctx.stack))
+
+
+def _repeats(lay: StepLayouts, c: dp_protocol.DpCollective):
+    """How many times ``c`` runs where it runs once: the recomputed share of the layers for a
+    collective run under recomputation (``DpCollective.under_recompute``), else 1."""
+    return lay.recomputed_share if c.under_recompute else 1.0
+
+
+def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """Bytes one device sends over its DP rings per step (nccl-tests' bus bytes), each
+    collective among its group's ranks, however it is split into calls."""
+    per_layer, embed = _stage_elements(lay, ctx)
+    widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
+    each: Dict[DpKey, np.ndarray] = {}
+    for (op, group), granularities in _dp_keys(lay, ctx).items():
+        ranks, _, _, share = lay.dp_group(group, ctx.hardware)
+        moved = bus_factor(op, ranks) * share * (widths[op] * lay.layers_per_stage * per_layer
+                                                 + embed_widths[op] * embed)
+        if group == "dp":
+            moved = moved + expert_dp_figures(lay, ctx, op, widths[op])[1]
+        each.update({(op, group, granularity): moved for granularity in granularities})
+    return _per_step(lay, ctx, each)
+
+
+def _per_step(lay: StepLayouts, ctx: StepContext, each: Dict[DpKey, np.ndarray]) -> np.ndarray:
+    """A step's sum over the collectives of each layout's sharding mode, as the stack's DP
+    engine runs them, given ``each`` collective's figure (time or bytes) over a stage: a
+    per-micro-batch collective counts once per micro-batch (times ``_repeats``)."""
+    def mode_sum(mode):
+        return sum((lay.microbatches if c.per_microbatch else 1.0) * _repeats(lay, c) * _figure(each, c)
+                   for c in mode.collectives)
+
+    return dp_protocol.by_mode(lay.zero, mode_sum, dp_protocol.sharding_of(ctx.stack))
+
+
+def dp_latency(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarray]:
+    """(per micro-batch, once per step) seconds of the DP collectives' latency steps alone:
+    each call its group's least latency on the tiers it spans, over the algorithms and
+    protocols NCCL may run (``collectives.nccl.lowest_latency``); a stage's calls as each
+    collective's granularity splits it (a layer's weights and the embedding's; every tensor
+    of a layer and the embedding's; or ``bucket_calls``)."""
+    hw = ctx.hardware
+    per_layer_calls = lay.layers_per_stage + (1.0 if ctx.vocab > 0 else 0.0)
+    tensors = sum(len(t) for t in layer.layer_tensors(float(ctx.model.hidden), float(ctx.model.heads), ctx.block))
+    calls = {"layer": per_layer_calls, "tensor": tensors * per_layer_calls}
+    alpha: Dict[DpKey, np.ndarray] = {}
+    for (op, group), granularities in _dp_keys(lay, ctx).items():
+        ranks, local, crosses, _ = lay.dp_group(group, hw)
+        one = lowest_latency(op, ranks, crosses, hw, local_ranks=local)
+        for granularity in granularities:
+            if granularity == "bucket" and "bucket" not in calls:
+                calls["bucket"] = bucket_calls(lay, ctx)[0]
+            alpha[(op, group, granularity)] = calls[granularity] * one
+    table = dp_protocol.sharding_of(ctx.stack)
+
+    def alpha_of(mode, per_microbatch: bool):
+        return sum(_figure(alpha, c) * _repeats(lay, c) for c in mode.collectives if c.per_microbatch == per_microbatch)
+
+    return (dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, True), table),
+            dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, False), table))
+
+
+def expert_dp_figures(lay: StepLayouts, ctx: StepContext, op: str, width: float) -> Tuple[np.ndarray, np.ndarray]:
+    """(seconds, bus bytes) of ``op`` on the stage's routed experts' weights (``width`` bytes
+    per value), one collective per layer among the EDP group (``StepLayouts.edp_group``), where
+    Megatron-Core's DDP reduces (and its distributed optimizer gathers) the experts' buffer:
+    it runs beside the same op on the layer's other weights, so it hides and waits with it.
+    0 for a dense model or an EDP group of one rank."""
+    if not ctx.model.experts:
+        nothing = np.zeros(np.shape(lay.tp))
+        return nothing, nothing
+    experts = lay.layers_per_stage * layer_weights_per_device(lay, ctx)[1]
+    if not np.any(experts > 0):
+        nothing = np.zeros(np.shape(lay.tp))
+        return nothing, nothing
+    ranks, local, crosses = lay.edp_group(ctx.hardware)
+    message = width * experts / lay.layers_per_stage
+    seconds = lay.layers_per_stage * tier_time(op, ranks, message, crosses, ctx.hardware, local_ranks=local)
+    many = (ranks > 1) & (experts > 0)
+    return np.where(many, seconds, 0.0), np.where(many, bus_factor(op, ranks) * width * experts, 0.0)
