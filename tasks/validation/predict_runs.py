@@ -10,6 +10,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from tasks.model.kernels.sustained import power_scale
 from tasks.model.terms.layout import CODED_FIELDS, Layout, encode
 from tasks.model.step.memory import usable_memory_bytes
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
@@ -105,16 +106,27 @@ def run_hardware(run: PublishedRun, hw: HardwareProfile) -> HardwareProfile:
     """``hw`` as the run's own cluster had it (``PublishedRun.cluster``; unchanged where the row
     states nothing): its GPUs per node, HBM capacity and bandwidth, and each device's share of
     the node's scale-out network, nics_per_node x nic_gbps / 8 / gpus_per_node GB/s (a blank
-    count or speed: the profile's one NIC per device, at the profile's per-device speed)."""
+    count or speed: the profile's one NIC per device, at the profile's per-device speed); and
+    each GPU's power limit. Raises ``RowError`` for a power limit the profile cannot price
+    (no datasheet limit to compare with, or at or below its static part)."""
     cluster = run.cluster
     if not cluster:
         return hw
     per_node = int(cluster.get("gpus_per_node", hw.devices_per_node))
     nic_gbps = cluster.get("nic_gbps", hw.inter_node.bandwidth_GBps * BITS_PER_BYTE)
     scale_out = cluster.get("nics_per_node", per_node) * nic_gbps / BITS_PER_BYTE / per_node
-    return replace(hw, devices_per_node=per_node, hbm_gb=cluster.get("hbm_gb", hw.hbm_gb),
-                   hbm_tbps=cluster.get("hbm_tbps", hw.hbm_tbps),
-                   inter_node=replace(hw.inter_node, bandwidth_GBps=scale_out))
+    out = replace(hw, devices_per_node=per_node, hbm_gb=cluster.get("hbm_gb", hw.hbm_gb),
+                  hbm_tbps=cluster.get("hbm_tbps", hw.hbm_tbps), power_limit_w=cluster.get("power_limit_w"),
+                  inter_node=replace(hw.inter_node, bandwidth_GBps=scale_out))
+    if out.power_limit_w is not None:
+        if out.tdp_w is None:
+            raise run.error("power_limit_w", out.power_limit_w, f"cannot be priced: hardware profile {hw.name} "
+                                                                 "states no datasheet limit (tdp_w)")
+        try:
+            power_scale(out)
+        except ValueError as err:
+            raise run.error("power_limit_w", out.power_limit_w, str(err).split(": ", 1)[1]) from None
+    return out
 
 
 def _layout(run: PublishedRun, micro_batch: int) -> Layout:

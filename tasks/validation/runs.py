@@ -71,7 +71,9 @@ Blank cells take these documented defaults (a blank cell means the source does n
   ``nics_per_node`` and ``nic_gbps`` (its scale-out NICs and each one's speed in Gb/s: a
   device's share of the node's network is nics x speed / gpus_per_node; one of the two
   blank keeps the profile's one NIC per GPU at the profile's per-device speed); ``hbm_gb``
-  and ``hbm_tbps`` (a memory variant: capacity in datasheet gigabytes, bandwidth in TB/s).
+  and ``hbm_tbps`` (a memory variant: capacity in datasheet gigabytes, bandwidth in TB/s);
+  ``power_limit_w`` (each GPU's board power limit in W where it ran below the datasheet's: a
+  power-capped or lower-power variant, ``kernels.sustained.power_scale``).
   ``predict_runs.run_hardware`` prices the run on that cluster;
 - ``precision``: bf16; ``flops_formula``: model; ``unit``: the metric's own (``METRICS``);
 - ``dropout`` (the hidden and attention dropout probability, a column ``published_runs.csv``
@@ -124,7 +126,7 @@ __all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "CLUSTER_COLUMNS", "UNMODELLE
            "runs_size_problem"]
 
 #: Columns stating the cluster a run ran on where it differs from its profile's (``PublishedRun.cluster``).
-CLUSTER_COLUMNS = ("gpus_per_node", "nics_per_node", "nic_gbps", "hbm_gb", "hbm_tbps")
+CLUSTER_COLUMNS = ("gpus_per_node", "nics_per_node", "nic_gbps", "hbm_gb", "hbm_tbps", "power_limit_w")
 #: Columns a runs file must have (the others may be absent or blank).
 REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "global_batch", "hw", "metric", "value")
 #: The other columns a runs file may have: what a row's prediction reads (blank: its
@@ -314,7 +316,8 @@ def _stack_switches(r: "RowCells", precision: str, flash: bool) -> Dict[str, obj
 
 def _cluster(r: "RowCells") -> Dict[str, float]:
     """The row's ``CLUSTER_COLUMNS`` that are not blank: whole numbers of GPUs and NICs, NIC
-    speeds and HBM sizes of at least 1 (Gb/s, GB), HBM bandwidths of at least 0.01 TB/s."""
+    speeds, HBM sizes and power limits of at least 1 (Gb/s, GB, W), HBM bandwidths of at least
+    0.01 TB/s."""
     out: Dict[str, float] = {}
     for column in CLUSTER_COLUMNS:
         whole = column in ("gpus_per_node", "nics_per_node")

@@ -19,6 +19,14 @@ and fused attention, at the law's burst time over that ratio. Memory-bound kerne
 collectives are left at the profile's figures (the memory clock does not settle with the
 SM clock). A dtype without a ``gemm_sustained`` entry sustains its ceiling: an assumption,
 which ``sustained_basis`` names so that ``validate`` can show the rows resting on it.
+
+A device capped below its datasheet's limit (``HardwareProfile.power_limit_w`` under
+``tdp_w``) settles lower still. ``power_scale`` takes the sustained clock to scale as the
+cube root of the power left once the part that does not follow the SM clock is paid (CMOS
+dynamic power is C·V²·f, and across the DVFS range the voltage rises with the clock, so it
+grows as f³; memory, I/O and leakage do not follow the SM clock). Both figures,
+``DVFS_EXPONENT`` and ``STATIC_POWER_SHARE``, are assumptions: no GEMM rate measured on a
+capped device is on hand, so ``sustained_basis`` names a capped device's rate "assumed".
 """
 
 from __future__ import annotations
@@ -29,7 +37,16 @@ from typing import Dict
 from tasks.model.kernels.roofline import gemm_ceiling
 from tasks.model.terms.specs import HardwareProfile
 
-__all__ = ["SUSTAINED_BASES", "sustained_ratio", "sustained_basis", "training_device"]
+__all__ = ["SUSTAINED_BASES", "STATIC_POWER_SHARE", "DVFS_EXPONENT", "sustained_ratio", "sustained_basis",
+           "static_power_w", "power_scale", "training_device"]
+
+#: Assumption: the share of the datasheet's board limit (``tdp_w``) that does not follow the
+#: SM clock while a GEMM runs at the limit (HBM, NVLink and host I/O, leakage).
+STATIC_POWER_SHARE = 0.25
+
+#: Assumption: the power that follows the SM clock grows as its cube (dynamic power C·V²·f
+#: with the voltage rising in step with the clock across the DVFS range).
+DVFS_EXPONENT = 3.0
 
 #: Where a profile's sustained rate for a dtype comes from: "measured" (a sustained matmul
 #: measurement of that device), "assumed" (a ``gemm_sustained`` entry whose source is an
@@ -57,23 +74,46 @@ def sustained_basis(hw: HardwareProfile, dtype: str = "bf16") -> str:
     where the entry's source (``sources['gemm_sustained.<dtype>']``) starts with
     "assumption", else "measured"."""
     key = _entry(hw, dtype)
+    if power_scale(hw) < 1.0:
+        return "assumed"
     if key not in hw.gemm_sustained:
         return "none"
     source = str(hw.sources.get(f"gemm_sustained.{key}", "")).strip().lower()
     return "assumed" if source.startswith("assumption") else "measured"
 
 
+def static_power_w(hw: HardwareProfile) -> float:
+    """Watts of the board's limit that do not follow the SM clock (``STATIC_POWER_SHARE`` of
+    ``tdp_w``; 0 without one)."""
+    return STATIC_POWER_SHARE * float(hw.tdp_w or 0.0)
+
+
+def power_scale(hw: HardwareProfile) -> float:
+    """The sustained clock at ``power_limit_w`` over the one at ``tdp_w``, in (0, 1]:
+    ((cap - static) / (tdp - static)) ** (1 / ``DVFS_EXPONENT``); 1 where no cap below the
+    datasheet's limit is set. Raises ``ValueError`` for a cap at or below the static part."""
+    cap, tdp = hw.power_limit_w, hw.tdp_w
+    if cap is None or tdp is None or cap >= tdp:
+        return 1.0
+    static = static_power_w(hw)
+    if cap <= static:
+        raise ValueError(f"hardware.power_limit_w={cap:g}: at or below the {static:g} W that does not scale "
+                         "with the clock")
+    return float(((cap - static) / (tdp - static)) ** (1.0 / DVFS_EXPONENT))
+
+
 def training_device(hw: HardwareProfile) -> HardwareProfile:
     """``hw`` as a training step's compute sees it: the bf16/fp16 and fp8 peaks scaled by
-    their ``sustained_ratio``, and a wave's fixed overhead (``gemm_tile_overhead_us``, a time
-    at the burst clock) stretched by the 16-bit ratio. ``hw`` itself where nothing is
-    sustained below its ceiling."""
-    if not hw.gemm_sustained:
+    their ``sustained_ratio`` and the ``power_scale`` of a capped device, and a wave's fixed
+    overhead (``gemm_tile_overhead_us``, a time at the burst clock) stretched by the 16-bit
+    scale. ``hw`` itself where nothing is sustained below its ceiling."""
+    capped = power_scale(hw)
+    if not hw.gemm_sustained and capped == 1.0:
         return hw
-    ratio16 = sustained_ratio(hw, "bf16")
+    ratio16 = sustained_ratio(hw, "bf16") * capped
     changes: Dict[str, object] = {"peak_tflops": hw.peak_tflops * ratio16}
     if hw.peak_fp8_tflops is not None and "fp8" in hw.gemm_ceiling:
-        changes["peak_fp8_tflops"] = hw.peak_fp8_tflops * sustained_ratio(hw, "fp8")
+        changes["peak_fp8_tflops"] = hw.peak_fp8_tflops * sustained_ratio(hw, "fp8") * capped
     if hw.gemm_tile_overhead_us is not None:
         changes["gemm_tile_overhead_us"] = hw.gemm_tile_overhead_us / ratio16
     return replace(hw, **changes)

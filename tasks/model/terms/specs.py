@@ -138,6 +138,10 @@ class HardwareProfile:
     maximum sustainable matmul FLOP/s), at or below ``gemm_ceiling``; a training step runs
     its compute at this rate (``tasks.model.kernels.sustained``). A dtype without an entry
     is taken to sustain its ceiling.
+    ``tdp_w``: the board power limit (W) of the datasheet, at which ``gemm_sustained`` was
+    measured; ``power_limit_w``: the limit the cluster's devices run at where it is lower (a
+    power-capped or lower-power variant; ``None``: ``tdp_w``), which slows the clock the
+    compute settles at (``sustained.power_scale``).
     """
 
     name: str = MISSING
@@ -155,6 +159,8 @@ class HardwareProfile:
     peak_fp8_tflops: Optional[float] = None
     gemm_tile_overhead_us: Optional[float] = None
     gemm_sustained: Dict[str, float] = field(default_factory=dict)
+    tdp_w: Optional[float] = None
+    power_limit_w: Optional[float] = None
     intra_node: LinkTier = field(default_factory=LinkTier)
     inter_node: LinkTier = field(default_factory=LinkTier)
     sources: Dict[str, str] = field(default_factory=dict)
@@ -169,4 +175,7 @@ def fingerprint(spec: object) -> str:
     content = asdict(spec)  # type: ignore[arg-type]
     for prose in ("description", "sources", "source"):
         content.pop(prose, None)
+    for unset in ("tdp_w", "power_limit_w"):      # figures added later: a profile without them keeps its hash
+        if content.get(unset, 0) is None:
+            content.pop(unset)
     return content_hash(content)

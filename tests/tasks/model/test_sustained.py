@@ -137,3 +137,29 @@ def test_the_h200_profile_prices_a_gemm_held_at_the_power_limit_as_an_h200_measu
     assert tflops(training_device(hw)) == pytest.approx(random_data["sustained_tflops"], rel=0.03)
     assert tflops(hw) == pytest.approx(random_data["first_tflops"], rel=0.07)
     assert random_data["sustained_watts"] > 0.95 * random_data["power_limit_w"]  # held at the limit
+
+
+def test_a_power_capped_device_settles_lower_as_the_stated_law_has_it():
+    """Below the datasheet's limit the sustained clock scales as the cube root of the power
+    left beyond the static quarter (both assumptions, so the rate is "assumed"); at or above
+    the limit nothing moves; a cap at or below the static part is refused naming the field."""
+    from tasks.model.kernels.sustained import DVFS_EXPONENT, STATIC_POWER_SHARE, power_scale
+
+    h100 = load_preset("hardware", "h100")
+    assert h100.tdp_w == 700 and power_scale(h100) == 1.0
+    at_limit = dataclasses.replace(h100, power_limit_w=700.0)
+    assert training_device(at_limit).peak_tflops == training_device(h100).peak_tflops
+    capped = dataclasses.replace(h100, power_limit_w=500.0)
+    static = STATIC_POWER_SHARE * 700.0
+    scale = ((500.0 - static) / (700.0 - static)) ** (1.0 / DVFS_EXPONENT)
+    assert power_scale(capped) == pytest.approx(scale) and 0.8 < scale < 0.9
+    assert training_device(capped).peak_tflops == pytest.approx(training_device(h100).peak_tflops * scale)
+    assert training_device(capped).peak_fp8_tflops == pytest.approx(training_device(h100).peak_fp8_tflops * scale)
+    assert sustained_basis(h100) == "assumed" and sustained_basis(load_preset("hardware", "b200")) == "measured"
+    assert sustained_basis(dataclasses.replace(load_preset("hardware", "b200"), power_limit_w=800.0)) == "assumed"
+    for limit, why in ((static, "at or below"), (100.0, "at or below")):
+        with pytest.raises(ConfigError, match=why) as error:
+            validate_hardware(dataclasses.replace(h100, power_limit_w=limit))
+        assert error.value.field == "hardware.power_limit_w"
+    with pytest.raises(ConfigError, match="needs hardware.tdp_w"):
+        validate_hardware(dataclasses.replace(load_preset("hardware", "gb200"), power_limit_w=900.0))

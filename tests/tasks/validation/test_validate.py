@@ -400,6 +400,29 @@ def test_a_run_is_priced_on_the_cluster_its_row_states(tmp_path, profiles):
             read_runs(_with(tmp_path, columns, _row(**h100) + "," + cells))
 
 
+def test_a_run_on_power_capped_gpus_is_priced_at_their_limit(tmp_path, profiles):
+    """A ``power_limit_w`` below the profile's datasheet limit slows the run's compute as
+    ``sustained.power_scale`` says; blank or the datasheet's own limit leaves it; a limit the
+    profile cannot price is refused naming the column and the value."""
+    from tasks.model.kernels.sustained import power_scale
+
+    h100 = dict(hw="H100-SXM5-80GB", flash_attention="true", layers="32", hidden="4096", heads="32", seq="4096",
+                tp="1", pp="1", dp="8", gpus="8", global_batch="64", micro_batch="1")
+    blank, full, capped = read_runs(_with(tmp_path, "power_limit_w", _row(**h100) + ",", _row(**h100) + ",700",
+                                          _row(**h100) + ",450"))
+    hw = find_profile(blank.hw, profiles)
+    assert run_hardware(blank, hw) is hw and predict_run(full, hw).step_time_s == predict_run(blank, hw).step_time_s
+    slow = run_hardware(capped, hw)
+    assert slow.power_limit_w == 450 and predict_run(capped, hw).step_time_s > predict_run(blank, hw).step_time_s
+    assert predict_run(capped, hw).step_time_s < predict_run(blank, hw).step_time_s / power_scale(slow)
+    (low,) = read_runs(_with(tmp_path, "power_limit_w", _row(**h100) + ",150"))
+    with pytest.raises(RowError, match=re.escape("power_limit_w=150.0 at or below the 175 W")):
+        predict_run(low, hw)
+    (gb200,) = read_runs(_with(tmp_path, "power_limit_w", _row(**{**h100, "hw": "GB200"}) + ",900"))
+    with pytest.raises(RowError, match="states no datasheet limit"):
+        predict_run(gb200, find_profile(gb200.hw, profiles))
+
+
 def test_a_row_says_whether_gradients_are_reduced_in_fp32(tmp_path, profiles):
     """Megatron-Core's grad_reduce_in_fp32: off, a bf16 run keeps and reduces 16-bit gradients;
     on, an fp16 run reduces fp32 ones; blank keeps the precision's default."""
