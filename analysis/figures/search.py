@@ -17,7 +17,7 @@ from analysis.figures.common import (MARK, SERIES, caption, finish, fit_width, f
                                      new_panels, require)
 from analysis.figures.labels import label_points
 from sweeps.lake.kinds import SCALING, SEARCH
-from tasks.model.terms.layout import LATER_LAYOUT_FIELDS, LAYOUT_FIELDS, Layout
+from tasks.model.terms.layout import LATER_LAYOUT_FIELDS, LAYOUT_FIELDS, layout_from_row
 from tasks.model.terms.metrics import latency_share
 
 __all__ = ["draw_pareto", "draw_scaling", "draw_latency_floor", "pareto_front", "layout_label", "has_layout"]
@@ -40,14 +40,7 @@ def pareto_front(trials: pd.DataFrame) -> pd.DataFrame:
 
 def layout_label(row) -> str:
     """A row's layout in the words of ``tasks.model.terms.layout.Layout.describe`` (e.g. ``tp8 pp4 dp2 b1 zero1``)."""
-    values = {name: getattr(row, name, None) for name in LAYOUT_FIELDS}
-    return Layout(**{name: v if isinstance(v, str) else bool(v) if name == "sequence_parallel" else int(v)
-                     for name, v in values.items() if not _absent(v)}).describe()
-
-
-def _absent(value) -> bool:
-    """A field a row of an earlier schema lacks (``layout.LATER_LAYOUT_FIELDS``): None or NaN."""
-    return value is None or (isinstance(value, float) and value != value)
+    return layout_from_row(lambda name: getattr(row, name, None)).describe()
 
 
 def has_layout(columns) -> bool:

@@ -18,7 +18,7 @@ from sweeps.config import SearchSetup
 from sweeps.lake import Lake
 from sweeps.lake.kinds import SEARCH
 from sweeps.lake.views import query
-from tasks.model.terms.layout import CODED_FIELDS, LAYOUT_FIELDS, Layout, decode, families
+from tasks.model.terms.layout import CODED_FIELDS, LAYOUT_FIELDS, Layout, decode, families, layout_from_row
 from tasks.model.search.rows import OBJECTIVES, TIE_BREAKERS, best_row, ranking
 from tasks.model.search.space import exhaustive
 
@@ -27,15 +27,8 @@ __all__ = ["layout_of", "study_rows", "pareto", "top_layouts", "exhaustive_frame
 
 
 def layout_of(row) -> Layout:
-    """The ``Layout`` of a ``search`` or ``scaling`` row (names, not codes). A field a row of an
-    earlier schema lacks (null, or absent) takes the ``Layout`` default (no EP before schema 4)."""
-    def present(name):
-        value = row[name] if name in row else None
-        return value is not None and not (isinstance(value, float) and value != value)
-
-    return Layout(**{name: (bool(row[name]) if name == "sequence_parallel" else
-                            row[name] if isinstance(row[name], str) else int(row[name]))
-                     for name in LAYOUT_FIELDS if present(name)})
+    """The ``Layout`` of a ``search`` or ``scaling`` row (names, not codes; ``layout_from_row``)."""
+    return layout_from_row(lambda name: row[name] if name in row else None)
 
 
 def study_rows(lake: Lake, study: str) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from tasks.model.step.memory import FP8_WEIGHT_BYTES
 from tasks.model.terms import metrics
 
 __all__ = ["embedding_matrices", "dp_widths", "dp_comm", "dp_by_window", "dp_traffic", "dp_latency",
-           "engine_copies", "expert_dp_figures", "bucket_calls"]
+           "engine_copies", "expert_group", "expert_dp_figures", "bucket_calls"]
 
 #: The key of a DP collective's figure over a stage: (op, ``dp_protocol.DP_GROUPS`` entry,
 #: ``dp_protocol.GRANULARITIES`` entry).
@@ -102,6 +102,7 @@ def _dp_times(lay: StepLayouts, ctx: StepContext) -> Tuple[Dict[DpKey, np.ndarra
     per_layer, embed = _stage_elements(lay, ctx)
     widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
     matrices = embedding_matrices(lay)
+    experts_of = expert_group(lay, ctx)
     times: Dict[DpKey, np.ndarray] = {}
     tails: Dict[DpKey, np.ndarray] = {}
     for (op, group), granularities in _dp_keys(lay, ctx).items():
@@ -116,7 +117,7 @@ def _dp_times(lay: StepLayouts, ctx: StepContext) -> Tuple[Dict[DpKey, np.ndarra
         # One call for every message: the group's figures are worked out once.
         each = tier_time(op, ranks, np.stack(np.broadcast_arrays(*messages)), crosses, hw, local_ranks=local)
         layer_t, embed_t = each[0], np.where(ctx.vocab > 0, each[1], 0.0)
-        experts = expert_dp_figures(lay, ctx, op, widths[op])[0] if group == "dp" else 0.0
+        experts = expert_dp_figures(lay, ctx, op, widths[op], experts_of)[0] if group == "dp" else 0.0
         for granularity in granularities:
             if granularity == "bucket":
                 total, tail = (calls - 1.0) * each[2] + each[3], each[3]
@@ -269,13 +270,14 @@ def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
     collective among its group's ranks, however it is split into calls."""
     per_layer, embed = _stage_elements(lay, ctx)
     widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
+    experts_of = expert_group(lay, ctx)
     each: Dict[DpKey, np.ndarray] = {}
     for (op, group), granularities in _dp_keys(lay, ctx).items():
         ranks, _, _, share = lay.dp_group(group, ctx.hardware)
         moved = bus_factor(op, ranks) * share * (widths[op] * lay.layers_per_stage * per_layer
                                                  + embed_widths[op] * embed)
         if group == "dp":
-            moved = moved + expert_dp_figures(lay, ctx, op, widths[op])[1]
+            moved = moved + expert_dp_figures(lay, ctx, op, widths[op], experts_of)[1]
         each.update({(op, group, granularity): moved for granularity in granularities})
     return _per_step(lay, ctx, each)
 
@@ -318,20 +320,31 @@ def dp_latency(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarr
             dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, False), table))
 
 
-def expert_dp_figures(lay: StepLayouts, ctx: StepContext, op: str, width: float) -> Tuple[np.ndarray, np.ndarray]:
+def expert_group(lay: StepLayouts, ctx: StepContext) -> Optional[tuple]:
+    """(routed experts' weights on the stage on one device, and the EDP group's ranks, ranks on
+    one node and whether it spans nodes: ``StepLayouts.edp_group``), worked out once for a
+    step's DP figures; None for a dense model or a table whose devices hold no routed expert."""
+    if not ctx.model.experts:
+        return None
+    experts = lay.layers_per_stage * layer_weights_per_device(lay, ctx)[1]
+    if not np.any(experts > 0):
+        return None
+    return (experts, *lay.edp_group(ctx.hardware))
+
+
+def expert_dp_figures(lay: StepLayouts, ctx: StepContext, op: str, width: float,
+                      group: Optional[tuple] = None) -> Tuple[np.ndarray, np.ndarray]:
     """(seconds, bus bytes) of ``op`` on the stage's routed experts' weights (``width`` bytes
     per value), one collective per layer among the EDP group (``StepLayouts.edp_group``), where
     Megatron-Core's DDP reduces (and its distributed optimizer gathers) the experts' buffer:
     it runs beside the same op on the layer's other weights, so it hides and waits with it.
-    0 for a dense model or an EDP group of one rank."""
-    if not ctx.model.experts:
+    ``group``: ``expert_group``'s (worked out here when not given). 0 for a dense model or an
+    EDP group of one rank."""
+    group = expert_group(lay, ctx) if group is None else group
+    if group is None:
         nothing = np.zeros(np.shape(lay.tp))
         return nothing, nothing
-    experts = lay.layers_per_stage * layer_weights_per_device(lay, ctx)[1]
-    if not np.any(experts > 0):
-        nothing = np.zeros(np.shape(lay.tp))
-        return nothing, nothing
-    ranks, local, crosses = lay.edp_group(ctx.hardware)
+    experts, ranks, local, crosses = group
     message = width * experts / lay.layers_per_stage
     seconds = lay.layers_per_stage * tier_time(op, ranks, message, crosses, ctx.hardware, local_ranks=local)
     many = (ranks > 1) & (experts > 0)

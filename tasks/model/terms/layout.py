@@ -16,7 +16,7 @@ call, as plain data (after torchtitan's ``ParallelDims``).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -35,6 +35,7 @@ __all__ = [
     "LAYOUT_LEGEND",
     "STRUCTURAL_CONSTRAINTS",
     "Layout",
+    "layout_from_row",
     "recompute_layers_problem",
     "cp_problem",
     "structural_violations",
@@ -196,6 +197,19 @@ class Layout:
         parts += [] if self.recompute == "none" else [self.recompute[:4] + (f"({self.recompute_layers})"
                                                                             if self.recompute_layers else "")]
         return " ".join(parts)
+
+
+def layout_from_row(value_of: Callable[[str], object]) -> Layout:
+    """The ``Layout`` of a stored row (field names, not codes), ``value_of(field)`` giving each
+    ``LAYOUT_FIELDS`` entry's value: a field the row lacks (None, or NaN, as a row of an
+    earlier schema lacks ``LATER_LAYOUT_FIELDS``) takes the ``Layout`` default; counts read as
+    whole numbers, sequence parallelism as a flag."""
+    def read(name: str, value):
+        return value if isinstance(value, str) else bool(value) if name == "sequence_parallel" else int(value)
+
+    values = {name: value_of(name) for name in LAYOUT_FIELDS}
+    return Layout(**{name: read(name, v) for name, v in values.items()
+                     if v is not None and not (isinstance(v, float) and v != v)})
 
 
 def recompute_layers_problem(recompute: str, recompute_layers: int) -> str:

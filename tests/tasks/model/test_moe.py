@@ -195,3 +195,21 @@ def test_latent_attention_counts_deepseek_v3s_projections_and_its_core(h100):
     assert plain.core_width(7168.0, 128.0) == plain.attention_width(7168.0, 128.0) == 128 * 128
     assert mla_problem(dataclasses.replace(model, head_dim=None))[0] == "model.kv_lora_rank"
     assert mla_problem(dataclasses.replace(model, kv_lora_rank=0))[0] == "model.q_lora_rank"
+
+
+def test_a_stored_row_reads_back_as_its_layout_with_later_fields_defaulted():
+    """``layout_from_row``: a row of an earlier schema (no EP or CP columns, or NaN there)
+    reads back with the ``Layout`` defaults; counts stored as floats read as whole numbers."""
+    import math
+
+    from tasks.model.terms.layout import LATER_LAYOUT_FIELDS, Layout, layout_from_row
+
+    full = Layout(tp=4, pp=2, dp=8, micro_batch=2, zero="zero1", sequence_parallel=True, ep=8, etp=2,
+                  dispatcher="flex", cp=2, cp_comm="a2a")
+    stored = {name: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+              for name, v in vars(full).items()}
+    assert layout_from_row(stored.get) == full
+    earlier = {name: v for name, v in stored.items() if name not in LATER_LAYOUT_FIELDS}
+    nan_filled = {**stored, **{name: math.nan for name in ("ep", "etp", "cp")}, "dispatcher": None, "cp_comm": None}
+    expected = Layout(tp=4, pp=2, dp=8, micro_batch=2, zero="zero1", sequence_parallel=True)
+    assert layout_from_row(earlier.get) == layout_from_row(nan_filled.get) == expected
