@@ -45,6 +45,7 @@ MODEL_FOLDERS: Dict[str, Tuple[str, ...]] = {
     "step": ("terms", "kernels", "collectives", "step"),
     "search": ("terms", "kernels", "collectives", "step", "search"),
     "projection": ("terms", "kernels", "collectives", "projection"),
+    "limits": ("terms", "kernels", "collectives", "step", "search", "limits"),
 }
 #: Where a step's time is computed, newest layout first (a checkout's first that exists).
 STEP_ENTRIES = ("tasks.model.step.plan", "tasks.model.step")

@@ -6,6 +6,7 @@ command line only parses and renders).
 - ``measure_roi``: a ``mode: roi`` sweep (measure the region of interest, fit the
   collectives, set the measured overlap beside the spec model's);
 - ``run_scaling``: ``commscale search --scaling``, the best layout per model and device count;
+- ``run_limits``: ``commscale limits``, utilisation against training compute per scenario;
 - ``measure_winners``: ``commscale search --measure``, the top layouts' kernels and
   collectives measured beside their projection;
 - ``validate``: ``commscale validate``, every published measurement predicted and its records
@@ -27,7 +28,7 @@ from sweeps.jobs.probe import remove_markers
 from sweeps.jobs.projection import Highlight, projection_job
 from sweeps.jobs.roi import measured_overlap, record_fits, roi_configs, roi_job
 from sweeps.lake import Lake
-from sweeps.lake.kinds import ROI, SCALING
+from sweeps.lake.kinds import LIMITS, ROI, SCALING
 from sweeps.lake.views import read_rows
 from sweeps.run import RunReport, run_job
 from tasks.fit.alpha_beta import AlphaBetaFit, collective_fits
@@ -35,6 +36,7 @@ from tasks.model.projection.grid import Calibration
 
 if TYPE_CHECKING:
     from sweeps.config import SearchSetup
+    from sweeps.config.scale_limits import LimitsSetup
     from sweeps.jobs.validation import ValidationResult
     from tasks.model.terms.layout import Layout
 
@@ -116,6 +118,25 @@ def run_scaling(setup: "SearchSetup", lake: Lake, **run_options: Any) -> Scaling
     report = run_job(job, lake, chunk_size=1, **run_options)
     rows = read_rows(lake, SCALING, job.points, status=None).sort_values(["model", "devices"])
     return ScalingRun(report, rows)
+
+
+@dataclass(frozen=True)
+class LimitsRun:
+    """``run_limits``' result: what the run did and its rows (every status), by scenario and
+    training FLOP."""
+
+    report: RunReport
+    rows: pd.DataFrame
+
+
+def run_limits(setup: "LimitsSetup", lake: Lake, **run_options: Any) -> LimitsRun:
+    """The ``limits`` points of ``setup``'s preset into ``lake`` (``sweeps.jobs.scale_limits``)."""
+    from sweeps.jobs.scale_limits import limits_job
+
+    job = limits_job(setup)
+    report = run_job(job, lake, chunk_size=1, **run_options)
+    rows = read_rows(lake, LIMITS, job.points, status=None).sort_values(["scenario", "flop_target"])
+    return LimitsRun(report, rows)
 
 
 @dataclass(frozen=True)

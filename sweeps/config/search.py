@@ -36,8 +36,8 @@ from tasks.model.terms.stack import Stack
 from tasks.model.step.plan import STEP_MODEL_VERSION, StepContext, step_columns
 
 __all__ = ["SearchSetup", "SAMPLERS", "DEFAULT_PRESET", "TRIALS_BOUND", "CONFIG_GROUPS", "load_search",
-           "compose_stack", "load_stack", "composed_config", "validate_search", "check_budget", "check_space",
-           "check_context_parallel"]
+           "split_overrides", "compose_stack", "load_stack", "composed_config", "validate_search", "check_budget",
+           "check_space", "check_context_parallel"]
 
 DEFAULT_PRESET = "default"
 #: How a trial's parameters spell a layout (``sweeps.search.suggest_layout``): part of a
@@ -137,23 +137,24 @@ UNUSED_FIELDS: Dict[str, Tuple[str, ...]] = {
 }
 
 
-def _split(overrides: Sequence[str]) -> Tuple[str, List[str], Dict[str, List[str]]]:
-    """(the search preset, the search's own ``FIELD=VALUE`` overrides, each of
+def split_overrides(overrides: Sequence[str], *, group: str = "search",
+                    default: str = DEFAULT_PRESET) -> Tuple[str, List[str], Dict[str, List[str]]]:
+    """(the preset of ``group``, its own ``FIELD=VALUE`` overrides, each of
     ``PRESET_FIELD_GROUPS``' field overrides with the group's name left off). A second
-    preset name is refused (``ConfigError``): only one would be searched."""
-    preset, dotted, fields = None, [], {group: [] for group in PRESET_FIELD_GROUPS}
+    preset name is refused (``ConfigError``): only one would be run."""
+    preset, dotted, fields = None, [], {name: [] for name in PRESET_FIELD_GROUPS}
     for item in overrides:
         key = item.partition("=")[0]
-        group, dot, _ = key.partition(".")
+        prefix, dot, _ = key.partition(".")
         if "=" not in item:
             if preset is not None:
-                raise ConfigError("search", item, f"names a second preset after {preset!r}; give one")
+                raise ConfigError(group, item, f"names a second preset after {preset!r}; give one")
             preset = item
-        elif dot and group in fields:
-            fields[group].append(item[len(group) + 1:])
+        elif dot and prefix in fields:
+            fields[prefix].append(item[len(prefix) + 1:])
         else:
             dotted.append(item)
-    return preset or DEFAULT_PRESET, dotted, fields
+    return preset or default, dotted, fields
 
 
 #: How an error names each mode of ``UNUSED_FIELDS``.
@@ -177,7 +178,7 @@ def load_search(overrides: Sequence[str] = (), *, scaling: bool = False, exhaust
     ``model.FIELD`` in the scaling view, which searches ``scaling.models``' own presets,
     and an objective of more than one value there. ``allow_large``: a preset file beyond
     ``bounds.MAX_YAML_BYTES`` is read all the same."""
-    preset, dotted, fields = _split(overrides)
+    preset, dotted, fields = split_overrides(overrides)
     _refuse_unused(dotted, "scaling" if scaling else "exhaustive" if exhaustive else "search")
     if scaling and fields["model"]:
         key, _, value = fields["model"][0].partition("=")

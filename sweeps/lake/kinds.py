@@ -13,12 +13,13 @@ from tasks.fit import accuracy
 from tasks.fit.alpha_beta import FIT_SCHEMA, FIT_SCHEMA_VERSION
 from tasks.measure import baseline, kernels, probe
 from tasks.model.projection import grid as projection
+from tasks.model.limits import rows as limits_rows
 from tasks.model.search import rows as search_rows
 from tasks.outcomes import FAILURE_SCHEMA
 from tasks.validation.records import VALIDATION_SCHEMA, VALIDATION_SCHEMA_VERSION
 
 __all__ = ["PROJECTION", "PROBE", "FAILURE", "ROI", "COLLECTIVE_FIT", "SEARCH", "SCALING", "BASELINE", "OPMODEL",
-           "ACCURACY", "VALIDATION", "VALIDATION_ROW_SCHEMA", "SCHEMAS", "FAILURE_SCHEMA_VERSION", "SHARED_KINDS"]
+           "ACCURACY", "VALIDATION", "LIMITS", "VALIDATION_ROW_SCHEMA", "SCHEMAS", "FAILURE_SCHEMA_VERSION", "SHARED_KINDS"]
 
 PROJECTION = "projection"      # one configuration x hardware scenario, projected
 PROBE = "probe"                # a synthetic point of `commscale probe`
@@ -31,6 +32,7 @@ BASELINE = "baseline"          # per-operator times of one profiled layer step
 OPMODEL = "opmodel"            # a fitted operator model
 ACCURACY = "accuracy"          # a held-out configuration, projected against measured
 VALIDATION = "validation"      # a published measurement, predicted by the cost model (`commscale validate`)
+LIMITS = "limits"              # one training compute of a scaled family, its best run in a duration (`commscale limits`)
 
 FAILURE_SCHEMA_VERSION = 1
 
@@ -60,4 +62,5 @@ SCHEMAS: Dict[str, Tuple[pa.Schema, int]] = {
     OPMODEL: (accuracy.OPMODEL_SCHEMA, accuracy.OPMODEL_SCHEMA_VERSION),
     ACCURACY: (accuracy.ACCURACY_SCHEMA, accuracy.ACCURACY_SCHEMA_VERSION),
     VALIDATION: (VALIDATION_ROW_SCHEMA, VALIDATION_SCHEMA_VERSION),
+    LIMITS: (limits_rows.LIMITS_SCHEMA, limits_rows.LIMITS_SCHEMA_VERSION),
 }

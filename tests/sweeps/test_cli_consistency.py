@@ -31,7 +31,7 @@ def test_restart_is_one_flag_with_one_help_in_every_command():
     """calibrate said "if the calibration's preset changed" and search "if its config
     changed"; each restarted unconditionally, as run does (all through run_job)."""
     found = _with("--restart")
-    assert set(found) == {"run", "probe", "calibrate", "search"}
+    assert set(found) == {"run", "probe", "calibrate", "search", "limits"}
     for name, param in found.items():
         assert param.is_flag, name
         assert RESTART_HELP in param.help, (name, param.help)
@@ -39,7 +39,7 @@ def test_restart_is_one_flag_with_one_help_in_every_command():
 
 def test_address_is_the_ray_cluster_in_every_command():
     found = _with("--address")
-    assert set(found) == {"run", "probe", "calibrate", "search", "submit"}
+    assert set(found) == {"run", "probe", "calibrate", "search", "submit", "limits"}
     for name, param in found.items():
         assert param.callback is check_address, name
         assert param.metavar == "HOST:PORT" and param.help.startswith("The Ray cluster"), (name, param.help)

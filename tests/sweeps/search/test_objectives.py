@@ -14,14 +14,16 @@ from sweeps.search import run_search
 from sweeps.search.results import exhaustive_frame, optimum_gap, study_rows, top_layouts
 from tasks.model.search.rows import OBJECTIVES
 
-#: 24 layouts of Megatron 8.3B on 16 A100 whose best exposes nothing: TP 1, PP 1 with
-#: ZeRO-3 hides its gathers and reductions behind compute under the 2022 stack.
-ZERO_BEST = ["small", "stack=megatron-2022", "space.tp=[1,2]", "space.pp=[1,2]", "space.micro_batch=[2]",
-             "space.schedule=[1f1b]", "space.zero=[none,zero3]", "space.sequence_parallel=[false]",
-             "space.recompute=[none,selective,full]", "trials=8", "batch=4"]
+#: 12 layouts of Megatron 8.3B on 4 A100 whose best exposes nothing: one replica (DP 1: no
+#: gradient reduction, whose last bucket no backward hides) of an interleaved pipeline whose
+#: sends hide behind its compute.
+ZERO_BEST = ["small", "stack=megatron-core-2024", "devices=4", "space.tp=[1]", "space.pp=[2,4]",
+             "space.micro_batch=[2]", "space.schedule=[interleaved]", "space.virtual_stages=[2]",
+             "space.zero=[none,zero3]", "space.sequence_parallel=[false]", "space.recompute=[none,selective,full]",
+             "trials=8", "batch=4"]
 #: A space with several layouts exposing nothing whose step times differ, a slower one
 #: enumerated before the fastest of them.
-TIES = ["small", "stack=megatron-core-2024", "space.tp=[1]", "space.pp=[2,4]", "space.micro_batch=[2]",
+TIES = ["small", "stack=megatron-core-2024", "devices=4", "space.tp=[1]", "space.pp=[2,4]", "space.micro_batch=[2]",
         "space.schedule=[interleaved]", "space.virtual_stages=[2]", "space.zero=[none,zero3]",
         "space.sequence_parallel=[false]", "space.recompute=[none,selective,full]", "objective=exposed_comm"]
 
