@@ -39,13 +39,14 @@ from analysis.report_cache import FIGURES_FOLDER, FigureCache, code_version, dig
 from analysis.report_files import ReportFolderError, check_files, folder_lock, write_text
 from analysis.report_render import FigureEntry, Finding, Section, Topic, render_html, render_markdown
 from analysis.report_search import accuracy_topic, scaling_topic, search_topic
+from analysis.report_codesign import codesign_topic
 from analysis.report_limits import limits_topic
 from analysis.report_timeline import TimelinePicture, timeline_topic
 from analysis.report_study import (DEFAULT_MAX_M, case_topic, grid_topic, no_case_study_topic, no_projection_topics,
                                    partitions)
 from analysis.report_validation import validation_topic
 from sweeps.lake import Lake
-from sweeps.lake.kinds import ACCURACY, LIMITS, PROJECTION, ROI, SCALING, SEARCH, VALIDATION
+from sweeps.lake.kinds import ACCURACY, CODESIGN, LIMITS, PROJECTION, ROI, SCALING, SEARCH, VALIDATION
 from sweeps.lake.views import connect, view_frame
 
 __all__ = ["ReportResult", "ReportFolderError", "write_report", "HTML_NAME", "MARKDOWN_NAME", "DEFAULT_MAX_M",
@@ -169,7 +170,8 @@ def _topics(lake: Lake, cache: FigureCache, manifests: dict, max_m: int, softwar
         topics = _projection_topics(cache, con, manifests, max_m)
         topics += [accuracy_topic(cache, con, accuracy, when), search_topic(cache, con, search, when),
                    scaling_topic(cache, con, scaling, when), validation_topic(cache, con, view_frame(con, VALIDATION)),
-                   limits_topic(cache, con, view_frame(con, LIMITS), when)]
+                   limits_topic(cache, con, view_frame(con, LIMITS), when),
+                   codesign_topic(cache, con, view_frame(con, CODESIGN), when)]
         provenance = _provenance(lake, con, accuracy, manifests, software)
     finally:
         con.close()

@@ -30,7 +30,7 @@ from analysis.figures.common import MissingRows
 from analysis.report_files import check_files, make_folder, refused, write_text
 from analysis.report_render import FigureEntry
 
-__all__ = ["FigureCache", "MANIFEST_NAME", "FIGURES_FOLDER", "code_version", "digest_sql", "digest_of"]
+__all__ = ["FigureCache", "MANIFEST_NAME", "FIGURES_FOLDER", "code_version", "digest_sql", "digest_of", "kind_digest"]
 
 #: The manifest of the figures, in the report folder.
 MANIFEST_NAME = "figures.json"
@@ -46,6 +46,15 @@ def digest_sql(columns: Optional[Sequence[str]] = None, alias: str = "") -> str:
     table ``alias``). Equal rows give an equal digest in every process."""
     what = ", ".join(f'"{c}"' for c in columns) if columns else alias
     return f"count(*) AS n, coalesce(sum(hash({what})::HUGEINT), 0)::VARCHAR AS digest"
+
+
+def kind_digest(con, kind: str) -> str:
+    """``N:DIGEST`` of every row of the view ``kind`` on an open connection (``digest_sql``);
+    ``0:`` where the lake holds no such view."""
+    if not con.execute("SELECT 1 FROM duckdb_views() WHERE view_name = ?", [kind]).fetchall():
+        return "0:"
+    n, digest = con.execute(f'SELECT {digest_sql(alias="t")} FROM "{kind}" t').fetchone()
+    return f"{n}:{digest}"
 
 
 def digest_of(*parts: object) -> str:

@@ -10,18 +10,11 @@ import pandas as pd
 
 from analysis import figures
 from analysis.figures.limits import PAPER_THRESHOLDS, limit_curves
-from analysis.report_cache import FigureCache, digest_sql
+from analysis.report_cache import FigureCache, kind_digest
 from analysis.report_render import Finding, Section, Topic
 from sweeps.lake.kinds import LIMITS
 
 __all__ = ["limits_topic"]
-
-
-def _digest(con, rows: Optional[pd.DataFrame]) -> str:
-    if rows is None:
-        return "0:"
-    n, digest = con.execute(f'SELECT {digest_sql(alias="t")} FROM "{LIMITS}" t').fetchone()
-    return f"{n}:{digest}"
 
 
 def limits_topic(cache: FigureCache, con, rows: Optional[pd.DataFrame],
@@ -30,7 +23,7 @@ def limits_topic(cache: FigureCache, con, rows: Optional[pd.DataFrame],
     section = Section("Limits of scale", "The best utilisation a run of a family scaled with its compute reaches "
                       "within the duration, against its training compute (`commscale limits`; Erdil and "
                       "Schneider-Joseph, arXiv 2411.01137).")
-    entry = cache.make("limits", "Best utilisation within the duration vs training compute", _digest(con, rows),
+    entry = cache.make("limits", "Best utilisation within the duration vs training compute", kind_digest(con, LIMITS),
                        lambda: figures.draw_limits(rows),
                        lambda: ("Each point the fewest devices whose best layout finishes the member's training in "
                                 "time; a cross where none does. Dotted: where each curve stays under its share of "

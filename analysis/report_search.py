@@ -13,7 +13,7 @@ import pandas as pd
 
 from analysis import figures
 from analysis.figures.search import has_layout, layout_label
-from analysis.report_cache import FigureCache, digest_sql
+from analysis.report_cache import FigureCache, kind_digest
 from analysis.report_render import Finding, Section, Topic
 from sweeps.lake.kinds import ACCURACY, SCALING, SEARCH
 from tasks.model.terms.layout import LAYOUT_FIELDS
@@ -26,11 +26,6 @@ _WORDS = {"step_time_s": "step time (s)", "tokens_per_s_per_device": "tokens/s/d
           "exposed_comm_share": "exposed communication share", "exposed_comm_s": "exposed communication (s)"}
 #: When a topic of these names was recorded (seconds since the epoch; 0 if unknown).
 Recorded = Callable[[Iterable[str]], float]
-
-
-def _digest(con, kind: str) -> str:
-    n, digest = con.execute(f'SELECT {digest_sql(alias="t")} FROM "{kind}" t').fetchone()
-    return f"{n}:{digest}"
 
 
 def _names(rows: Optional[pd.DataFrame], *columns: str) -> frozenset:
@@ -64,7 +59,7 @@ def accuracy_topic(cache: FigureCache, con, accuracy: Optional[pd.DataFrame], wh
     section = Section("Accuracy of the projection (Fig. 13)", "Projected against measured time per operator class.")
     has_rows = accuracy is not None and not accuracy.empty
     newest = newest_fit(accuracy) if has_rows else accuracy
-    entry = cache.make("accuracy", "Fig. 13: projected vs measured per operator class", _digest(con, ACCURACY),
+    entry = cache.make("accuracy", "Fig. 13: projected vs measured per operator class", kind_digest(con, ACCURACY),
                        lambda: figures.draw_accuracy(accuracy), lambda: _accuracy_about(newest))
     section.figures.append(entry)
     if entry.skipped:
@@ -176,7 +171,7 @@ def search_topic(cache: FigureCache, con, search: Optional[pd.DataFrame], when: 
     section = Section("Layout search", "Trials of the layout search: exposed communication against throughput per "
                       "device, one panel per model, and the best distinct layouts of each study.")
     section.figures.append(cache.make(
-        "pareto", "Layout search: Pareto front", _digest(con, SEARCH), lambda: figures.draw_pareto(search),
+        "pareto", "Layout search: Pareto front", kind_digest(con, SEARCH), lambda: figures.draw_pareto(search),
         lambda: ("Each point is a feasible trial; each line joins the trials of a study that no other trial beats on "
                  "both throughput per device and exposed communication share; labels name some of the front's "
                  "layouts.")))
@@ -202,7 +197,7 @@ def scaling_topic(cache: FigureCache, con, scaling: Optional[pd.DataFrame], when
     """Per-device throughput and the latency floor against device count."""
     section = Section("Scaling and the latency floor", "The best layout's throughput per device as the run spreads "
                       "over more devices, and the share of step time that latency terms take.")
-    key = _digest(con, SCALING)
+    key = kind_digest(con, SCALING)
     section.figures.append(cache.make(
         "scaling", "Per-device throughput vs device count", key, lambda: figures.draw_scaling(scaling),
         lambda: ("The best layout's tokens per second per device at each device count, labelled with its layout "

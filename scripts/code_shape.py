@@ -46,6 +46,7 @@ MODEL_FOLDERS: Dict[str, Tuple[str, ...]] = {
     "search": ("terms", "kernels", "collectives", "step", "search"),
     "projection": ("terms", "kernels", "collectives", "projection"),
     "limits": ("terms", "kernels", "collectives", "step", "search", "limits"),
+    "codesign": ("terms", "kernels", "collectives", "step", "search", "codesign"),
 }
 #: Where a step's time is computed, newest layout first (a checkout's first that exists).
 STEP_ENTRIES = ("tasks.model.step.plan", "tasks.model.step")

@@ -13,6 +13,7 @@ produces the rows) when the rows it needs are absent. ``save`` writes PNG and SV
 | ``draw_pareto`` | search | exposed communication share vs tokens/s/device, Pareto front |
 | ``draw_scaling`` | scaling | tokens/s/device vs device count |
 | ``draw_latency_floor`` | scaling | latency share of step time vs device count |
+| ``draw_codesign`` | codesign | step time vs cluster cost of a co-design study's trials, its Pareto front |
 | ``draw_limits`` | limits | best utilisation within a duration vs training FLOP, per scenario |
 | ``draw_validation`` | validation | predicted vs published per dataset and metric, newest cost model |
 | ``draw_timeline`` | a step's timeline events | a Gantt chart per pipeline stage and track |
@@ -21,6 +22,7 @@ produces the rows) when the rows it needs are absent. ``save`` writes PNG and SV
 from analysis.figures.accuracy import draw_accuracy
 from analysis.figures.casestudy import draw_case_study, is_case_study
 from analysis.figures.common import COMMANDS, MissingRows, save
+from analysis.figures.codesign import draw_codesign
 from analysis.figures.limits import draw_limits
 from analysis.figures.search import draw_latency_floor, draw_pareto, draw_scaling, pareto_front
 from analysis.figures.study import draw_overlapped, draw_serialized
@@ -42,5 +44,6 @@ __all__ = [
     "pareto_front",
     "draw_validation",
     "draw_limits",
+    "draw_codesign",
     "draw_timeline",
 ]

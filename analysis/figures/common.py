@@ -15,7 +15,7 @@ from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 import pandas as pd
 
 from analysis.report_files import make_folder, write_whole
-from sweeps.lake.kinds import ACCURACY, LIMITS, PROJECTION, SCALING, SEARCH, VALIDATION
+from sweeps.lake.kinds import ACCURACY, CODESIGN, LIMITS, PROJECTION, SCALING, SEARCH, VALIDATION
 
 __all__ = ["MissingRows", "COMMANDS", "CASE_STUDY", "DPI", "SERIES", "MARK", "BAR", "LABEL", "require", "new_figure",
            "new_panels", "caption", "fit_width", "footer", "finish", "save", "compact_svg", "data_lines", "data_bars",
@@ -43,6 +43,7 @@ COMMANDS = {
     SCALING: "commscale search scaling --scaling",
     VALIDATION: "commscale validate",
     LIMITS: "commscale limits",
+    CODESIGN: "commscale codesign",
 }
 
 

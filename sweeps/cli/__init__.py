@@ -12,6 +12,7 @@
     commscale calibrate calibration=NAME  # measure a layer, fit operator models, judge them
     commscale validate [--runs FILE] [--dataset runs ...] [--format table|csv|json]  # vs published measurements
     commscale limits [PRESET] [FIELD=VALUE ...] [--format table|json]  # utilisation against training compute
+    commscale codesign [PRESET] [FIELD=VALUE ...] [--format table|json]  # hardware and layout vs cluster cost
     commscale config [OVERRIDES ...]      # the composed config, as YAML
     commscale presets                     # the presets of each config group
     commscale --version                   # the installed version
@@ -23,6 +24,7 @@ what every command prints alike is in ``render``.
 
 from sweeps.cli.calibrate import calibrate
 from sweeps.cli.group import main
+from sweeps.cli.codesign import codesign
 from sweeps.cli.lake import lake, query, status
 from sweeps.cli.limits import limits
 from sweeps.cli.report import report
@@ -32,7 +34,7 @@ from sweeps.cli.timeline import timeline
 from sweeps.cli.validate import validate
 
 for _command in (run, probe, submit, status, lake, query, report, search, timeline, calibrate, validate, limits,
-                 config, presets):
+                 codesign, config, presets):
     main.add_command(_command)
 
 __all__ = ["main"]

@@ -233,5 +233,5 @@ def config(overrides: Sequence[str], allow_large: bool) -> None:
 def presets() -> None:
     """List the presets of each config group, the layout-search presets (`commscale search PRESET`) and the
     software stacks (`stack=NAME`)."""
-    for group in (*GROUPS, "search", "stack", "limits"):
+    for group in (*GROUPS, "search", "stack", "limits", "codesign"):
         click.echo(f"{group}: {', '.join(list_presets(group))}")

@@ -17,17 +17,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from sweeps.config.checks import check_choices, check_name, check_positive
+from sweeps.config.checks import check_name
 from sweeps.config.compose import compose, load_preset, preset_node, preset_path
-from sweeps.config.limits import FRACTION, SPACE, Range, check_fields
-from sweeps.config.search import load_stack, split_overrides
+from sweeps.config.limits import FRACTION, Range, check_fields
+from sweeps.config.search import check_layout_space, load_stack, split_overrides
 from sweeps.config.specs import validate_hardware
 from sweeps.errors import ConfigError
 from tasks.model.limits.family import Family
 from tasks.model.limits.frontier import lower_latency
 from tasks.model.limits.rows import Scenario
 from tasks.model.search.space import LayoutSpace
-from tasks.model.terms.layout import CODED_FIELDS
 from tasks.model.terms.specs import HardwareProfile
 from tasks.model.terms.stack import Stack
 
@@ -152,13 +151,4 @@ def validate_limits(spec: LimitsSpec) -> None:
     if points > MAX_POINTS:
         raise ConfigError("limits.points_per_decade", spec.points_per_decade,
                           f"makes {points} points with {len(spec.scenarios)} scenarios; at most {MAX_POINTS}")
-    space = spec.space
-    for name in ("tp", "pp", "micro_batch", "cp"):
-        check_positive(f"limits.space.{name}", getattr(space, name))
-    for name, allowed in CODED_FIELDS.items():
-        if not getattr(space, name):
-            raise ConfigError(f"limits.space.{name}", getattr(space, name), "must list at least one value")
-        check_choices(f"limits.space.{name}", getattr(space, name), allowed)
-    if not space.sequence_parallel:
-        raise ConfigError("limits.space.sequence_parallel", [], "must list at least one value")
-    check_fields("limits.space", space, SPACE)
+    check_layout_space("limits.space", spec.space)

@@ -36,7 +36,8 @@ from tasks.model.terms.stack import Stack
 from tasks.model.step.plan import STEP_MODEL_VERSION, StepContext, step_columns
 
 __all__ = ["SearchSetup", "SAMPLERS", "DEFAULT_PRESET", "TRIALS_BOUND", "CONFIG_GROUPS", "load_search",
-           "split_overrides", "compose_stack", "load_stack", "composed_config", "validate_search", "check_budget",
+           "split_overrides", "compose_stack", "load_stack", "composed_config", "validate_search", "check_layout_space",
+           "check_budget",
            "check_space", "check_context_parallel"]
 
 DEFAULT_PRESET = "default"
@@ -260,26 +261,32 @@ def validate_search(spec: SearchSpec) -> None:
     check_choices("search.objective", [spec.objective], list(OBJECTIVES), verb="choose one of")
     check_choices("search.sampler", [spec.sampler], SAMPLERS, verb="choose one of")
     check_fraction("search.memory_fraction", spec.memory_fraction, "a fraction of HBM")
-    space = spec.space
-    for name in ("tp", "pp", "micro_batch", "cp", "ep", "etp"):
-        check_positive(f"search.space.{name}", getattr(space, name))
-    for name, allowed in CODED_FIELDS.items():
-        values = getattr(space, name)
-        if not values:
-            raise ConfigError(f"search.space.{name}", values, "must list at least one value")
-        check_choices(f"search.space.{name}", values, allowed)
-    if not space.sequence_parallel:
-        raise ConfigError("search.space.sequence_parallel", [], "must list at least one value")
-    if "interleaved" in space.schedule and not [v for v in space.virtual_stages if v > 1]:
-        raise ConfigError("search.space.virtual_stages", space.virtual_stages,
-                          "the interleaved schedule needs a value above 1")
+    check_layout_space("search.space", spec.space)
     check_positive("search.scaling.devices", spec.scaling.devices)
     check_positive("search.scaling.global_batch", spec.scaling.global_batch)
     check_fields("search", spec, SEARCH)
-    check_fields("search.space", space, SPACE)
     check_fields("search.scaling", spec.scaling, SCALING)
     for name in spec.scaling.models:
         check_preset("search.scaling.models", "model", name)
+
+
+def check_layout_space(prefix: str, space: LayoutSpace) -> None:
+    """A layout space's checks (``ConfigError`` naming ``PREFIX.FIELD``): positive degrees and
+    micro-batches, every coded field a non-empty list of its choices, a sequence-parallel
+    choice, a virtual-stage count above 1 for the interleaved schedule, and sane ranges."""
+    for name in ("tp", "pp", "micro_batch", "cp", "ep", "etp"):
+        check_positive(f"{prefix}.{name}", getattr(space, name))
+    for name, allowed in CODED_FIELDS.items():
+        values = getattr(space, name)
+        if not values:
+            raise ConfigError(f"{prefix}.{name}", values, "must list at least one value")
+        check_choices(f"{prefix}.{name}", values, allowed)
+    if not space.sequence_parallel:
+        raise ConfigError(f"{prefix}.sequence_parallel", [], "must list at least one value")
+    if "interleaved" in space.schedule and not [v for v in space.virtual_stages if v > 1]:
+        raise ConfigError(f"{prefix}.virtual_stages", space.virtual_stages,
+                          "the interleaved schedule needs a value above 1")
+    check_fields(prefix, space, SPACE)
 
 
 #: The most trials a search runs without ``--allow-large``, however large its space

@@ -13,13 +13,15 @@ from tasks.fit import accuracy
 from tasks.fit.alpha_beta import FIT_SCHEMA, FIT_SCHEMA_VERSION
 from tasks.measure import baseline, kernels, probe
 from tasks.model.projection import grid as projection
+from tasks.model.codesign import evaluate as codesign_rows
 from tasks.model.limits import rows as limits_rows
 from tasks.model.search import rows as search_rows
 from tasks.outcomes import FAILURE_SCHEMA
 from tasks.validation.records import VALIDATION_SCHEMA, VALIDATION_SCHEMA_VERSION
 
 __all__ = ["PROJECTION", "PROBE", "FAILURE", "ROI", "COLLECTIVE_FIT", "SEARCH", "SCALING", "BASELINE", "OPMODEL",
-           "ACCURACY", "VALIDATION", "LIMITS", "VALIDATION_ROW_SCHEMA", "SCHEMAS", "FAILURE_SCHEMA_VERSION", "SHARED_KINDS"]
+           "ACCURACY", "VALIDATION", "LIMITS", "CODESIGN", "VALIDATION_ROW_SCHEMA", "SCHEMAS", "FAILURE_SCHEMA_VERSION",
+           "SHARED_KINDS"]
 
 PROJECTION = "projection"      # one configuration x hardware scenario, projected
 PROBE = "probe"                # a synthetic point of `commscale probe`
@@ -33,6 +35,7 @@ OPMODEL = "opmodel"            # a fitted operator model
 ACCURACY = "accuracy"          # a held-out configuration, projected against measured
 VALIDATION = "validation"      # a published measurement, predicted by the cost model (`commscale validate`)
 LIMITS = "limits"              # one training compute of a scaled family, its best run in a duration (`commscale limits`)
+CODESIGN = "codesign"          # one trial of a hardware co-design study (`commscale codesign`)
 
 FAILURE_SCHEMA_VERSION = 1
 
@@ -63,4 +66,5 @@ SCHEMAS: Dict[str, Tuple[pa.Schema, int]] = {
     ACCURACY: (accuracy.ACCURACY_SCHEMA, accuracy.ACCURACY_SCHEMA_VERSION),
     VALIDATION: (VALIDATION_ROW_SCHEMA, VALIDATION_SCHEMA_VERSION),
     LIMITS: (limits_rows.LIMITS_SCHEMA, limits_rows.LIMITS_SCHEMA_VERSION),
+    CODESIGN: (codesign_rows.CODESIGN_SCHEMA, codesign_rows.CODESIGN_SCHEMA_VERSION),
 }

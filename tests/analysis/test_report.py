@@ -55,12 +55,13 @@ def test_the_report_lists_every_figure_it_wrote(report):
 
 def test_figures_without_rows_are_skipped_with_their_command(report):
     skipped = {f.name: f.skipped for f in report.skipped}
-    assert set(skipped) == {"accuracy", "pareto", "scaling", "latency-floor", "validation", "limits"}
+    assert set(skipped) == {"accuracy", "pareto", "scaling", "latency-floor", "validation", "limits", "codesign"}
     assert "`commscale calibrate`" in skipped["accuracy"] and "`commscale search`" in skipped["pareto"]
     assert all("`commscale search scaling --scaling`" in skipped[n] for n in ("scaling", "latency-floor"))
     assert "`commscale validate`" in skipped["validation"] and "`commscale limits`" in skipped["limits"]
+    assert "`commscale codesign`" in skipped["codesign"]
     markdown = report.markdown.read_text()
-    assert markdown.count("*Skipped:") == 6 and "`commscale calibrate`" in markdown
+    assert markdown.count("*Skipped:") == 7 and "`commscale calibrate`" in markdown
 
 
 def test_provenance_names_sweeps_calibrations_and_software(report):
@@ -77,7 +78,8 @@ def test_a_lake_without_projection_rows_skips_every_study_figure(tmp_path):
     assert result.written == [] and result.html.exists()
     commands = {f.skipped.split("`")[1] for f in result.skipped}
     assert commands == {"commscale run", "commscale run sweep=casestudy", "commscale calibrate", "commscale search",
-                        "commscale search scaling --scaling", "commscale validate", "commscale limits"}
+                        "commscale search scaling --scaling", "commscale validate", "commscale limits",
+                        "commscale codesign"}
 
 
 def test_a_new_report_removes_figures_it_no_longer_draws(tmp_path, commit):
@@ -152,7 +154,7 @@ def test_run_ends_with_the_report_and_report_writes_it_where_asked(tmp_path):
     run = subprocess.run([COMMSCALE, "run", "sweep=smoke", "--lake", str(tmp_path / "lake"), "--num-cpus", "2"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    assert f"Report: {tmp_path / 'report' / 'report.html'} (5 figures: 5 drawn, 0 unchanged; 7 skipped" in run.stdout
+    assert f"Report: {tmp_path / 'report' / 'report.html'} (5 figures: 5 drawn, 0 unchanged; 8 skipped" in run.stdout
     out = subprocess.run([COMMSCALE, "report", "--lake", str(tmp_path / "lake"), "--out", str(tmp_path / "elsewhere")],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
