@@ -42,11 +42,16 @@ MAX_POINTS = 400
 @dataclass
 class WhatIf:
     """A scenario: every latency of the cluster divided by ``latency_factor``, the batch at
-    every compute times ``batch_scale``."""
+    every compute times ``batch_scale``; with ``experts`` > 0 a sparse family (``topk`` of
+    ``experts`` routed experts, ``tasks.model.limits.family``) searched over the expert-parallel
+    degrees ``ep``."""
 
     description: str = ""
     latency_factor: float = 1.0
     batch_scale: float = 1.0
+    experts: int = 0
+    topk: int = 0
+    ep: List[int] = field(default_factory=lambda: [1])
 
 
 @dataclass
@@ -80,7 +85,8 @@ _LIMITS = {"kernel_launch_us": Range(0, 1e6), "host_launch_us": Range(0, 1e6), "
 _FAMILY = {"tokens_per_param": Range(0, 1e6, True), "aspect_ratio": Range(0, 1e6, True), "head_dim": Range(1, 1e5),
            "seq_len": Range(1, 1e8), "batch_coefficient": Range(0, 1e12, True), "batch_exponent": Range(0, 2),
            "batch_scale": Range(0, 1e6, True)}
-_WHAT_IF = {"latency_factor": Range(0, 1e6, True), "batch_scale": Range(0, 1e6, True)}
+_WHAT_IF = {"latency_factor": Range(0, 1e6, True), "batch_scale": Range(0, 1e6, True), "experts": Range(0, 1e6),
+            "topk": Range(0, 1e6), "ep": Range(1, 1e8)}
 
 
 @dataclass
@@ -130,8 +136,10 @@ def load_limits(overrides: Sequence[str] = (), *, allow_large: bool = False) -> 
 def _scenario(spec: LimitsSpec, what: WhatIf, hardware: HardwareProfile, stack: Stack) -> Scenario:
     """One scenario's assumptions, its what-ifs applied."""
     hw, st = lower_latency(hardware, stack, what.latency_factor) if what.latency_factor != 1.0 else (hardware, stack)
-    family = dataclasses.replace(spec.family, batch_scale=spec.family.batch_scale * what.batch_scale)
-    return Scenario(family=family, hardware=hw, stack=st, space=spec.space, duration_s=spec.duration_days * 86400.0,
+    family = dataclasses.replace(spec.family, batch_scale=spec.family.batch_scale * what.batch_scale,
+                                 **({"experts": what.experts, "topk": what.topk} if what.experts else {}))
+    space = dataclasses.replace(spec.space, ep=list(what.ep)) if what.experts else spec.space
+    return Scenario(family=family, hardware=hw, stack=st, space=space, duration_s=spec.duration_days * 86400.0,
                     max_devices=spec.max_devices, utilization_drop=spec.utilization_drop)
 
 
@@ -147,6 +155,9 @@ def validate_limits(spec: LimitsSpec) -> None:
     for name, what in spec.scenarios.items():
         check_name(f"limits.scenarios.{name}", name)
         check_fields(f"limits.scenarios.{name}", what, _WHAT_IF)
+        if what.experts and not 0 < what.topk <= what.experts:
+            raise ConfigError(f"limits.scenarios.{name}.topk", what.topk,
+                              f"must be between 1 and experts={what.experts}")
     points = len(flop_grid(spec)) * len(spec.scenarios)
     if points > MAX_POINTS:
         raise ConfigError("limits.points_per_decade", spec.points_per_decade,

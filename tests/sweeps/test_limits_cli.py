@@ -61,10 +61,13 @@ def tiny(tmp_path) -> Path:
 
 def test_the_default_preset_states_the_papers_question():
     setup = load_limits([])
-    assert set(setup.scenarios) == {"baseline", "latency_10x_lower", "batch_10x"}
+    assert set(setup.scenarios) == {"baseline", "latency_10x_lower", "batch_10x", "sparse"}
     assert setup.hardware.kernel_launch_us == 4.5 and setup.stack.host_launch_us == 0.0
     assert setup.scenarios["latency_10x_lower"].hardware.kernel_launch_us == pytest.approx(0.45)
     assert setup.scenarios["batch_10x"].family.batch_scale == 10.0
+    sparse = setup.scenarios["sparse"]
+    assert (sparse.family.experts, sparse.family.topk, sparse.space.ep) == (64, 8, [1, 8, 64])
+    assert setup.scenarios["baseline"].space.ep == [1] and setup.scenarios["baseline"].family.experts == 0
     grid = flop_grid(setup.spec)
     assert grid[0] == pytest.approx(1e24) and grid[-1] == pytest.approx(1e33) and len(grid) == 19
 
@@ -95,6 +98,7 @@ def test_limits_runs_on_the_embedded_ray_and_prints_each_scenarios_thresholds(tm
     ("space.recompute=[sometimes]", "limits.space.recompute"),
     ("family.batch_exponent=nan", "limits.family.batch_exponent"),
     ("hardware.power_limit_w=100", "hardware.power_limit_w"),
+    ("scenarios.baseline.experts=8", "limits.scenarios.baseline.topk"),
 ])
 def test_bad_input_exits_2_naming_the_field_before_any_lake_is_made(tmp_path, tiny, override, field):
     lake = tmp_path / "lake"

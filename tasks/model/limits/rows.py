@@ -27,7 +27,8 @@ LIMITS_POINT_FIELDS = pa.schema([("key", pa.string()), ("scenario", pa.string())
 
 LIMITS_SCHEMA = pa.schema(list(LIMITS_POINT_FIELDS) + [
     ("flop", pa.float64()),             # the family member's own 6 N D
-    ("params", pa.float64()),
+    ("params", pa.float64()),           # the parameters a token uses (all of a dense member's)
+    ("total_params", pa.float64()),
     ("tokens", pa.float64()),
     ("layers", pa.int64()),
     ("hidden", pa.int64()),
@@ -42,6 +43,7 @@ LIMITS_SCHEMA = pa.schema(list(LIMITS_POINT_FIELDS) + [
     ("pp", pa.int64()),
     ("dp", pa.int64()),
     ("cp", pa.int64()),
+    ("ep", pa.int64()),
     ("micro_batch", pa.int64()),
     ("schedule", pa.string()),
     ("virtual_stages", pa.int64()),
@@ -88,13 +90,15 @@ def limit_rows(points: pa.Table, context: LimitsContext) -> pa.Table:
         run = best_run(member, scenario.hardware, scenario.stack, scenario.space, duration_s=scenario.duration_s,
                        max_devices=scenario.max_devices)
         layout = run.layout
-        rows.append({**point, "flop": member.flop, "params": member.params, "tokens": member.tokens,
+        rows.append({**point, "flop": member.flop, "params": member.params, "total_params": member.total_params,
+                     "tokens": member.tokens,
                      "layers": member.model.layers, "hidden": member.model.hidden, "heads": member.model.heads,
                      "batch_sequences": member.batch_sequences, "seq_len": member.model.seq_len,
                      "steps": member.steps, "duration_days": scenario.duration_s / 86400.0,
                      "utilization_drop": scenario.utilization_drop,
                      "devices": run.devices, **{name: layout.get(name) for name in (
-                         "tp", "pp", "dp", "cp", "micro_batch", "schedule", "virtual_stages", "zero", "recompute")},
+                         "tp", "pp", "dp", "cp", "ep", "micro_batch", "schedule", "virtual_stages", "zero",
+                         "recompute")},
                      "step_time_s": _finite(run.step_time_s), "run_days": _finite(run.run_s / 86400.0),
                      "utilization": run.utilization, "latency_s": _finite(run.latency_s),
                      "exposed_comm_share": _finite(run.exposed_comm_share), "status": run.status})

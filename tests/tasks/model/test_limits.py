@@ -102,3 +102,13 @@ def test_rows_hold_the_member_and_its_run(cluster):
     assert first["status"] == second["status"] == "ok" and first["flop"] < second["flop"]
     assert first["devices"] == first["tp"] * first["pp"] * first["dp"] * first["cp"]
     assert second["run_days"] == pytest.approx(second["step_time_s"] * second["steps"] / DAY)
+
+
+def test_a_sparse_member_uses_the_dense_members_active_weights_and_holds_experts_over_topk_times_its_mlp():
+    dense, sparse = family_point(1e26, Family()), family_point(1e26, Family(experts=64, topk=8))
+    m = sparse.model
+    assert (m.experts, m.topk, m.moe_ffn_hidden) == (64, 8, 4 * m.hidden // 8)
+    assert (m.layers, m.hidden) == (dense.model.layers, dense.model.hidden)
+    assert sparse.params == pytest.approx(dense.params) and sparse.flop == pytest.approx(dense.flop)
+    assert sparse.total_params == pytest.approx(m.layers * (4 + 8 * 8) * m.hidden**2)
+    assert dense.total_params == dense.params
