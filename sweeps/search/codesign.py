@@ -21,6 +21,7 @@ from sweeps.config.codesign import CodesignSetup
 from sweeps.lake import Lake
 from sweeps.lake.kinds import CODESIGN
 from sweeps.lake.views import query
+from sweeps.search.journal import driver_lock
 from sweeps.search.params import suggest_layout
 from tasks.identity import content_hash
 from tasks.model.codesign.evaluate import CODESIGN_SCHEMA, CODESIGN_SCHEMA_VERSION, CodesignProblem, evaluate_points
@@ -96,11 +97,6 @@ def run_codesign(setup: CodesignSetup, lake: Lake, *, on_batch=None) -> Codesign
     lake.ensure_writable()
     path = _journal(lake, setup)
     path.parent.mkdir(parents=True, exist_ok=True)
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
-    study = optuna.create_study(study_name=setup.study, storage=storage, load_if_exists=True,
-                                directions=["minimize", "minimize"],
-                                sampler=codesign_sampler(spec.population, spec.seed))
-    before = len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
     partition = {"sweep": setup.study, "hardware": problem.base.name}
 
     def commit(trials: List[optuna.trial.Trial], rows: List[Dict[str, Any]]) -> None:
@@ -108,7 +104,14 @@ def run_codesign(setup: CodesignSetup, lake: Lake, *, on_batch=None) -> Codesign
         if on_batch:
             on_batch(trials[-1].number + 1)
 
-    done = optimize(study, problem, spec.knobs, spec.space, trials=spec.trials, batch=spec.batch, on_rows=commit)
+    with driver_lock(path):     # one process runs a study at a time (UserError for a second)
+        storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+        study = optuna.create_study(study_name=setup.study, storage=storage, load_if_exists=True,
+                                    directions=["minimize", "minimize"],
+                                    sampler=codesign_sampler(spec.population, spec.seed))
+        before = len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
+        done = optimize(study, problem, spec.knobs, spec.space, trials=spec.trials, batch=spec.batch,
+                        on_rows=commit)
     return CodesignRun(setup.study, str(path), before, done - before, time.perf_counter() - started,
                        codesign_rows(lake, setup))
 
