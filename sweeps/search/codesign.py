@@ -23,14 +23,14 @@ from sweeps.lake.kinds import CODESIGN
 from sweeps.lake.views import query
 from sweeps.search.journal import driver_lock
 from sweeps.search.params import suggest_layout
-from tasks.identity import content_hash
+from sweeps.jobs.work import key_of
 from tasks.model.codesign.evaluate import CODESIGN_SCHEMA, CODESIGN_SCHEMA_VERSION, CodesignProblem, evaluate_points
 from tasks.model.codesign.knobs import KNOB_NAMES, Knobs
 from tasks.model.codesign.pareto import front_indices
 from tasks.model.search.space import LayoutSpace
 
 __all__ = ["CodesignRun", "run_codesign", "optimize", "codesign_sampler", "suggest_point", "tell_point",
-           "codesign_rows", "codesign_front", "INFEASIBLE_STEP_S"]
+           "codesign_rows", "codesign_front", "codesign_key", "INFEASIBLE_STEP_S"]
 
 #: The step time told for an infeasible point (beside its violated constraint): worse than any.
 INFEASIBLE_STEP_S = 1e12
@@ -116,13 +116,18 @@ def run_codesign(setup: CodesignSetup, lake: Lake, *, on_batch=None) -> Codesign
                        codesign_rows(lake, setup))
 
 
+def codesign_key(study: str, trial: int, fields: Dict[str, Any]) -> str:
+    """The lake key of a trial's row: its study, its number and its point (kind ``codesign``)."""
+    return key_of([CODESIGN, study, trial, fields])
+
+
 def _table(setup: CodesignSetup, trials: List[optuna.trial.Trial], rows: List[Dict[str, Any]]) -> pa.Table:
     """The ``codesign`` rows of a batch, each keyed by the study, the trial and its point."""
     out = []
     for trial, row in zip(trials, rows, strict=True):
         fields = {name: row.get(name) for name in CODESIGN_SCHEMA.names
                   if name not in ("key", "study", "trial", "model", "hardware")}
-        out.append({"key": content_hash([setup.study, trial.number, fields], length=32), "study": setup.study,
+        out.append({"key": codesign_key(setup.study, trial.number, fields), "study": setup.study,
                     "trial": trial.number, "model": setup.problem.model.name, "hardware": setup.problem.base.name,
                     **fields})
     return pa.Table.from_pylist(out, schema=CODESIGN_SCHEMA)

@@ -158,7 +158,7 @@ def test_status_lists_search_studies_and_presets_lists_search_presets(tmp_path):
     shown = CliRunner().invoke(main, ["status", "--lake", str(tmp_path / "lake")], terminal_width=200)
     assert shown.exit_code == 0 and "Search studies" in shown.output and setup.study_name in shown.output
     presets = CliRunner().invoke(main, ["presets"])
-    assert "search: default, longctx, moe, pareto, scaling, small" in presets.output
+    assert "search: default, diminishing, longctx, moe, pareto, scaling, small" in presets.output
 
 
 def test_single_fields_of_the_searched_model_and_hardware_change_the_study_and_bad_ones_are_refused():
