@@ -10,7 +10,7 @@ import pandas as pd
 from analysis import figures
 from analysis.figures.codesign import study_fronts
 from analysis.report_cache import FigureCache, kind_digest
-from analysis.report_render import Finding, Section, Topic
+from analysis.report_render import Section, Topic, figure_topic
 from sweeps.lake.kinds import CODESIGN
 
 __all__ = ["codesign_topic"]
@@ -26,11 +26,7 @@ def codesign_topic(cache: FigureCache, con, rows: Optional[pd.DataFrame],
                        lambda: figures.draw_codesign(rows),
                        lambda: ("Each dot a feasible trial of the study; the line its Pareto front: no other trial "
                                 "is both faster and cheaper."))
-    section.figures.append(entry)
-    if entry.skipped:
-        return Topic(section)
-    names = frozenset(str(v) for v in rows["study"].dropna().unique())
-    return Topic(section, Finding("Hardware co-design", section.anchor, tuple(_lines(rows))), names, when(names))
+    return figure_topic(section, entry, rows, "study", lambda: _lines(rows), when)
 
 
 def _lines(rows: pd.DataFrame) -> List[str]:

@@ -11,7 +11,7 @@ import pandas as pd
 from analysis import figures
 from analysis.figures.limits import PAPER_THRESHOLDS, limit_curves
 from analysis.report_cache import FigureCache, kind_digest
-from analysis.report_render import Finding, Section, Topic
+from analysis.report_render import Section, Topic, figure_topic
 from sweeps.lake.kinds import LIMITS
 
 __all__ = ["limits_topic"]
@@ -28,11 +28,7 @@ def limits_topic(cache: FigureCache, con, rows: Optional[pd.DataFrame],
                        lambda: ("Each point the fewest devices whose best layout finishes the member's training in "
                                 "time; a cross where none does. Dotted: where each curve stays under its share of "
                                 "the smallest run's utilisation, and where runs stop finishing; dashed: the paper's."))
-    section.figures.append(entry)
-    if entry.skipped:
-        return Topic(section)
-    names = frozenset(str(v) for v in rows["sweep"].dropna().unique())
-    return Topic(section, Finding("Limits of scale", section.anchor, tuple(_lines(rows))), names, when(names))
+    return figure_topic(section, entry, rows, "sweep", lambda: _lines(rows), when)
 
 
 def _flop(value: Optional[float]) -> str:

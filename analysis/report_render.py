@@ -19,7 +19,7 @@ import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 from urllib.parse import quote
 
 import pandas as pd
@@ -27,7 +27,7 @@ import pandas as pd
 from analysis.figures.common import DPI
 from analysis.report_tables import html_table, markdown_table
 
-__all__ = ["FigureEntry", "Section", "Finding", "Topic", "anchor_of", "render_html", "render_markdown",
+__all__ = ["FigureEntry", "Section", "Finding", "Topic", "figure_topic", "anchor_of", "render_html", "render_markdown",
            "PAGE_LIMIT_BYTES", "OPEN_FIGURES"]
 
 #: The most bytes (UTF-8) a page holds: figures past it are linked, not embedded.
@@ -95,6 +95,18 @@ class Topic:
     finding: Optional[Finding] = None
     names: FrozenSet[str] = frozenset()
     recorded: float = 0.0
+
+
+def figure_topic(section: Section, entry, rows, column: str, lines: Callable[[], Sequence[str]],
+                 when: Callable[[Iterable[str]], float]) -> Topic:
+    """A topic of one figure ``entry`` (a ``FigureCache`` entry) drawn from ``rows``: the
+    section alone where the figure was skipped for want of rows, else with a finding of
+    ``lines()`` titled as the section, answering to the names in ``rows[column]``."""
+    section.figures.append(entry)
+    if entry.skipped:
+        return Topic(section)
+    names = frozenset(str(v) for v in rows[column].dropna().unique())
+    return Topic(section, Finding(section.title, section.anchor, tuple(lines())), names, when(names))
 
 
 _CSS = """

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from sweeps.jobs.validation import ValidationResult
     from tasks.model.terms.layout import Layout
 
-__all__ = ["ProjectionSweep", "RoiSweep", "ScalingRun", "WinnersRun", "ValidationRun", "project", "run_probe",
-           "measure_roi", "run_scaling", "measure_winners", "validate"]
+__all__ = ["ProjectionSweep", "RoiSweep", "PointsRun", "WinnersRun", "ValidationRun", "project", "run_probe",
+           "measure_roi", "run_scaling", "run_limits", "measure_winners", "validate"]
 
 
 @dataclass(frozen=True)
@@ -102,41 +102,34 @@ def measure_roi(config: RunConfig, lake: Lake, **run_options: Any) -> RoiSweep:
 
 
 @dataclass(frozen=True)
-class ScalingRun:
-    """``run_scaling``'s result: what the run did and its rows (every status), by model and
-    device count."""
+class PointsRun:
+    """A sweep of analytic points run and read back (``run_scaling``, ``run_limits``): what the
+    run did and its rows (every status), in the order the sweep reads them."""
 
     report: RunReport
     rows: pd.DataFrame
 
 
-def run_scaling(setup: "SearchSetup", lake: Lake, **run_options: Any) -> ScalingRun:
-    """The scaling sweep of ``setup``'s preset into ``lake`` (``sweeps.jobs.scaling``)."""
+def _run_points(job: SweepJob, lake: Lake, kind: str, order: List[str], run_options: Dict[str, Any]) -> PointsRun:
+    """Run ``job`` one point a task into ``lake`` and read its rows of ``kind`` back, sorted by ``order``."""
+    report = run_job(job, lake, chunk_size=1, **run_options)
+    return PointsRun(report, read_rows(lake, kind, job.points, status=None).sort_values(order))
+
+
+def run_scaling(setup: "SearchSetup", lake: Lake, **run_options: Any) -> PointsRun:
+    """The scaling sweep of ``setup``'s preset into ``lake`` (``sweeps.jobs.scaling``), by model
+    and device count."""
     from sweeps.jobs.scaling import scaling_job
 
-    job = scaling_job(setup)
-    report = run_job(job, lake, chunk_size=1, **run_options)
-    rows = read_rows(lake, SCALING, job.points, status=None).sort_values(["model", "devices"])
-    return ScalingRun(report, rows)
+    return _run_points(scaling_job(setup), lake, SCALING, ["model", "devices"], run_options)
 
 
-@dataclass(frozen=True)
-class LimitsRun:
-    """``run_limits``' result: what the run did and its rows (every status), by scenario and
-    training FLOP."""
-
-    report: RunReport
-    rows: pd.DataFrame
-
-
-def run_limits(setup: "LimitsSetup", lake: Lake, **run_options: Any) -> LimitsRun:
-    """The ``limits`` points of ``setup``'s preset into ``lake`` (``sweeps.jobs.scale_limits``)."""
+def run_limits(setup: "LimitsSetup", lake: Lake, **run_options: Any) -> PointsRun:
+    """The ``limits`` points of ``setup``'s preset into ``lake`` (``sweeps.jobs.scale_limits``),
+    by scenario and training FLOP."""
     from sweeps.jobs.scale_limits import limits_job
 
-    job = limits_job(setup)
-    report = run_job(job, lake, chunk_size=1, **run_options)
-    rows = read_rows(lake, LIMITS, job.points, status=None).sort_values(["scenario", "flop_target"])
-    return LimitsRun(report, rows)
+    return _run_points(limits_job(setup), lake, LIMITS, ["scenario", "flop_target"], run_options)
 
 
 @dataclass(frozen=True)

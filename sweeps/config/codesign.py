@@ -110,11 +110,9 @@ def load_codesign(overrides=(), *, allow_large: bool = False) -> CodesignSetup:
 
 def _check_space(prefix: str, knobs: Knobs, space: LayoutSpace) -> None:
     for name in KNOB_NAMES:
-        values = getattr(knobs, name)
-        if not values:
-            raise ConfigError(f"{prefix}.knobs.{name}", values, "must list at least one value")
-        if name != "hbm_gb":
-            check_fields(f"{prefix}.knobs", knobs, {name: _KNOBS[name]})
+        if not getattr(knobs, name):
+            raise ConfigError(f"{prefix}.knobs.{name}", getattr(knobs, name), "must list at least one value")
+    check_fields(f"{prefix}.knobs", knobs, _KNOBS)
     check_choices(f"{prefix}.knobs.hbm_gb", [str(v) for v in knobs.hbm_gb], [str(v) for v in HBM_PARTS])
     check_layout_space(f"{prefix}.space", space)
 

@@ -9,7 +9,7 @@ from sweeps.config.checks import check_choices, check_fraction, check_name, chec
 from sweeps.config.limits import FRACTION, HARDWARE, LINK_TIER, MODEL, check_fields, check_range
 from sweeps.errors import ConfigError
 from tasks.model.kernels.roofline import GEMM_DTYPES, MissingFigure, gemm_ceiling
-from tasks.model.kernels.sustained import static_power_w
+from tasks.model.kernels.sustained import power_limit_problem
 from tasks.model.kernels.model_blocks import layer_weights, mla_problem, moe_problem
 from tasks.model.terms.specs import HardwareProfile, TransformerModel, heads_problem
 
@@ -40,17 +40,10 @@ def validate_hardware(hw: HardwareProfile) -> None:
 
 
 def _check_power_limit(hw: HardwareProfile) -> None:
-    """A ``power_limit_w`` needs the datasheet's ``tdp_w`` to compare with, and must exceed the
-    part of the board's power that does not scale with the clock (``sustained.power_scale``)."""
-    if hw.power_limit_w is None:
-        return
-    if hw.tdp_w is None:
-        raise ConfigError("hardware.power_limit_w", hw.power_limit_w,
-                          "needs hardware.tdp_w, the datasheet's limit the profile's rates hold at")
-    floor = static_power_w(hw)
-    if hw.power_limit_w <= floor:
-        raise ConfigError("hardware.power_limit_w", hw.power_limit_w,
-                          f"is at or below the {floor:g} W of the board that does not scale with its clock")
+    """A ``power_limit_w`` the profile can price (``sustained.power_limit_problem``)."""
+    problem = power_limit_problem(hw)
+    if problem:
+        raise ConfigError("hardware.power_limit_w", hw.power_limit_w, problem)
 
 
 def _check_gemm_ceiling(hw: HardwareProfile) -> None:

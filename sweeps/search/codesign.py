@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 import optuna
@@ -21,6 +20,7 @@ from sweeps.config.codesign import CodesignSetup
 from sweeps.lake import Lake
 from sweeps.lake.kinds import CODESIGN
 from sweeps.lake.views import query
+from sweeps.search.driver import journal_path
 from sweeps.search.journal import driver_lock
 from sweeps.search.params import suggest_layout
 from sweeps.jobs.work import key_of
@@ -61,10 +61,6 @@ def suggest_point(trial: optuna.trial.BaseTrial, knobs: Knobs, space: LayoutSpac
     return {**point, **suggest_layout(trial, space)}
 
 
-def _journal(lake: Lake, setup: CodesignSetup) -> Path:
-    return Path(str(lake.root)) / "_studies" / f"{setup.study}.journal"
-
-
 def tell_point(study: optuna.Study, trial: optuna.trial.Trial, row: Dict[str, Any]) -> None:
     """Tell ``study`` a costed point: its step time and cost, or, infeasible, a violated constraint."""
     trial.set_constraint("infeasible", 0.0 if row["feasible"] else 1.0)
@@ -95,7 +91,7 @@ def run_codesign(setup: CodesignSetup, lake: Lake, *, on_batch=None) -> Codesign
     started = time.perf_counter()
     spec, problem = setup.spec, setup.problem
     lake.ensure_writable()
-    path = _journal(lake, setup)
+    path = journal_path(lake, setup.study)
     path.parent.mkdir(parents=True, exist_ok=True)
     partition = {"sweep": setup.study, "hardware": problem.base.name}
 

@@ -69,8 +69,8 @@ from sweeps.search.recovery import settle
 from tasks.model.search.rows import OBJECTIVES, SEARCH_SCHEMA_VERSION
 from tasks.outcomes import ChunkOutcome, run_chunk
 
-__all__ = ["SearchReport", "run_search", "open_study", "study_path", "study_attributes", "suggest_layout",
-           "layout_params", "local_evaluator", "WARM_START_LIMIT", "IN_PROCESS"]
+__all__ = ["SearchReport", "run_search", "open_study", "study_path", "journal_path", "study_attributes",
+           "suggest_layout", "layout_params", "local_evaluator", "WARM_START_LIMIT", "IN_PROCESS"]
 
 #: The largest space a fresh study enumerates for its warm start (13,824 layouts: ~10 ms).
 WARM_START_LIMIT = 1_000_000
@@ -109,11 +109,17 @@ class SearchReport:
 
 def study_path(lake: Lake, setup: SearchSetup, storage: Optional[str] = None) -> Path:
     """The journal file of a study: ``storage`` if given, else under a local lake."""
+    return journal_path(lake, setup.study_name, storage)
+
+
+def journal_path(lake: Lake, study: str, storage: Optional[str] = None) -> Path:
+    """The journal file of the study named ``study`` (a layout search's or a co-design's):
+    ``storage`` if given, else ``LAKE/_studies/STUDY.journal`` under a local lake."""
     if storage:
         return Path(storage).expanduser()
     if lake.local_root is None:
         raise LakeError(f"lake {lake} is not a local path: give the study's journal file with --storage PATH")
-    return Path(lake.local_root) / "_studies" / f"{setup.study_name}.journal"
+    return Path(lake.local_root) / "_studies" / f"{study}.journal"
 
 
 def _sampler(setup: SearchSetup, seed: Optional[int]) -> optuna.samplers.BaseSampler:

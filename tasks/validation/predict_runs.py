@@ -10,7 +10,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from tasks.model.kernels.sustained import power_scale
+from tasks.model.kernels.sustained import power_limit_problem
 from tasks.model.terms.layout import CODED_FIELDS, Layout, encode
 from tasks.model.step.memory import usable_memory_bytes
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
@@ -118,14 +118,9 @@ def run_hardware(run: PublishedRun, hw: HardwareProfile) -> HardwareProfile:
     out = replace(hw, devices_per_node=per_node, hbm_gb=cluster.get("hbm_gb", hw.hbm_gb),
                   hbm_tbps=cluster.get("hbm_tbps", hw.hbm_tbps), power_limit_w=cluster.get("power_limit_w"),
                   inter_node=replace(hw.inter_node, bandwidth_GBps=scale_out))
-    if out.power_limit_w is not None:
-        if out.tdp_w is None:
-            raise run.error("power_limit_w", out.power_limit_w, f"cannot be priced: hardware profile {hw.name} "
-                                                                 "states no datasheet limit (tdp_w)")
-        try:
-            power_scale(out)
-        except ValueError as err:
-            raise run.error("power_limit_w", out.power_limit_w, str(err).split(": ", 1)[1]) from None
+    problem = power_limit_problem(out)
+    if problem:
+        raise run.error("power_limit_w", out.power_limit_w, problem)
     return out
 
 

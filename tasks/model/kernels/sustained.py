@@ -38,7 +38,7 @@ from tasks.model.kernels.roofline import gemm_ceiling
 from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["SUSTAINED_BASES", "STATIC_POWER_SHARE", "DVFS_EXPONENT", "sustained_ratio", "sustained_basis",
-           "static_power_w", "power_scale", "training_device"]
+           "static_power_w", "power_scale", "power_limit_problem", "training_device"]
 
 #: Assumption: the share of the datasheet's board limit (``tdp_w``) that does not follow the
 #: SM clock while a GEMM runs at the limit (HBM, NVLink and host I/O, leakage).
@@ -95,11 +95,24 @@ def power_scale(hw: HardwareProfile) -> float:
     cap, tdp = hw.power_limit_w, hw.tdp_w
     if cap is None or tdp is None or cap >= tdp:
         return 1.0
+    problem = power_limit_problem(hw)
+    if problem:
+        raise ValueError(f"hardware.power_limit_w={cap:g}: {problem}")
     static = static_power_w(hw)
-    if cap <= static:
-        raise ValueError(f"hardware.power_limit_w={cap:g}: at or below the {static:g} W that does not scale "
-                         "with the clock")
     return float(((cap - static) / (tdp - static)) ** (1.0 / DVFS_EXPONENT))
+
+
+def power_limit_problem(hw: HardwareProfile) -> str:
+    """Why ``hw``'s ``power_limit_w`` cannot be priced ("" where it can, or none is set): no
+    datasheet limit (``tdp_w``) to compare it with, or a limit at or below the static part."""
+    if hw.power_limit_w is None:
+        return ""
+    if hw.tdp_w is None:
+        return f"cannot be priced: hardware profile {hw.name} states no datasheet limit (needs hardware.tdp_w)"
+    static = static_power_w(hw)
+    if hw.power_limit_w <= static:
+        return f"at or below the {static:g} W of the board that does not follow its clock"
+    return ""
 
 
 def training_device(hw: HardwareProfile) -> HardwareProfile:

@@ -61,8 +61,12 @@ def bucket_calls(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.nda
     ceil(weights / bucket) of them from the last layer back, and the ``last`` holds what is
     left, the stage's first layers and embedding. One call on the whole stage where the stack
     does not overlap the reduction (Megatron-Core sets no bucket size then)."""
+    return _buckets(lay, ctx, *_stage_elements(lay, ctx))
+
+
+def _buckets(lay: StepLayouts, ctx: StepContext, per_layer, embed) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``bucket_calls`` of a stage whose ``_stage_elements`` are (``per_layer``, ``embed``)."""
     engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
-    per_layer, embed = _stage_elements(lay, ctx)
     weights = lay.layers_per_stage * per_layer + embed
     if not ctx.stack.dp_overlap or engine.bucket_min_params <= 0:
         return np.ones_like(weights), weights, weights
@@ -103,15 +107,17 @@ def _dp_times(lay: StepLayouts, ctx: StepContext) -> Tuple[Dict[DpKey, np.ndarra
     widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
     matrices = embedding_matrices(lay)
     experts_of = expert_group(lay, ctx)
+    keys = _dp_keys(lay, ctx)
+    if any("bucket" in granularities for granularities in keys.values()):
+        calls, bucket, last = _buckets(lay, ctx, per_layer, embed)
     times: Dict[DpKey, np.ndarray] = {}
     tails: Dict[DpKey, np.ndarray] = {}
-    for (op, group), granularities in _dp_keys(lay, ctx).items():
+    for (op, group), granularities in keys.items():
         ranks, local, crosses, share = lay.dp_group(group, hw)
         width, layer_bytes, embed_bytes = widths[op] * share, widths[op] * share * per_layer, \
             embed_widths[op] * share * embed
         messages = [layer_bytes, embed_bytes]
         if "bucket" in granularities:
-            calls, bucket, last = bucket_calls(lay, ctx)
             mean_width = (lay.layers_per_stage * layer_bytes + embed_bytes) / (lay.layers_per_stage * per_layer + embed)
             messages += [bucket * mean_width, last * mean_width]
         # One call for every message: the group's figures are worked out once.
