@@ -16,7 +16,11 @@ columns, the same for every row (no row is special-cased):
 - recompute: "none" or blank is none, any selective list is selective;
 - dispatcher: "flex/..." (DeepEP, HybridEP) is flex, else alltoall; "a2a_overlap" turns
   moe_a2a_overlap on; a "tokendrop" recipe states its capacity factor (validate skips it);
-- a run with CUDA graphs replays its kernels: host_launch_us 0;
+- CUDA graphs: Transformer Engine's per-layer graphs of some scopes
+  ("transformer_engine:attn+moe_router+moe_preprocess") replay those parts and leave the rest
+  eager: cuda_graph_scope the scopes, the host's launch path the measured default; a graph of
+  the whole iteration or layer ("full_iteration", "enable_cuda_graph=true") replays every
+  kernel: host_launch_us 0;
 - shared_experts: the count before the width in "1 (2048)"; the metric's name as runs files
   spell it (tokens_per_s_per_gpu, model_tflops_per_gpu);
 - multi-head latent attention where the notes give its dimensions ("MLA: q_lora_rank=1536
@@ -40,8 +44,9 @@ COLUMNS = ("source", "model", "layers", "hidden", "heads", "kv_heads", "head_dim
            "experts", "topk", "moe_ffn_hidden", "shared_experts", "dense_layers", "seq", "global_batch", "micro_batch",
            "gpus", "tp", "pp", "vp", "cp", "ep", "etp", "dp", "zero", "recompute", "sequence_parallel",
            "flash_attention", "dp_overlap", "pp_overlap", "param_gather_overlap", "cross_entropy", "dropout",
-           "precision", "dispatcher", "moe_a2a_overlap", "capacity_factor", "host_launch_us", "kv_lora_rank",
-           "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "hw", "metric", "value", "confidence", "notes")
+           "precision", "dispatcher", "moe_a2a_overlap", "capacity_factor", "host_launch_us", "cuda_graph_scope",
+           "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "hw", "metric", "value", "confidence",
+           "notes")
 
 
 def _flag(on: bool) -> str:
@@ -62,12 +67,25 @@ def _latent(row: dict) -> dict:
             "head_dim": nope}
 
 
+#: How moe_runs.csv names Transformer Engine's per-layer graphs of some scopes.
+PER_LAYER_GRAPHS = "transformer_engine:"
+
+
+def _graphs(text: str) -> dict:
+    """The host's launch path and the graphed scopes of a run's ``cuda_graphs`` cell."""
+    graphs = text.strip().lower()
+    if graphs in ("", "none"):
+        return {"host_launch_us": "", "cuda_graph_scope": ""}
+    if graphs.startswith(PER_LAYER_GRAPHS):
+        return {"host_launch_us": "", "cuda_graph_scope": graphs[len(PER_LAYER_GRAPHS):].strip()}
+    return {"host_launch_us": "0", "cuda_graph_scope": ""}
+
+
 def runs_row(row: dict) -> dict:
     """One moe_runs.csv row as a runs-file row (the module docstring's readings)."""
     tp, vp = int(row["tp"]), int(row["vp"] or 1)
     dispatch = row["dispatcher"]
     drop = re.search(r"capacity_factor=([0-9.]+)", dispatch) if "tokendrop" in dispatch else None
-    graphs = row["cuda_graphs"].strip().lower()
     metric = {"tokens_per_sec_per_gpu": "tokens_per_s_per_gpu"}.get(row["metric"], row["metric"])
     return {
         "source": row["source"], "model": row["model"], "layers": row["layers"], "hidden": row["hidden"],
@@ -85,7 +103,7 @@ def runs_row(row: dict) -> dict:
         "precision": "bf16" if row["precision"].upper() == "BF16" else "fp8",
         "dispatcher": "flex" if dispatch.startswith("flex") else "alltoall",
         "moe_a2a_overlap": _flag("a2a_overlap" in dispatch), "capacity_factor": drop.group(1) if drop else "",
-        "host_launch_us": "" if graphs in ("", "none") else "0", "hw": row["hw"], "metric": metric,
+        **_graphs(row["cuda_graphs"]), "hw": row["hw"], "metric": metric,
         "value": row["value"], "confidence": row["confidence"],
         "notes": f"from conf/data/moe_runs.csv ({row['source']} {row['model']} {row['hw']} {row['precision']}): "
                  + row["notes"].split(" | ")[0],

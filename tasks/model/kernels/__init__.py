@@ -9,9 +9,10 @@
 - ``layer_cost``: one layer's compute pieces, forward and backward;
 - ``sustained``: the rates a device sustains through training, against a short run's;
 - ``moe_kernels``: the kernels a mixture-of-experts layer's MLP launches, by dispatcher;
+- ``cuda_graphs``: the kernels a layer's CUDA-graphed parts take off the host's launches;
 - ``model_blocks``: a model's layers (dense or mixture of experts) as layer shapes;
 - ``gemm_published``: published matmul throughput beside the GEMM law's prediction of it.
 """
 
 __all__ = ["block", "weights", "layer", "roofline", "attention", "layer_cost", "sustained", "gemm_published",
-           "model_blocks", "moe_kernels"]
+           "model_blocks", "moe_kernels", "cuda_graphs"]

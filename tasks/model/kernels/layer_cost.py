@@ -31,6 +31,12 @@ __all__ = ["LayerCost", "layer_cost", "grad_accumulation_time", "cross_entropy_t
 #: The attention core's products when the score matrix is materialised.
 ATTENTION_CORE_GEMMS = ("scores", "context")
 _STUDY_STACK = Stack()
+#: A layer's forward GEMMs outside its attention sublayer: the MLP's (a dense one's or a mixture
+#: of experts').
+MLP_GEMMS = ("fc1", "fc2") + layer.MOE_GEMMS
+#: The attention sublayer's element-wise kernels beside its core: the input norm and the fused
+#: bias-dropout-add of its residual (Megatron-Core's TransformerLayer._forward_attention).
+ATTENTION_SUBLAYER_ELEMENTWISE = 2
 
 
 @dataclass(frozen=True)
@@ -44,9 +50,11 @@ class LayerCost:
     ``elementwise_fwd``/``elementwise_bwd``: memory-bound kernels (the backward's with the
     gradient accumulation of ``grad_accumulation_time``); ``core_fwd``: the
     attention core's forward (what selective recomputation repeats); ``kernels_fwd``:
-    kernels launched in the forward pass, ``kernels_core`` of them the attention core's (a
-    mixture of experts' MLP's are not among them: ``moe_kernels`` counts them as Megatron-Core
-    launches them, by dispatcher and local experts)."""
+    kernels launched in the forward pass, ``kernels_core`` of them the attention core's and
+    ``kernels_attention`` the attention sublayer's (its input norm, projections, core and
+    residual add: what Megatron-Core's "attn" CUDA-graph scope captures) (a mixture of experts'
+    MLP's are not among them: ``moe_kernels`` counts them as Megatron-Core launches them, by
+    dispatcher and local experts)."""
 
     gemm_fwd: np.ndarray
     gemm_bwd: np.ndarray
@@ -59,6 +67,7 @@ class LayerCost:
     core_fwd: np.ndarray
     kernels_fwd: int
     kernels_core: int
+    kernels_attention: int = 0
 
     @property
     def forward(self) -> np.ndarray:
@@ -207,7 +216,9 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     else:
         attn_fwd = attn_bwd = np.zeros(np.shape(gemm_fwd))
     kernels += sum(1 for g in forward_gemms if g.name not in counted_apart)
+    projections = sum(1 for g in linear_fwd_gemms if g.name not in MLP_GEMMS)
+    attention = core_kernels + projections * (2 if stack.fp8 else 1) + ATTENTION_SUBLAYER_ELEMENTWISE
     return LayerCost(gemm_fwd=gemm_fwd, gemm_bwd=gemm_bwd, linear_fwd=linear_fwd, linear_bwd=linear_bwd,
                      attention_fwd=attn_fwd, attention_bwd=attn_bwd, elementwise_fwd=elem_fwd,
                      elementwise_bwd=elem_bwd, core_fwd=core, kernels_fwd=kernels,
-                     kernels_core=core_kernels)
+                     kernels_core=core_kernels, kernels_attention=attention)

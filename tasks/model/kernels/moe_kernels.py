@@ -20,9 +20,11 @@ the aux loss), counted from the source, not profiled:
 - a shared expert: 4 more forward (FC1, activation, FC2, the add), 6 backward.
 
 The alltoall dispatcher also synchronises the host with the device once per layer's forward
-(``token_dispatcher.py`` 857-859), the flex one four times forward and once backward; a step
-charged the longer of the device's and the host's time does not price those waits, and the
-fp8 casts of the expert GEMMs' inputs are not counted.
+(``token_dispatcher.py`` 857-859: the host waits for the token counts before the dispatch),
+the flex one four times forward (``_indices_to_multihot``'s two boolean-mask indexings and
+its ``repeat_interleave``, 1034-1039; DeepEP's dispatch, whose CPU waits for the receive
+counts, ``fused_a2a.py`` 102-104) and once backward (``HOST_SYNCS``). The fp8 casts of the
+expert GEMMs' inputs are not counted.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from typing import Tuple
 
 import numpy as np
 
-__all__ = ["ALLTOALL_KERNELS", "FLEX_KERNELS", "SHARED_EXPERT_KERNELS", "moe_mlp_kernels"]
+__all__ = ["ALLTOALL_KERNELS", "FLEX_KERNELS", "SHARED_EXPERT_KERNELS", "HOST_SYNCS", "moe_mlp_kernels"]
 
 #: (forward, backward) kernels of a MoE layer's MLP as (fixed, per local expert), by dispatcher.
 ALLTOALL_KERNELS: Tuple[Tuple[int, int], Tuple[int, int]] = ((30, 2), (19, 4))
 FLEX_KERNELS: Tuple[Tuple[int, int], Tuple[int, int]] = ((43, 2), (32, 4))
+#: (forward, backward) host-device synchronisations of a MoE layer's MLP, by dispatcher.
+HOST_SYNCS = {"alltoall": (1, 0), "flex": (4, 1)}
 #: (forward, backward) kernels a shared expert adds.
 SHARED_EXPERT_KERNELS: Tuple[int, int] = (4, 6)
 

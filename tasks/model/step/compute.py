@@ -11,7 +11,8 @@ import numpy as np
 from tasks.model.kernels import layer
 from tasks.model.terms import metrics
 from tasks.model.kernels import roofline
-from tasks.model.kernels.moe_kernels import moe_mlp_kernels
+from tasks.model.kernels.moe_kernels import HOST_SYNCS, moe_mlp_kernels
+from tasks.model.kernels.cuda_graphs import graphed_kernels
 from tasks.model.terms.layout import code
 from tasks.model.kernels.layer_cost import (CROSS_ENTROPY_KERNELS, LayerCost, cross_entropy_time,
                                             grad_accumulation_time, layer_cost)
@@ -45,7 +46,8 @@ def stage_layer_cost(lay: StepLayouts, ctx: StepContext, shapes: Optional[Distin
         cost = LayerCost(**{name: (int(round(v)) if name.startswith("kernels_") else v) for name, v in mean.items()})
     spread = {name: shapes.spread(getattr(cost, name), np.shape(lay.tp))
               for name in LayerCost.__dataclass_fields__ if not name.startswith("kernels_")}
-    return LayerCost(**spread, kernels_fwd=cost.kernels_fwd, kernels_core=cost.kernels_core)
+    return LayerCost(**spread, **{name: getattr(cost, name) for name in LayerCost.__dataclass_fields__
+                                  if name.startswith("kernels_")})
 
 
 def _layer_cost(ctx: StepContext, shapes: DistinctShapes, block) -> LayerCost:
@@ -91,39 +93,57 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     alone (``forward``: the layers' forward, the logits GEMM and the loss); and the kernels it
     launches (a mixture of experts' MLP's as Megatron-Core launches them,
     ``kernels.moe_kernels``, for the layout's local experts and dispatcher, its forward's again
-    where full recomputation repeats it). The micro-batch lasts the longer of the device's time
-    and the host's time to launch its kernels (``Stack.host_launch_us`` each)."""
+    where full recomputation repeats it), less what the stack's CUDA graphs replay
+    (``kernels.cuda_graphs``). The micro-batch lasts the longer of the device's time
+    and the host's time to launch its kernels (``Stack.host_launch_us`` each); a mixture of
+    experts' host waits for the device in every MoE layer (``moe_kernels.HOST_SYNCS``), so its
+    forward and backward passes each last the longer of the two, and each wait leaves the
+    device idle until the next launch."""
     repeat = lay.recomputed_share * cost.forward + np.where(lay.selective, cost.core_fwd, 0.0)
     t_layer = metrics.apply_flop_vs_bw(cost.total + repeat, ctx.flop_vs_bw)
     output_forward, output = _output_layer(lay, ctx, shapes)
     t_output = metrics.apply_flop_vs_bw(output, ctx.flop_vs_bw)
     repeated = lay.recomputed_share * cost.kernels_fwd + np.where(lay.selective, cost.kernels_core, 0)
     forward_hide = lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw)
-    kernels = lay.layers_per_stage * (3 * cost.kernels_fwd + repeated + ctx.moe_share * _moe_kernels(lay, ctx)) \
+    flex = lay.dispatcher == code("dispatcher", "flex")
+    graphed_fwd, graphed_bwd = graphed_kernels(ctx.stack.cuda_graph_scope, cost.kernels_attention, ctx.moe_share,
+                                               flex)
+    moe_fwd, moe_bwd = _moe_kernels(lay, ctx)
+    kernels_fwd = lay.layers_per_stage * (cost.kernels_fwd + ctx.moe_share * moe_fwd - graphed_fwd)
+    kernels_bwd = lay.layers_per_stage * (2 * cost.kernels_fwd + repeated - graphed_bwd + ctx.moe_share
+                                          * (moe_fwd * lay.recomputed_share + moe_bwd)) \
         + (3 + CROSS_ENTROPY_KERNELS[ctx.stack.cross_entropy] if ctx.vocab > 0 else 0)
     device = lay.layers_per_stage * t_layer + t_output
     # The host launches every kernel (Stack.host_launch_us); the device cannot run ahead of it.
     # The host's path does not speed up with the device (flop_vs_bw scales the device only).
-    host = kernels * ctx.stack.host_launch_us * 1e-6
+    launch_s = ctx.stack.host_launch_us * 1e-6
+    per_microbatch = np.maximum(device, (kernels_fwd + kernels_bwd) * launch_s)
+    if ctx.block.moe:
+        # A MoE layer's host waits for the device (kernels.moe_kernels.HOST_SYNCS): the forward
+        # cannot run ahead into the backward, and the device idles until the next launch.
+        syncs_fwd, syncs_bwd = (lay.layers_per_stage * ctx.moe_share * np.where(flex, HOST_SYNCS["flex"][i],
+                                                                                  HOST_SYNCS["alltoall"][i])
+                                for i in (0, 1))
+        per_microbatch = np.maximum(forward_hide, kernels_fwd * launch_s) + syncs_fwd * launch_s \
+            + np.maximum(device - forward_hide, kernels_bwd * launch_s) + syncs_bwd * launch_s
     return {
-        "per_microbatch": np.maximum(device, host),
+        "per_microbatch": per_microbatch,
         "forward": forward_hide + metrics.apply_flop_vs_bw(output_forward, ctx.flop_vs_bw),
         "forward_hide": forward_hide,
         "backward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.gemm_bwd + cost.attention_bwd,
                                                                          ctx.flop_vs_bw),
-        "kernels_per_microbatch": kernels,
+        "kernels_per_microbatch": kernels_fwd + kernels_bwd,
     }
 
 
 def _moe_kernels(lay: StepLayouts, ctx: StepContext):
-    """Kernels one MoE layer's MLP launches in a micro-batch, forward (again for the share full
-    recomputation repeats) and backward; 0 for a dense model."""
+    """(forward, backward) kernels one MoE layer's MLP launches in a micro-batch; zeros for a
+    dense model."""
     block = ctx.block
     if not block.moe:
-        return 0.0
-    fwd, bwd = moe_mlp_kernels(block.experts / lay.ep, lay.dispatcher == code("dispatcher", "flex"),
-                               block.shared_ffn > 0)
-    return fwd * (1.0 + lay.recomputed_share) + bwd
+        return 0.0, 0.0
+    return moe_mlp_kernels(block.experts / lay.ep, lay.dispatcher == code("dispatcher", "flex"),
+                           block.shared_ffn > 0)
 
 
 def optimizer_time(lay: StepLayouts, ctx: StepContext, params: np.ndarray) -> np.ndarray:

@@ -12,10 +12,11 @@ Megatron stacks of 2022 and 2024, DeepSpeed's ZeRO-3 of 2021, torchtitan's FSDP2
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import FrozenSet, Optional, Tuple
 
 __all__ = ["ATTENTION_KINDS", "CROSS_ENTROPY_IMPLS", "DP_ENGINE_NAMES", "ELEMENTWISE_STYLES", "GEMM_PRECISIONS",
-           "MAIN_GRAD_WIDTHS", "Stack", "offload_problem"]
+           "MAIN_GRAD_WIDTHS", "Stack", "offload_problem", "CUDA_GRAPH_SCOPES", "graph_scopes",
+           "cuda_graph_scope_problem"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
@@ -46,6 +47,30 @@ ELEMENTWISE_STYLES: Tuple[str, ...] = ("fused", "eager")
 #: cross_entropy_fusion_impl "te", which Megatron-Bridge's GPT provider and performance
 #: recipes set). Their bytes: ``tasks.model.kernels.layer_cost.CROSS_ENTROPY_BYTES_PER_LOGIT``.
 CROSS_ENTROPY_IMPLS: Tuple[str, ...] = ("unfused", "te")
+
+
+#: Parts of a layer Megatron-Core's per-layer CUDA graphs can capture while the rest runs
+#: eagerly (TransformerConfig.cuda_graph_scope; megatron/core/transformer/transformer_config.py
+#: at d98e8a64dd): "attn" the attention sublayer (TransformerLayer._forward_attention),
+#: "moe_router" a MoE layer's MLP up to and including its router, "moe_preprocess" the token
+#: dispatcher's preprocessing after it (only beside "moe_router").
+CUDA_GRAPH_SCOPES: Tuple[str, ...] = ("attn", "moe_router", "moe_preprocess")
+
+
+def graph_scopes(text: str) -> FrozenSet[str]:
+    """The scopes of a "+"-joined ``Stack.cuda_graph_scope`` ("" none)."""
+    return frozenset(part.strip() for part in text.split("+") if part.strip())
+
+
+def cuda_graph_scope_problem(text: str) -> Optional[str]:
+    """Why ``text`` is not a ``Stack.cuda_graph_scope``, or None."""
+    scopes = graph_scopes(text)
+    unknown = sorted(scopes - set(CUDA_GRAPH_SCOPES))
+    if unknown:
+        return f"{unknown[0]!r} is not a scope: join some of {', '.join(CUDA_GRAPH_SCOPES)} with '+'"
+    if "moe_preprocess" in scopes and "moe_router" not in scopes:
+        return "moe_preprocess is captured only beside moe_router (Megatron-Core refuses it alone)"
+    return None
 
 
 #: The host's time per kernel of an eager training step, measured (``Stack.host_launch_us``).
@@ -116,6 +141,11 @@ class Stack:
     all-to-all on its own stream behind the other's compute;
     megatron/core/pipeline_parallel/combined_1f1b.py at d98e8a64dd); off, the step waits for
     them.
+    ``cuda_graph_scope``: the parts of every layer Megatron-Core captures in CUDA graphs while
+    the rest runs eagerly, "+"-joined ``CUDA_GRAPH_SCOPES`` (Transformer Engine's per-layer
+    graphs, cuda_graph_impl transformer_engine): their kernels replay without the host's
+    launch path, which still launches the others (``kernels.cuda_graphs``); "" none. A graph
+    of the whole layer or iteration is ``host_launch_us`` 0.
     """
 
     attention: str = "materialised"
@@ -133,6 +163,7 @@ class Stack:
     cross_entropy: str = "unfused"
     host_launch_us: float = HOST_LAUNCH_US
     moe_a2a_overlap: bool = False
+    cuda_graph_scope: str = ""
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:
@@ -147,6 +178,9 @@ class Stack:
                              f"{', '.join(CROSS_ENTROPY_IMPLS)}")
         if not self.host_launch_us >= 0:
             raise ValueError(f"stack.host_launch_us={self.host_launch_us!r}: must be 0 or more microseconds")
+        graph_problem = cuda_graph_scope_problem(self.cuda_graph_scope)
+        if graph_problem:
+            raise ValueError(f"stack.cuda_graph_scope={self.cuda_graph_scope!r}: {graph_problem}")
         if self.dp_engine not in DP_ENGINE_NAMES:
             raise ValueError(f"stack.dp_engine={self.dp_engine!r}: choose one of {', '.join(DP_ENGINE_NAMES)}")
         if self.fp8_params and self.gemm_precision != "fp8":

@@ -159,6 +159,22 @@ def test_a_mixture_of_experts_row_is_priced_and_its_bad_cells_named(tmp_path, pr
         read_runs(path, [])
 
 
+def test_a_rows_cuda_graph_scope_is_read_and_a_scope_megatron_core_lacks_refused(tmp_path, profiles):
+    """A row whose attention sublayers replay from CUDA graphs launches fewer kernels from its
+    host, so on a host slow enough to pace it (20 ms a kernel) it is predicted faster than the
+    same row eager; "mlp" is refused, named."""
+    path = tmp_path / "graphs.csv"
+    path.write_text("\n".join([HEADER + ",flash_attention,host_launch_us,cuda_graph_scope",
+                               _row() + ",true,20000,attn", _row() + ",true,20000,"]) + "\n", encoding="utf-8")
+    graphed, eager = read_runs(path)
+    assert (graphed.cuda_graph_scope, eager.cuda_graph_scope) == ("attn", "")
+    graphed_out, eager_out = validate_all(profiles, DATA, runs_file=path, datasets=("runs",)).records
+    assert graphed_out.predicted < 0.9 * eager_out.predicted
+    path.write_text("\n".join([HEADER + ",cuda_graph_scope", _row() + ",mlp"]) + "\n", encoding="utf-8")
+    with pytest.raises(RowError, match="row 1: cuda_graph_scope='mlp' 'mlp' is not a scope"):
+        read_runs(path)
+
+
 def _cp_runs(tmp_path, rows) -> Path:
     """A runs file with ``cp`` and ``cp_comm`` columns: each of ``rows`` (cells, cp, cp_comm)."""
     path = tmp_path / "cp.csv"
