@@ -259,6 +259,11 @@ def busiest_stage_layers(layers: float, pp, virtual_stages):
     return np.ceil(layers / chunks) * virtual_stages
 
 
+def microbatches_per_step(global_batch: float, dp, micro_batch):
+    """Micro-batches each replica runs a step: global batch / (DP x micro-batch), whole ones."""
+    return np.floor(global_batch / (np.asarray(dp, dtype=np.float64) * np.asarray(micro_batch, dtype=np.float64)))
+
+
 def as_layouts(layouts: Mapping[str, np.ndarray], dp: np.ndarray, ctx: StepContext) -> StepLayouts:
     """Layout columns (``tasks.model.terms.layout`` codes) as ``StepLayouts``."""
     tp, pp, b = (np.asarray(layouts[k], dtype=np.float64) for k in ("tp", "pp", "micro_batch"))
@@ -267,7 +272,7 @@ def as_layouts(layouts: Mapping[str, np.ndarray], dp: np.ndarray, ctx: StepConte
     recompute = np.asarray(layouts["recompute"], dtype=np.int64)
     layers_per_stage = busiest_stage_layers(float(ctx.model.layers), pp, stages)
     ones = np.ones(np.shape(tp))
-    return StepLayouts(tp=tp, pp=pp, dp=dp, micro_batch=b, microbatches=np.floor(ctx.global_batch / (dp * b)),
+    return StepLayouts(tp=tp, pp=pp, dp=dp, micro_batch=b, microbatches=microbatches_per_step(ctx.global_batch, dp, b),
                        stages=stages,
                        interleaved=interleaved, zero=np.asarray(layouts["zero"], dtype=np.int64),
                        sequence_parallel=np.asarray(layouts["sequence_parallel"], dtype=bool),

@@ -59,7 +59,8 @@ from tasks.model.step import memory
 from tasks.model.step.comm import cp_comm, ep_comm, latency_floor, pp_comm, tp_comm
 from tasks.model.step.dp_comm import dp_comm, embedding_matrices, engine_copies
 from tasks.model.step.compute import compute_per_microbatch, optimizer_time, stage_layer_cost
-from tasks.model.step.context import StepContext, StepLayouts, as_layouts, distinct_shapes, layer_weights_per_device
+from tasks.model.step.context import (StepContext, StepLayouts, as_layouts, distinct_shapes, layer_weights_per_device,
+                                     microbatches_per_step)
 from tasks.model.terms import metrics
 from tasks.model.terms.layout import STRUCTURAL_CONSTRAINTS, first_violation, structural_violations
 
@@ -209,16 +210,27 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
                                        devices=ctx.devices, global_batch=ctx.global_batch,
                                        kv_heads=model.kv_heads or 0, experts=model.experts)
     status = first_violation(violations)
-    lay = as_layouts(layouts, np.maximum(dp_int, 1).astype(np.float64), ctx)
+    dp = np.maximum(dp_int, 1).astype(np.float64)
+    # Only the layouts that break no structural constraint are costed (at least one, for the
+    # columns' names); the others' step metrics and memory are NaN.
+    valid = np.flatnonzero(status == 0)
+    costed = valid if valid.size else np.zeros(1, dtype=np.int64)
+    rows = len(status)
+    subset = {name: (np.asarray(values)[costed] if np.ndim(values) and len(values) == rows else values)
+              for name, values in layouts.items()}
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = _step(lay, ctx)
+        part = _step(as_layouts(subset, dp[costed], ctx), ctx)
+    out = {}
+    for name, values in part.items():
+        out[name] = np.full(rows, np.nan)
+        out[name][valid] = np.broadcast_to(values, costed.shape)[:valid.size]
     memory_bytes = out.pop("memory_per_device_bytes")
     status = np.where((status == 0) & (memory_bytes > ctx.memory_limit_bytes), _MEMORY_CODE, status)
-    structural = (status > 0) & (status < _MEMORY_CODE)
     for name, values in out.items():
         out[name] = np.where(status > 0, np.nan, values)
-    out["memory_per_device_bytes"] = np.where(structural, np.nan, memory_bytes)
-    out.update(dp=dp_int.astype(np.int64), microbatches=lay.microbatches.astype(np.int64), status_code=status)
+    out["memory_per_device_bytes"] = memory_bytes
+    microbatches = microbatches_per_step(ctx.global_batch, dp, np.asarray(layouts["micro_batch"]))
+    out.update(dp=dp_int.astype(np.int64), microbatches=microbatches.astype(np.int64), status_code=status)
     return out
 
 

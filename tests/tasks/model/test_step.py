@@ -271,6 +271,21 @@ def test_structurally_infeasible_layouts_are_rows_with_reasons(gpt3, h100):
     assert all(r and ":" in r for r in reasons(result, ctx))
 
 
+def test_a_layout_costs_the_same_beside_infeasible_ones_and_those_cost_nothing(gpt3, h100):
+    """Only the layouts that break no structural constraint are costed: a feasible one gets
+    the figures it gets alone, the others NaN (memory too), and every row its micro-batches."""
+    ctx = StepContext(gpt3, h100, devices=64, global_batch=64)
+    good, bad = Layout(tp=8, pp=1, dp=8, micro_batch=1), Layout(tp=5, pp=1, dp=1, micro_batch=1)
+    mixed = step_columns({k: np.concatenate([bad.columns()[k], good.columns()[k]]) for k in good.columns()}, ctx)
+    alone = step_columns(good.columns(), ctx)
+    for name, values in alone.items():
+        np.testing.assert_array_equal(mixed[name][1:], values, err_msg=name)
+    assert np.isnan(mixed["step_time_s"][0]) and np.isnan(mixed["memory_per_device_bytes"][0])
+    assert mixed["microbatches"][0] == 64 // 12 and mixed["status_code"][0] == STATUS_CODES.index("tp_divides_heads")
+    only_bad = step_columns(bad.columns(), ctx)
+    assert np.isnan(only_bad["step_time_s"]).all() and np.isnan(only_bad["memory_per_device_bytes"]).all()
+
+
 def test_enumeration_covers_the_space_once():
     space = LayoutSpace(tp=[1, 2], pp=[1, 2], micro_batch=[1, 2], virtual_stages=[2, 3])
     layouts = enumerate_layouts(space, devices=8)
