@@ -23,8 +23,9 @@ The alltoall dispatcher also synchronises the host with the device once per laye
 (``token_dispatcher.py`` 857-859: the host waits for the token counts before the dispatch),
 the flex one four times forward (``_indices_to_multihot``'s two boolean-mask indexings and
 its ``repeat_interleave``, 1034-1039; DeepEP's dispatch, whose CPU waits for the receive
-counts, ``fused_a2a.py`` 102-104) and once backward (``HOST_SYNCS``). The fp8 casts of the
-expert GEMMs' inputs are not counted.
+counts, ``fused_a2a.py`` 102-104) and once backward (``HOST_SYNCS``); the waits of a forward
+that full recomputation repeats are not counted. The fp8 casts of the expert GEMMs' inputs are
+not counted.
 """
 
 from __future__ import annotations
