@@ -7,10 +7,11 @@ embedded Ray (loopback, token authentication), and the step model's rate per cor
 DeepSeek-V3 on 1,024 H100 (the ``moe`` search preset's model, cluster, batch and stack) over
 EP x ETP x dispatcher x TP (with SP) x PP x schedule x CP (with its exchange) x micro-batch x
 ZeRO x recomputation, DP what the devices leave. The space is cut into one slice per (TP, PP)
-(``tasks.model.search.space.space_slices``); each slice is costed whole and reduced to its
-optimum in a Ray task (``slice_optimum``). Prints the space's size, the wall-clock time, the
-layouts per second over all CPUs and per CPU, the optimum and one slice's rate on this
-process alone (one core). Targets: the whole space within 10 minutes; at least 5 x 10^5
+(``tasks.model.search.space.space_slices``); each slice is evaluated whole (every layout
+judged by the structural constraints, those that break none costed by the step model) and
+reduced to its optimum in a Ray task (``slice_optimum``). Prints the space's size, the
+wall-clock time, the layouts per second over all CPUs and per CPU, how many the step model
+costed, the optimum and one slice's rate on this process alone (one core). Targets: the whole space within 10 minutes; at least 5 x 10^5
 layouts per second per core.
 """
 
@@ -71,11 +72,15 @@ def main() -> None:
     layout = Layout(**{k: (bool(v) if k == "sequence_parallel" else v) for k, v in columns.items()
                        if k in Layout.__dataclass_fields__})
     rate = total / elapsed
-    print(f"{session.where}: {total:,} layouts costed in {elapsed:.1f} s ({sum(r.feasible for r in results):,} "
+    print(f"{session.where}: {total:,} layouts evaluated in {elapsed:.1f} s ({sum(r.feasible for r in results):,} "
           f"feasible): {rate:,.0f} layouts/s, {rate / session.cpus:,.0f} per CPU "
           f"(targets: <= {TARGET_S:.0f} s {'met' if elapsed <= TARGET_S else 'missed'}; >= {TARGET_PER_CORE:,.0f} "
           f"per core {'met' if rate / session.cpus >= TARGET_PER_CORE else 'missed'})")
-    print(f"one slice ({alone.layouts:,} layouts) in this process alone: {one_core:,.0f} layouts/s on one core")
+    costed = sum(r.costed for r in results)
+    print(f"costed by the step model: {costed:,} layouts ({costed / total:.1%}); the others break a structural "
+          "constraint, judged without it")
+    print(f"one slice ({alone.layouts:,} layouts, {alone.costed:,} costed) in this process alone: "
+          f"{one_core:,.0f} layouts/s on one core")
     print(f"optimum: {layout.describe()} at {best.best_step_s:.3f} s per step")
 
 

@@ -163,12 +163,15 @@ def space_slices(space: LayoutSpace) -> List[LayoutSpace]:
 @dataclass(frozen=True)
 class SliceOptimum:
     """One slice's exhaustive costing: its layouts, how many are feasible, and the best one's
-    step time in seconds (inf where none is feasible) with its columns (coded fields)."""
+    step time in seconds (inf where none is feasible) with its columns (coded fields); and how
+    many the step model costed (those that break no structural constraint; the others are
+    judged by the constraints alone)."""
 
     layouts: int
     feasible: int
     best_step_s: float
     best: Dict[str, int]
+    costed: int = 0
 
 
 def slice_optimum(space: LayoutSpace, ctx: StepContext) -> SliceOptimum:
@@ -177,8 +180,9 @@ def slice_optimum(space: LayoutSpace, ctx: StepContext) -> SliceOptimum:
     layouts, costs = exhaustive(space, ctx)
     best = best_index(costs)
     feasible = int((costs["status_code"] == 0).sum())
+    costed = int((~np.isnan(costs["memory_per_device_bytes"])).sum())
     if best < 0:
-        return SliceOptimum(len(layouts["tp"]), feasible, float("inf"), {})
+        return SliceOptimum(len(layouts["tp"]), feasible, float("inf"), {}, costed)
     return SliceOptimum(len(layouts["tp"]), feasible, float(costs["step_time_s"][best]),
-                        {name: int(column[best]) for name, column in layouts.items()})
+                        {name: int(column[best]) for name, column in layouts.items()}, costed)
 
