@@ -22,6 +22,7 @@ from sweeps.search.params import trial_distributions
 from sweeps.search.results import exhaustive_frame
 from tasks.model.search.space import LayoutSpace, best_index, enumerate_layouts, exhaustive, slice_optimum, \
     space_slices
+from tasks.model.step.plan import STATUS_CODES
 from tasks.model.terms.layout import MOE_DISPATCHERS
 
 SMALL = dict(tp=[1, 2], pp=[1, 2], micro_batch=[1], schedule=["1f1b"], zero=["zero1"], sequence_parallel=[True],
@@ -58,7 +59,7 @@ def test_the_sampler_asks_experts_only_of_a_space_with_several():
 
 def test_slices_of_a_space_hold_its_layouts_once_and_give_its_optimum():
     setup = load_search(["moe"])
-    space = LayoutSpace(tp=[2, 4], pp=[4, 8], micro_batch=[1], schedule=["1f1b"], zero=["zero1"],
+    space = LayoutSpace(tp=[2, 4], pp=[3, 4, 8], micro_batch=[1], schedule=["1f1b"], zero=["zero1"],
                         sequence_parallel=[True], recompute=["none", "selective"], ep=[16, 32, 64],
                         dispatcher=["alltoall", "flex"])
     layouts, costs = exhaustive(space, setup.step_context)
@@ -66,6 +67,8 @@ def test_slices_of_a_space_hold_its_layouts_once_and_give_its_optimum():
     assert sum(p.layouts for p in pieces) == len(layouts["tp"]) == space.size
     assert sum(p.feasible for p in pieces) == int((costs["status_code"] == 0).sum())
     assert min(p.best_step_s for p in pieces) == costs["step_time_s"][best_index(costs)]
+    structural = (costs["status_code"] > 0) & (costs["status_code"] < len(STATUS_CODES) - 1)
+    assert sum(p.costed for p in pieces) == int((~structural).sum()) < space.size
 
 
 def test_the_moe_optimum_splits_the_experts_and_search_rows_carry_them(tmp_path):
