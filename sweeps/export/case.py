@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import FrozenSet, List, Tuple
 
 from sweeps.errors import UserError
 from tasks.model.collectives.dp_protocol import DP_ENGINES, dp_ranks_per_node
 from tasks.model.terms.layout import Layout
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
-from tasks.model.terms.stack import Stack
+from tasks.model.terms.stack import Stack, graph_scopes
 
 __all__ = ["Source", "ExportCase", "Unexpressible", "header", "chunk_split", "check_common"]
 
@@ -141,12 +141,18 @@ def chunk_split(case: ExportCase) -> List[int]:
     return [size + 1] * extra + [size] * (chunks - extra)
 
 
-def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False) -> None:
+def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
+                 graph_scopes_written: FrozenSet[str] = frozenset()) -> None:
     """What no export expresses: a model that is not a decoder (each writes causal GPT-style
     pretraining), a stack without a causal mask, a sharding mode run by another framework's
     DP engine (``dp_protocol.DP_ENGINES``, ``DpEngine.export``), and fp8 weights or offloaded layers (not written
     yet); a fused cross entropy (``Stack.cross_entropy``) where the export does not write it
-    (``fused_loss``)."""
+    (``fused_loss``); CUDA-graphed parts of a layer (``Stack.cuda_graph_scope``) beyond those
+    the export writes (``graph_scopes_written``)."""
+    unwritten_scopes = sorted(graph_scopes(case.stack.cuda_graph_scope) - graph_scopes_written)
+    if unwritten_scopes:
+        raise Unexpressible(framework, f"stack.cuda_graph_scope={case.stack.cuda_graph_scope!r}: the export does not "
+                                       f"write {', '.join(unwritten_scopes)}")
     if case.model.architecture != "decoder":
         raise Unexpressible(framework, f"model {case.model.name} is an {case.model.architecture} model; the export "
                                        "writes decoder (GPT-style) pretraining")

@@ -37,7 +37,10 @@ before its arguments were generated from config dataclasses); the constraints qu
   overlaps its sends by default, ``--no-overlap-p2p-communication`` where the stack does
   not; the fp32 gradient buffer is forced for bf16, asked with
   ``--accumulate-allreduce-grads-in-fp32`` for fp16; Transformer Engine's fused cross
-  entropy is ``--cross-entropy-loss-fusion --cross-entropy-fusion-impl te``.
+  entropy is ``--cross-entropy-loss-fusion --cross-entropy-fusion-impl te``; the attention
+  sublayer replayed from Transformer Engine's CUDA graphs (``Stack.cuda_graph_scope`` attn) is
+  ``--cuda-graph-impl transformer_engine --cuda-graph-scope attn`` (that release's scopes are
+  full, attn and full_iteration: a MoE router's or preprocessing's graph is refused).
 - Mixture of experts: ``--num-experts``, ``--moe-router-topk``, ``--moe-ffn-hidden-size``,
   ``--moe-shared-expert-intermediate-size`` (shared experts x their width), ``--moe-layer-freq``
   (the leading dense layers as a list expression), ``--moe-grouped-gemm`` (the experts' GEMMs
@@ -65,6 +68,10 @@ SOURCE = Source("Megatron-LM", "core_v0.15.3", "NVIDIA/Megatron-LM", "309ffca6a4
                 ("megatron/training/arguments.py",))
 
 Flag = Tuple[str, Optional[object]]
+
+#: The parts of a layer core_v0.15.3's ``--cuda-graph-scope`` can name alone (its choices are
+#: full, attn and full_iteration).
+GRAPH_SCOPES = frozenset({"attn"})
 
 
 def _model(case: ExportCase) -> List[Flag]:
@@ -187,6 +194,8 @@ def _stack(case: ExportCase) -> List[Flag]:
         out.append(("--tp-comm-overlap", None))
     if stack.cross_entropy == "te":
         out += [("--cross-entropy-loss-fusion", None), ("--cross-entropy-fusion-impl", "te")]
+    if stack.cuda_graph_scope:
+        out += [("--cuda-graph-impl", "transformer_engine"), ("--cuda-graph-scope", stack.cuda_graph_scope)]
     if lay.schedule == "interleaved" and not stack.pp_overlap:
         if lay.pp <= 2:
             raise Unexpressible(NAME, f"an interleaved schedule over PP {lay.pp} without overlapped sends "
@@ -197,7 +206,7 @@ def _stack(case: ExportCase) -> List[Flag]:
 
 def flags(case: ExportCase) -> List[Flag]:
     """The flags of ``case``, in order (name, value; None for a switch), or ``Unexpressible``."""
-    check_common(case, NAME, fused_loss=True)
+    check_common(case, NAME, fused_loss=True, graph_scopes_written=GRAPH_SCOPES)
     check_core(case, NAME)
     return _model(case) + moe_flags(case) + _layout(case) + _stack(case)
 
