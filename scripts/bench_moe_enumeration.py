@@ -11,8 +11,8 @@ ZeRO x recomputation, DP what the devices leave. The space is cut into one slice
 judged by the structural constraints, those that break none costed by the step model) and
 reduced to its optimum in a Ray task (``slice_optimum``). Prints the space's size, the
 wall-clock time, the layouts per second over all CPUs and per CPU, how many the step model
-costed, the optimum and one slice's rate on this process alone (one core). Targets: the whole space within 10 minutes; at least 5 x 10^5
-layouts per second per core.
+costed, the optimum and one slice's rate on this process alone (one core). Targets: the
+whole space within 10 minutes; at least 5 x 10^5 layouts per second per core.
 """
 
 from __future__ import annotations
