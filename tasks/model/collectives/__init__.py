@@ -2,6 +2,8 @@
 ``kernels``):
 
 - ``nccl``: collective time per op, link tier and algorithm (NCCL's protocol curve, defined once);
+- ``groups``: the distinct groups of ranks among many layouts' (what depends on a group alone
+  is worked out once each);
 - ``layer_comm``: one layer's TP and DP collectives;
 - ``cp_exchange``: context parallelism's exchange of keys and values in one layer;
 - ``ep_exchange``: expert parallelism's dispatch and combine of tokens in one MoE layer;
@@ -9,4 +11,4 @@
   collectives it runs, how often and behind what (the one statement of it).
 """
 
-__all__ = ["nccl", "layer_comm", "cp_exchange", "ep_exchange", "dp_protocol"]
+__all__ = ["nccl", "groups", "layer_comm", "cp_exchange", "ep_exchange", "dp_protocol"]

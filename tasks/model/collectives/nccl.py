@@ -76,6 +76,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from tasks.model.terms.specs import HardwareProfile, LinkTier
+from tasks.model.collectives.groups import distinct_groups
 
 __all__ = ["COLLECTIVE_OPS", "MODELLED_OPS", "ALGORITHMS", "Protocol", "PROTOCOLS", "NVLS_MIN_RANKS", "bus_factor",
            "ring_steps", "collective_time", "tier_figures", "nvls_busbw", "spanning_figures", "ring_latency",
@@ -275,7 +276,15 @@ def lowest_latency(op: str, n, crosses_nodes, hw: HardwareProfile, *, local_rank
     """The least latency in s of ``op`` among ``n`` ranks that NCCL's algorithms and protocols
     offer, moving no bytes: the ring's under its lowest-latency protocol, the tree's for an
     all-reduce across nodes beyond ``FIT_RANKS``, PAT's at one rank per node. Ring-only before
-    cost model step-21."""
+    cost model step-21. Worked out once per distinct group (``distinct_groups``)."""
+    groups = distinct_groups(n, crosses_nodes, local_ranks)
+    if groups is not None:
+        (n_u, crosses_u, local_u), inverse, shape = groups
+        return _lowest_latency(op, n_u, crosses_u, hw, local_u)[inverse].reshape(shape)
+    return _lowest_latency(op, n, crosses_nodes, hw, local_ranks)
+
+
+def _lowest_latency(op: str, n, crosses_nodes, hw: HardwareProfile, local_ranks) -> np.ndarray:
     best = ring_latency(op, n, crosses_nodes, hw, local_ranks=local_ranks).min(axis=0)
     best = np.fmin(best, _pat_latency(op, n, crosses_nodes, hw, local_ranks))
     if op == "all_reduce":
@@ -329,15 +338,15 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
     may run (as its tuner picks): for an all-reduce the tree across nodes and, inside a node
     where the hardware has it, the in-switch reduction; for an all-gather or a
     reduce-scatter at one rank per node, PAT. "ring" or "nvls" forces one (NaN where "nvls"
-    is not available)."""
+    is not available). The figures that depend on the group alone are worked out once per
+    distinct group (``distinct_groups``)."""
     _check_algorithm(algorithm)
-    alpha, busbw = spanning_figures(op, n, crosses_nodes, hw, local_ranks=local_ranks)
-    ring = _fastest_protocol(op, n, message_bytes, busbw, _ring_latency(op, n, crosses_nodes, local_ranks, alpha, hw))
+    alpha, busbw, ring_alpha, pat_alpha = _group_figures(op, n, crosses_nodes, hw, local_ranks)
+    ring = _fastest_protocol(op, n, message_bytes, busbw, ring_alpha)
     if op == "all_reduce" and algorithm is None and np.any(np.asarray(crosses_nodes) & (np.asarray(n) > FIT_RANKS)):
         ring = np.fmin(ring, _tree_time(n, message_bytes, crosses_nodes, hw, local_ranks, busbw))
     if op in PAT_OPS and algorithm is None and np.any(one_per_node(crosses_nodes, local_ranks)):
-        pat = _pat_latency(op, n, crosses_nodes, hw, local_ranks) \
-            + np.asarray(message_bytes, dtype=np.float64) / (PAT_BANDWIDTH_SHARE * busbw)
+        pat = pat_alpha + np.asarray(message_bytes, dtype=np.float64) / (PAT_BANDWIDTH_SHARE * busbw)
         ring = np.fmin(ring, pat)
     if algorithm == "ring" or (algorithm is None and (op != "all_reduce" or hw.intra_node.nvls_efficiency <= 0)):
         return ring
@@ -345,6 +354,22 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
     if algorithm == "nvls":
         return np.broadcast_to(switch, np.broadcast(switch, ring).shape).copy()
     return np.fmin(ring, switch)
+
+
+def _group_figures(op: str, n, crosses_nodes, hw: HardwareProfile, local_ranks):
+    """(α, ring bus bandwidth, the ring's per-protocol latencies, PAT's latency) of each group
+    (``spanning_figures``, ``ring_latency``, ``_pat_latency``), worked out per distinct group."""
+    groups = distinct_groups(n, crosses_nodes, local_ranks)
+    if groups is None:
+        alpha, busbw = spanning_figures(op, n, crosses_nodes, hw, local_ranks=local_ranks)
+        return alpha, busbw, _ring_latency(op, n, crosses_nodes, local_ranks, alpha, hw), \
+            _pat_latency(op, n, crosses_nodes, hw, local_ranks)
+    (n_u, crosses_u, local_u), inverse, shape = groups
+    alpha, busbw = spanning_figures(op, n_u, crosses_u, hw, local_ranks=local_u)
+    ring = _ring_latency(op, n_u, crosses_u, local_u, alpha, hw)
+    pat = _pat_latency(op, n_u, crosses_u, hw, local_u)
+    return alpha[inverse].reshape(shape), busbw[inverse].reshape(shape), \
+        ring[:, inverse].reshape((ring.shape[0],) + shape), pat[inverse].reshape(shape)
 
 
 def predicted_busbw(op: str, n, message_bytes, hw: HardwareProfile, nodes=1, algorithm: Optional[str] = None):

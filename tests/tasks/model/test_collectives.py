@@ -14,6 +14,7 @@ import pytest
 
 from sweeps.config import load_preset
 from tasks.model.collectives import nccl as c
+from tasks.model.collectives.groups import distinct_groups
 
 LADDERS = Path(__file__).resolve().parents[3] / "conf" / "data" / "collective_ladders.csv"
 SIZES = 2.0 ** np.arange(10, 37)
@@ -221,3 +222,27 @@ def test_unknown_ops_and_algorithms_are_refused(profiles):
         c.tier_time("broadcast", 8, 1e6, False, profiles["h200"])
     with pytest.raises(ValueError, match="unknown algorithm"):
         c.tier_time("all_reduce", 8, 1e6, False, profiles["h200"], algorithm="tree")
+
+
+def test_groups_are_costed_once_each_and_every_element_gets_its_own_groups_figures():
+    """Thousands of layouts share a few groups: ``tier_time`` and ``lowest_latency`` cost each
+    distinct (ranks, crosses, ranks per node) once, and every element gets exactly what it
+    gets costed alone; a fractional rank count or a short array is costed as it comes."""
+    hw = load_preset("hardware", "h100")
+    rng = np.random.default_rng(0)
+    n = rng.choice([2.0, 8.0, 16.0, 64.0, 512.0], size=4000)
+    local = np.where(n > 8, 8.0, n)
+    crosses = n > 8
+    message = rng.uniform(1e5, 1e9, size=4000)
+    groups = distinct_groups(n, crosses, local)
+    assert groups is not None and len(groups[0][0]) == 5
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+        together = c.tier_time(op, n, message, crosses, hw, local_ranks=local)
+        alone = [float(c.tier_time(op, n[i], message[i], crosses[i], hw, local_ranks=local[i]))
+                 for i in range(0, 4000, 97)]
+        np.testing.assert_array_equal(together[::97], alone)
+        floor = c.lowest_latency(op, n, crosses, hw, local_ranks=local)
+        np.testing.assert_array_equal(floor[::97], [float(c.lowest_latency(op, n[i], crosses[i], hw,
+                                                                           local_ranks=local[i]))
+                                                    for i in range(0, 4000, 97)])
+    assert distinct_groups(n, crosses, local / 3.0) is None and distinct_groups(n[:10], crosses[:10], 1) is None

@@ -1,0 +1,29 @@
+"""Distinct groups of ranks: thousands of layouts share a few (ranks, crosses nodes, ranks per
+node) groups, and what depends on the group alone (``collectives.nccl``'s latencies and bus
+bandwidths) is worked out once per distinct one."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["DISTINCT_MIN", "distinct_groups"]
+
+#: Fewer group elements than this are costed as they come (finding the distinct ones costs more).
+DISTINCT_MIN = 256
+
+
+def distinct_groups(n, crosses_nodes, local_ranks):
+    """((n, crosses_nodes, local_ranks) of each distinct group, the index of each element's
+    group, the elements' shape), or None where there are fewer than ``DISTINCT_MIN`` elements
+    or a rank count is not a whole number (each group then costed as it comes)."""
+    n, crosses, local = np.broadcast_arrays(np.asarray(n, dtype=np.float64), np.asarray(crosses_nodes, dtype=bool),
+                                            np.asarray(local_ranks, dtype=np.float64))
+    if n.size < DISTINCT_MIN or not (np.all(n == np.floor(n)) and np.all(local == np.floor(local))
+                                     and np.all(n >= 0) and np.all(local >= 0)):
+        return None
+    span = int(local.max()) + 1
+    keys = (n.astype(np.int64) * span + local.astype(np.int64)) * 2 + crosses
+    distinct, inverse = np.unique(keys.ravel(), return_inverse=True)
+    rest = distinct // 2
+    return ((rest // span).astype(np.float64), (distinct % 2).astype(bool), (rest % span).astype(np.float64)), \
+        inverse, n.shape
