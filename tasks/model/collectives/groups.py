@@ -4,9 +4,11 @@ bandwidths) is worked out once per distinct one."""
 
 from __future__ import annotations
 
+from typing import Callable, Tuple
+
 import numpy as np
 
-__all__ = ["DISTINCT_MIN", "distinct_groups"]
+__all__ = ["DISTINCT_MIN", "distinct_groups", "per_group"]
 
 #: Fewer group elements than this are costed as they come (finding the distinct ones costs more).
 DISTINCT_MIN = 256
@@ -27,3 +29,15 @@ def distinct_groups(n, crosses_nodes, local_ranks):
     rest = distinct // 2
     return ((rest // span).astype(np.float64), (distinct % 2).astype(bool), (rest % span).astype(np.float64)), \
         inverse, n.shape
+
+
+def per_group(figures: Callable[..., Tuple[np.ndarray, ...]], n, crosses_nodes, local_ranks) -> Tuple[np.ndarray, ...]:
+    """``figures(n, crosses_nodes, local_ranks)``, a tuple of arrays over the groups (each with
+    the groups on its last axes, any per-protocol axis first), worked out once per distinct
+    group and given to every element; called as it comes where ``distinct_groups`` is None."""
+    groups = distinct_groups(n, crosses_nodes, local_ranks)
+    if groups is None:
+        return figures(n, crosses_nodes, local_ranks)
+    (n_u, crosses_u, local_u), inverse, shape = groups
+    return tuple(np.asarray(x)[..., inverse].reshape(np.shape(x)[:-1] + shape)
+                 for x in figures(n_u, crosses_u, local_u))

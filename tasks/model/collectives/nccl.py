@@ -76,7 +76,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from tasks.model.terms.specs import HardwareProfile, LinkTier
-from tasks.model.collectives.groups import distinct_groups
+from tasks.model.collectives.groups import per_group
 
 __all__ = ["COLLECTIVE_OPS", "MODELLED_OPS", "ALGORITHMS", "Protocol", "PROTOCOLS", "NVLS_MIN_RANKS", "bus_factor",
            "ring_steps", "collective_time", "tier_figures", "nvls_busbw", "spanning_figures", "ring_latency",
@@ -276,12 +276,9 @@ def lowest_latency(op: str, n, crosses_nodes, hw: HardwareProfile, *, local_rank
     """The least latency in s of ``op`` among ``n`` ranks that NCCL's algorithms and protocols
     offer, moving no bytes: the ring's under its lowest-latency protocol, the tree's for an
     all-reduce across nodes beyond ``FIT_RANKS``, PAT's at one rank per node. Ring-only before
-    cost model step-21. Worked out once per distinct group (``distinct_groups``)."""
-    groups = distinct_groups(n, crosses_nodes, local_ranks)
-    if groups is not None:
-        (n_u, crosses_u, local_u), inverse, shape = groups
-        return _lowest_latency(op, n_u, crosses_u, hw, local_u)[inverse].reshape(shape)
-    return _lowest_latency(op, n, crosses_nodes, hw, local_ranks)
+    cost model step-21. Worked out once per distinct group (``groups.per_group``)."""
+    return per_group(lambda n_, crosses, local: (_lowest_latency(op, n_, crosses, hw, local),),
+                     n, crosses_nodes, local_ranks)[0]
 
 
 def _lowest_latency(op: str, n, crosses_nodes, hw: HardwareProfile, local_ranks) -> np.ndarray:
@@ -339,7 +336,7 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
     where the hardware has it, the in-switch reduction; for an all-gather or a
     reduce-scatter at one rank per node, PAT. "ring" or "nvls" forces one (NaN where "nvls"
     is not available). The figures that depend on the group alone are worked out once per
-    distinct group (``distinct_groups``)."""
+    distinct group (``groups.per_group``)."""
     _check_algorithm(algorithm)
     alpha, busbw, ring_alpha, pat_alpha = _group_figures(op, n, crosses_nodes, hw, local_ranks)
     ring = _fastest_protocol(op, n, message_bytes, busbw, ring_alpha)
@@ -359,17 +356,10 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
 def _group_figures(op: str, n, crosses_nodes, hw: HardwareProfile, local_ranks):
     """(α, ring bus bandwidth, the ring's per-protocol latencies, PAT's latency) of each group
     (``spanning_figures``, ``ring_latency``, ``_pat_latency``), worked out per distinct group."""
-    groups = distinct_groups(n, crosses_nodes, local_ranks)
-    if groups is None:
-        alpha, busbw = spanning_figures(op, n, crosses_nodes, hw, local_ranks=local_ranks)
-        return alpha, busbw, _ring_latency(op, n, crosses_nodes, local_ranks, alpha, hw), \
-            _pat_latency(op, n, crosses_nodes, hw, local_ranks)
-    (n_u, crosses_u, local_u), inverse, shape = groups
-    alpha, busbw = spanning_figures(op, n_u, crosses_u, hw, local_ranks=local_u)
-    ring = _ring_latency(op, n_u, crosses_u, local_u, alpha, hw)
-    pat = _pat_latency(op, n_u, crosses_u, hw, local_u)
-    return alpha[inverse].reshape(shape), busbw[inverse].reshape(shape), \
-        ring[:, inverse].reshape((ring.shape[0],) + shape), pat[inverse].reshape(shape)
+    def figures(n_, crosses, local):
+        alpha, busbw = spanning_figures(op, n_, crosses, hw, local_ranks=local)
+        return alpha, busbw, _ring_latency(op, n_, crosses, local, alpha, hw), _pat_latency(op, n_, crosses, hw, local)
+    return per_group(figures, n, crosses_nodes, local_ranks)
 
 
 def predicted_busbw(op: str, n, message_bytes, hw: HardwareProfile, nodes=1, algorithm: Optional[str] = None):

@@ -39,6 +39,7 @@ from typing import Dict, Tuple, Union
 
 import numpy as np
 
+from tasks.model.kernels.moe_kernels import by_dispatcher
 from tasks.model.terms.stack import graph_scopes
 
 __all__ = ["ROUTER_KERNELS", "PREPROCESS_KERNELS", "graphed_kernels"]
@@ -66,9 +67,7 @@ def graphed_kernels(scope: str, attention_fwd, moe_share: float, flex) -> Tuple[
         attention = np.asarray(attention_fwd, dtype=np.float64)
         fwd, bwd = fwd + attention - 1, bwd + 2 * attention - 1
     if "moe_router" in scopes and moe_share > 0:
-        moe_fwd, moe_bwd = float(ROUTER_KERNELS[0]), float(ROUTER_KERNELS[1])
-        if "moe_preprocess" in scopes:
-            moe_fwd = moe_fwd + np.where(flex, PREPROCESS_KERNELS["flex"][0], PREPROCESS_KERNELS["alltoall"][0])
-            moe_bwd = moe_bwd + np.where(flex, PREPROCESS_KERNELS["flex"][1], PREPROCESS_KERNELS["alltoall"][1])
-        fwd, bwd = fwd + moe_share * (moe_fwd - 1), bwd + moe_share * (moe_bwd - 1)
+        pre_fwd, pre_bwd = by_dispatcher(PREPROCESS_KERNELS, flex) if "moe_preprocess" in scopes else (0, 0)
+        fwd = fwd + moe_share * (ROUTER_KERNELS[0] + pre_fwd - 1)
+        bwd = bwd + moe_share * (ROUTER_KERNELS[1] + pre_bwd - 1)
     return fwd, bwd

@@ -30,17 +30,18 @@ not counted.
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Dict, Tuple
 
 import numpy as np
 
-__all__ = ["ALLTOALL_KERNELS", "FLEX_KERNELS", "SHARED_EXPERT_KERNELS", "HOST_SYNCS", "moe_mlp_kernels"]
+__all__ = ["ALLTOALL_KERNELS", "FLEX_KERNELS", "SHARED_EXPERT_KERNELS", "HOST_SYNCS", "moe_mlp_kernels",
+           "by_dispatcher"]
 
 #: (forward, backward) kernels of a MoE layer's MLP as (fixed, per local expert), by dispatcher.
 ALLTOALL_KERNELS: Tuple[Tuple[int, int], Tuple[int, int]] = ((30, 2), (19, 4))
 FLEX_KERNELS: Tuple[Tuple[int, int], Tuple[int, int]] = ((43, 2), (32, 4))
 #: (forward, backward) host-device synchronisations of a MoE layer's MLP, by dispatcher.
-HOST_SYNCS = {"alltoall": (1, 0), "flex": (4, 1)}
+HOST_SYNCS: Dict[str, Tuple[int, int]] = {"alltoall": (1, 0), "flex": (4, 1)}
 #: (forward, backward) kernels a shared expert adds.
 SHARED_EXPERT_KERNELS: Tuple[int, int] = (4, 6)
 
@@ -57,3 +58,10 @@ def moe_mlp_kernels(local_experts, flex, shared: bool) -> Tuple[np.ndarray, np.n
         count = np.where(flex, f_fixed + f_each * local, a_fixed + a_each * local)
         out.append(count + (extra if shared else 0))
     return out[0], out[1]
+
+
+def by_dispatcher(table: Dict[str, Tuple[int, int]], flex) -> Tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) figures of ``table`` (keyed "alltoall" and "flex") for each layout:
+    flex's where ``flex`` (a bool or bool array), else the alltoall dispatcher's."""
+    return (np.where(flex, table["flex"][0], table["alltoall"][0]),
+            np.where(flex, table["flex"][1], table["alltoall"][1]))

@@ -11,7 +11,7 @@ import numpy as np
 from tasks.model.kernels import layer
 from tasks.model.terms import metrics
 from tasks.model.kernels import roofline
-from tasks.model.kernels.moe_kernels import HOST_SYNCS, moe_mlp_kernels
+from tasks.model.kernels.moe_kernels import HOST_SYNCS, by_dispatcher, moe_mlp_kernels
 from tasks.model.kernels.cuda_graphs import graphed_kernels
 from tasks.model.terms.layout import code
 from tasks.model.kernels.layer_cost import (CROSS_ENTROPY_KERNELS, LayerCost, cross_entropy_time,
@@ -108,7 +108,7 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     flex = lay.dispatcher == code("dispatcher", "flex")
     graphed_fwd, graphed_bwd = graphed_kernels(ctx.stack.cuda_graph_scope, cost.kernels_attention, ctx.moe_share,
                                                flex)
-    moe_fwd, moe_bwd = _moe_kernels(lay, ctx)
+    moe_fwd, moe_bwd = _moe_kernels(lay, ctx, flex)
     kernels_fwd = lay.layers_per_stage * (cost.kernels_fwd + ctx.moe_share * moe_fwd - graphed_fwd)
     kernels_bwd = lay.layers_per_stage * (2 * cost.kernels_fwd + repeated - graphed_bwd + ctx.moe_share
                                           * (moe_fwd * lay.recomputed_share + moe_bwd)) \
@@ -117,15 +117,14 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     # The host launches every kernel (Stack.host_launch_us); the device cannot run ahead of it.
     # The host's path does not speed up with the device (flop_vs_bw scales the device only).
     launch_s = ctx.stack.host_launch_us * 1e-6
-    per_microbatch = np.maximum(device, (kernels_fwd + kernels_bwd) * launch_s)
     if ctx.block.moe:
         # A MoE layer's host waits for the device (kernels.moe_kernels.HOST_SYNCS): the forward
         # cannot run ahead into the backward, and the device idles until the next launch.
-        syncs_fwd, syncs_bwd = (lay.layers_per_stage * ctx.moe_share * np.where(flex, HOST_SYNCS["flex"][i],
-                                                                                  HOST_SYNCS["alltoall"][i])
-                                for i in (0, 1))
+        syncs_fwd, syncs_bwd = (lay.layers_per_stage * ctx.moe_share * s for s in by_dispatcher(HOST_SYNCS, flex))
         per_microbatch = np.maximum(forward_hide, kernels_fwd * launch_s) + syncs_fwd * launch_s \
             + np.maximum(device - forward_hide, kernels_bwd * launch_s) + syncs_bwd * launch_s
+    else:
+        per_microbatch = np.maximum(device, (kernels_fwd + kernels_bwd) * launch_s)
     return {
         "per_microbatch": per_microbatch,
         "forward": forward_hide + metrics.apply_flop_vs_bw(output_forward, ctx.flop_vs_bw),
@@ -136,14 +135,13 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     }
 
 
-def _moe_kernels(lay: StepLayouts, ctx: StepContext):
-    """(forward, backward) kernels one MoE layer's MLP launches in a micro-batch; zeros for a
-    dense model."""
+def _moe_kernels(lay: StepLayouts, ctx: StepContext, flex):
+    """(forward, backward) kernels one MoE layer's MLP launches in a micro-batch (``flex``: the
+    layouts on the flex dispatcher); zeros for a dense model."""
     block = ctx.block
     if not block.moe:
         return 0.0, 0.0
-    return moe_mlp_kernels(block.experts / lay.ep, lay.dispatcher == code("dispatcher", "flex"),
-                           block.shared_ffn > 0)
+    return moe_mlp_kernels(block.experts / lay.ep, flex, block.shared_ffn > 0)
 
 
 def optimizer_time(lay: StepLayouts, ctx: StepContext, params: np.ndarray) -> np.ndarray:

@@ -225,9 +225,10 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
         out[name] = np.full(rows, np.nan)
         out[name][valid] = np.broadcast_to(values, costed.shape)[:valid.size]
     memory_bytes = out.pop("memory_per_device_bytes")
-    status = np.where((status == 0) & (memory_bytes > ctx.memory_limit_bytes), _MEMORY_CODE, status)
-    for name, values in out.items():
-        out[name] = np.where(status > 0, np.nan, values)
+    over = (status == 0) & (memory_bytes > ctx.memory_limit_bytes)
+    status = np.where(over, _MEMORY_CODE, status)
+    for values in out.values():     # the rows not costed are NaN already
+        values[over] = np.nan
     out["memory_per_device_bytes"] = memory_bytes
     microbatches = microbatches_per_step(ctx.global_batch, dp, np.asarray(layouts["micro_batch"]))
     out.update(dp=dp_int.astype(np.int64), microbatches=microbatches.astype(np.int64), status_code=status)

@@ -9,19 +9,16 @@ import re
 import numpy as np
 import pytest
 
+from sweeps.config import load_preset
 from tasks.model.kernels.cuda_graphs import PREPROCESS_KERNELS, ROUTER_KERNELS, graphed_kernels
 from tasks.model.kernels.layer_cost import layer_cost
 from tasks.model.kernels.model_blocks import model_block
 from tasks.model.step.plan import StepContext, step_columns
 from tasks.model.terms.layout import Layout
-from tasks.model.terms.specs import TransformerModel
 from tasks.model.terms.stack import Stack
 
-#: Qwen3-30B-A3B's config.json (Qwen/Qwen3-30B-A3B): 48 layers, H 2,048, 32 heads of 128, 4
-#: key/value heads, 128 experts of 768, top-8.
-QWEN3_30B = TransformerModel(name="qwen3-30b-a3b", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128,
-                             ffn_hidden=6144, vocab=151936, seq_len=4096, gated_mlp=True, dropout=0.0, experts=128,
-                             topk=8, moe_ffn_hidden=768)
+#: Qwen3-30B-A3B as the shipped preset has it (its config.json): 48 layers, 128 experts of 768, top-8.
+QWEN3_30B = load_preset("model", "qwen3-30b-a3b")
 EAGER = Stack(attention="flash", gemm_precision="bf16", cross_entropy="te")
 
 
