@@ -23,8 +23,12 @@ Contract:
 - **The journal file** is checked as it is opened (``journal``): a torn last line is
   dropped, a damaged line or a file that is no journal refused in one line (``UserError``),
   before the lake is touched.
-- **Infeasible layouts** are rows with their reason, and are told the worst value (+inf
-  when minimising, -inf when maximising), so samplers learn to avoid them.
+- **Infeasible layouts** are rows with their reason. Under the ``step_time`` objective a
+  layout over memory is told its step time had it fit, stretched by its overshoot
+  (``tasks.model.search.penalty``), so the sampler learns how near it came; every other
+  infeasible layout is told the worst value (+inf when minimising, -inf when maximising).
+  Each told trial carries its row's status as user attribute ``status``
+  (``params.feasible_trials``: the study's values alone no longer say which fit).
 - **Where trials run.** ``tasks.model.search.rows.evaluate_trials`` (the whole-step model,
   NumPy, about 3 ms a batch) runs in this process unless a Ray cluster is asked for: an
   ``address`` (or ``RAY_ADDRESS``), or ``embedded_ray`` / ``num_cpus`` for an embedded one.
@@ -64,7 +68,7 @@ from sweeps.jobs.search import trial_key, trial_partition, trial_points, trial_w
 from sweeps.lake import Lake
 from sweeps.lake.kinds import SEARCH
 from sweeps.search.journal import REPAIR_HINT, BatchedJournal, driver_lock, journal_problem, set_aside
-from sweeps.search.params import layout_params, suggest_layout, trial_values
+from sweeps.search.params import layout_params, suggest_layout, trial_attrs, trial_values
 from sweeps.search.recovery import settle
 from tasks.model.search.rows import OBJECTIVES, SEARCH_SCHEMA_VERSION
 from tasks.outcomes import ChunkOutcome, run_chunk
@@ -320,8 +324,12 @@ def _trials(setup: SearchSetup, lake: Lake, study: optuna.Study, journal: Batche
             nonlocal done
             if outcome.results is not None and outcome.results.num_rows:
                 lake.commit(SEARCH, partition, outcome.results, schema_version=SEARCH_SCHEMA_VERSION)
-                for row in outcome.results.select(["key", "status", *_objective_columns(spec.objective)]).to_pylist():
-                    study.tell(by_key.pop(row["key"]), trial_values(row, spec.objective))
+                for row in outcome.results.select(["key", "status", "sampler_value",
+                                                   *_objective_columns(spec.objective)]).to_pylist():
+                    trial = by_key.pop(row["key"])
+                    for name, value in trial_attrs(row).items():
+                        trial.set_user_attr(name, value)
+                    study.tell(trial, trial_values(row, spec.objective))
                     done += 1
             for failure in outcome.failures:
                 report.failures.append(failure)

@@ -26,7 +26,13 @@ from tasks.model.terms.layout import CP_COMMS, MOE_DISPATCHERS, decode
 from tasks.model.search.rows import OBJECTIVES
 from tasks.model.search.space import LayoutSpace
 
-__all__ = ["suggest_layout", "layout_params", "trial_distributions", "trial_layout", "trial_values"]
+__all__ = ["suggest_layout", "layout_params", "trial_distributions", "trial_layout", "trial_values", "STATUS_ATTR",
+           "trial_attrs", "feasible_trials"]
+
+#: The user attribute holding a told trial's row status ("ok" or "infeasible"): a layout
+#: over memory is told a penalised value (``trial_values``), so a study's values alone do
+#: not say which of its trials fit.
+STATUS_ATTR = "status"
 
 
 def _tensor_choices(space: LayoutSpace) -> Dict[str, tuple]:
@@ -143,10 +149,29 @@ def layout_params(layout: Dict[str, Any], space: LayoutSpace) -> Dict[str, Any]:
     return {name: params[name] for name in distributions}
 
 
+def trial_attrs(row: Dict[str, Any]) -> Dict[str, Any]:
+    """The user attributes a trial told ``row`` carries: its status (``STATUS_ATTR``)."""
+    return {STATUS_ATTR: row["status"]}
+
+
+def feasible_trials(study: optuna.Study) -> List[FrozenTrial]:
+    """The study's completed trials whose layout was feasible (``STATUS_ATTR`` "ok"), in
+    trial order."""
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.user_attrs.get(STATUS_ATTR) == "ok"]
+
+
 def trial_values(row: Dict[str, Any], objective: str) -> List[float]:
-    """What to tell Optuna for a row: its objectives, or the worst value if infeasible."""
+    """What to tell Optuna for a row: its objectives, or the worst value if infeasible. A
+    single objective tells the row's ``sampler_value`` where it holds one (a layout over
+    memory's penalised step time, ``tasks.model.search.penalty``); rows written before that
+    column existed are told as they were then."""
+    columns = OBJECTIVES[objective]
+    told = row.get("sampler_value") if len(columns) == 1 else None
+    if told is not None and not math.isnan(told):
+        return [float(told)]
     values = []
-    for column, direction in OBJECTIVES[objective]:
+    for column, direction in columns:
         value = row[column] if row["status"] == "ok" else None
         if value is None or (isinstance(value, float) and math.isnan(value)):
             value = math.inf if direction == "minimize" else -math.inf

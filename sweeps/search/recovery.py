@@ -38,7 +38,7 @@ from sweeps.jobs.search import trial_key, trial_partition, trial_points, trial_w
 from sweeps.lake import Lake
 from sweeps.lake.kinds import SEARCH
 from sweeps.search.journal import REPAIR_HINT
-from sweeps.search.params import layout_params, trial_distributions, trial_layout, trial_values
+from sweeps.search.params import layout_params, trial_attrs, trial_distributions, trial_layout, trial_values
 from tasks.model.search.rows import SEARCH_SCHEMA_VERSION
 from tasks.outcomes import run_chunk
 
@@ -117,7 +117,7 @@ def _rebuild(study: optuna.Study, setup: SearchSetup, rows: List[Dict[str, Any]]
             continue
         params = layout_params(row, space)
         trial = create_trial(params=params, distributions=distributions,
-                             values=trial_values(row, setup.spec.objective))
+                             values=trial_values(row, setup.spec.objective), user_attrs=trial_attrs(row))
         if trial_key(name, number, trial_layout(trial, space, "(rebuilt)")) != row["key"]:
             raise UserError(f"the lake's row of trial {number} of study {name} is not keyed by its trial and layout "
                             f"(key {row['key']}): it cannot be told again")
@@ -138,6 +138,9 @@ def _settle_running(study: optuna.Study, setup: SearchSetup, lake: Lake, running
     for trial in running:
         row = stored.get(keys.get(trial.number, ""))
         if row is not None:
+            running_trial = optuna.trial.Trial(study, trial._trial_id)
+            for name, value in trial_attrs(row).items():
+                running_trial.set_user_attr(name, value)
             study.tell(trial.number, trial_values(row, setup.spec.objective))
             settlement.told_from_lake += 1
             continue

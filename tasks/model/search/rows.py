@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from tasks.model.terms.layout import CODED_FIELDS, STRUCTURAL_CONSTRAINTS, decode, encode, families
 from tasks.model.step.memory import USABLE_HBM_FRACTION
+from tasks.model.search.penalty import sampler_values
 from tasks.model.search.space import LayoutSpace, constraint_counts, exhaustive
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack
@@ -46,8 +47,9 @@ __all__ = [
 #: 2: the study's record (``RECORD_FIELDS``) joined every row. 3 (and scaling's 2): context
 #: parallelism, ``cp`` and ``cp_comm``, in the layout. 4 (and scaling's 3): expert parallelism,
 #: ``ep``, ``etp`` and ``dispatcher``, in the layout, and a search row's ``ep_comm_s`` and
-#: ``ep_exposed_s``.
-SEARCH_SCHEMA_VERSION = 4
+#: ``ep_exposed_s``. 5: ``step_time_if_fit_s`` (a layout over memory's step time had it fit)
+#: and ``sampler_value`` (what the sampler was told: ``penalty.sampler_values``).
+SEARCH_SCHEMA_VERSION = 5
 SCALING_SCHEMA_VERSION = 3
 
 #: Objectives: name -> ((result column, direction), ...). "pareto" is the multi-objective
@@ -99,7 +101,7 @@ _DETAIL = [("microbatches", pa.int64()), ("bubble_fraction", pa.float64()), ("co
            ("tp_comm_s", pa.float64()), ("pp_comm_s", pa.float64()), ("dp_comm_s", pa.float64()),
            ("dp_traffic_bytes", pa.float64()), ("tp_exposed_s", pa.float64()), ("pp_exposed_s", pa.float64()),
            ("optimizer_s", pa.float64()), ("ep_comm_s", pa.float64()), ("ep_exposed_s", pa.float64()),
-           ("family", pa.string())]
+           ("step_time_if_fit_s", pa.float64()), ("family", pa.string())]
 _CASE = [("key", pa.string()), ("model", pa.string()), ("hardware", pa.string()), ("devices", pa.int64()),
          ("global_batch", pa.int64())]
 
@@ -116,9 +118,11 @@ _RECORD = [(name, pa.string()) for name in RECORD_FIELDS]
 TRIAL_FIELDS = pa.schema(_CASE[:1] + [("study", pa.string())] + _CASE[1:] + [("trial", pa.int64())] + _LAYOUT)
 
 #: kind ``search``: one trial of a layout search. ``objective`` is the value of the
-#: study's (first) objective; NaN where the layout is infeasible.
+#: study's (first) objective; NaN where the layout is infeasible. ``sampler_value`` is what
+#: the sampler was told for it (``penalty.sampler_values``: the objective, or a layout over
+#: memory's penalised step time; NaN where it was told the worst value).
 SEARCH_SCHEMA = pa.schema(list(TRIAL_FIELDS) + [("status", pa.string()), ("reason", pa.string())] + _METRICS
-                          + [("objective", pa.float64())] + _DETAIL + _RECORD)
+                          + [("objective", pa.float64()), ("sampler_value", pa.float64())] + _DETAIL + _RECORD)
 
 #: kind ``scaling``: the best layout of the whole space for one model and device count.
 #: ``latency_s``: the step's latency terms alone (collective α steps and kernel launch
@@ -177,6 +181,8 @@ def evaluate_trials(points: pa.Table, context: SearchContext) -> pa.Table:
     for name, _ in _METRICS + _DETAIL[:-1]:
         out[name] = pa.array(result[name])
     out["objective"] = pa.array(result[column])
+    out["sampler_value"] = pa.array(sampler_values(context.objective, result[column], ok, result["step_time_if_fit_s"],
+                                                   result["memory_per_device_bytes"], context.step.memory_limit_bytes))
     out["family"] = pa.array(families(layouts["tp"], layouts["pp"], result["dp"], layouts["zero"],
                                       layouts["cp"]).tolist(), pa.string())
     record = dict(context.record)

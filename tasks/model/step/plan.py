@@ -201,7 +201,9 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
     ``ep_exposed_s`` (a mixture of experts' dispatch and combine, the same), ``optimizer_s``,
     ``dp_traffic_bytes`` (bytes one device sends over its DP rings per step),
     ``params_per_device``. Step metrics are NaN where a structural constraint fails; memory
-    is NaN there too.
+    is NaN there too. Past memory they are NaN as well, but ``step_time_if_fit_s`` keeps
+    the step time such a layout would take had it fit (the step time where it fits; NaN
+    only where a structural constraint fails).
     """
     model = ctx.model
     model_parallel = np.asarray(layouts["tp"]) * np.asarray(layouts["pp"]) * np.asarray(layouts.get("cp", 1))
@@ -227,9 +229,11 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
     memory_bytes = out.pop("memory_per_device_bytes")
     over = (status == 0) & (memory_bytes > ctx.memory_limit_bytes)
     status = np.where(over, _MEMORY_CODE, status)
+    if_fit = out["step_time_s"].copy()
     for values in out.values():     # the rows not costed are NaN already
         values[over] = np.nan
     out["memory_per_device_bytes"] = memory_bytes
+    out["step_time_if_fit_s"] = if_fit
     microbatches = microbatches_per_step(ctx.global_batch, dp, np.asarray(layouts["micro_batch"]))
     out.update(dp=dp_int.astype(np.int64), microbatches=microbatches.astype(np.int64), status_code=status)
     return out
