@@ -24,11 +24,29 @@ def distinct_groups(n, crosses_nodes, local_ranks):
                                      and np.all(n >= 0) and np.all(local >= 0)):
         return None
     span = int(local.max()) + 1
-    keys = (n.astype(np.int64) * span + local.astype(np.int64)) * 2 + crosses
-    distinct, inverse = np.unique(keys.ravel(), return_inverse=True)
+    keys = ((n.astype(np.int64) * span + local.astype(np.int64)) * 2 + crosses).ravel()
+    distinct, inverse = _unique(keys)
     rest = distinct // 2
     return ((rest // span).astype(np.float64), (distinct % 2).astype(bool), (rest % span).astype(np.float64)), \
         inverse, n.shape
+
+
+#: The largest key a table of present keys is kept for (``_unique``); beyond it, a sort.
+DENSE_KEYS_MAX = 1 << 22
+
+
+def _unique(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(the distinct values of non-negative integer ``keys``, ascending; each key's index
+    among them), as ``np.unique(keys, return_inverse=True)``; in linear time through a table
+    of the keys present where the largest is at most ``DENSE_KEYS_MAX``."""
+    top = int(keys.max()) if keys.size else 0
+    if top > DENSE_KEYS_MAX:
+        return np.unique(keys, return_inverse=True)
+    present = np.zeros(top + 1, dtype=bool)
+    present[keys] = True
+    distinct = np.flatnonzero(present)
+    position = np.cumsum(present) - 1
+    return distinct, position[keys]
 
 
 def per_group(figures: Callable[..., Tuple[np.ndarray, ...]], n, crosses_nodes, local_ranks) -> Tuple[np.ndarray, ...]:

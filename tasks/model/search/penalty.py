@@ -9,10 +9,12 @@ its trials go to the region it has learnt is safe. An exterior penalty (Nocedal 
 *Numerical Optimization*, 2nd ed., §17.1) keeps what the trial showed: the step time the
 layout would take had it fit (``step_time_if_fit_s``), stretched by how far it is over,
 
-    told = step_time_if_fit_s * (memory_per_device_bytes / usable_bytes) ** MEMORY_PENALTY_EXPONENT
+    told = step_time_if_fit_s * (memory / usable) ** MEMORY_PENALTY_EXPONENT
 
-so a layout 5 % over memory is told 1.05 times its time, one twice over twice it. Only the told value changes: the row's ``objective`` stays NaN and its
-status "infeasible", and a study's best is picked from feasible rows alone. The penalty
+(memory: ``memory_per_device_bytes``; usable: ``StepContext.memory_limit_bytes``), so a
+layout 5 % over memory is told 1.05 times its time, one twice over twice it. Only the told
+value changes: the row's ``objective`` stays NaN and its status "infeasible", and a
+study's best is picked from feasible rows alone. The penalty
 applies to the ``step_time`` objective (a time the stretch is a time again); every other
 objective tells an infeasible layout the worst value, as before.
 """

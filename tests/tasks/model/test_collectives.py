@@ -246,3 +246,17 @@ def test_groups_are_costed_once_each_and_every_element_gets_its_own_groups_figur
                                                                            local_ranks=local[i]))
                                                     for i in range(0, 4000, 97)])
     assert distinct_groups(n, crosses, local / 3.0) is None and distinct_groups(n[:10], crosses[:10], 1) is None
+
+
+def test_groups_of_billions_of_ranks_are_told_apart_as_small_ones_are():
+    """Rank counts past the table of present keys (``groups.DENSE_KEYS_MAX``: the limits'
+    clusters of 2^36 devices) find their distinct groups by sorting, to the same result."""
+    rng = np.random.default_rng(1)
+    for choices in ([2.0, 8.0, 64.0, 512.0], [2.0, 8.0, 2.0 ** 30, 2.0 ** 36]):
+        n = rng.choice(choices, size=1000)
+        local = np.where(n > 8, 8.0, n)
+        (n_u, crosses_u, local_u), inverse, shape = distinct_groups(n, n > 8, local)
+        assert shape == n.shape and len(n_u) == 4 and list(n_u) == sorted(choices)
+        np.testing.assert_array_equal(n_u[inverse], n)
+        np.testing.assert_array_equal(local_u[inverse], local)
+        np.testing.assert_array_equal(crosses_u[inverse], n > 8)
