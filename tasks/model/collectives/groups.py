@@ -1,14 +1,15 @@
 """Distinct groups of ranks: thousands of layouts share a few (ranks, crosses nodes, ranks per
 node) groups, and what depends on the group alone (``collectives.nccl``'s latencies and bus
-bandwidths) is worked out once per distinct one."""
+bandwidths) is worked out once per distinct one. ``distinct_rows`` finds the distinct rows
+of any few columns of numbers the same way (``step.context.on_distinct`` reads it)."""
 
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from typing import Callable, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["DISTINCT_MIN", "distinct_groups", "per_group"]
+__all__ = ["DISTINCT_MIN", "DENSE_KEYS_MAX", "distinct_groups", "per_group", "unique_inverse", "distinct_rows"]
 
 #: Fewer group elements than this are costed as they come (finding the distinct ones costs more).
 DISTINCT_MIN = 256
@@ -25,17 +26,17 @@ def distinct_groups(n, crosses_nodes, local_ranks):
         return None
     span = int(local.max()) + 1
     keys = ((n.astype(np.int64) * span + local.astype(np.int64)) * 2 + crosses).ravel()
-    distinct, inverse = _unique(keys)
+    distinct, inverse = unique_inverse(keys)
     rest = distinct // 2
     return ((rest // span).astype(np.float64), (distinct % 2).astype(bool), (rest % span).astype(np.float64)), \
         inverse, n.shape
 
 
-#: The largest key a table of present keys is kept for (``_unique``); beyond it, a sort.
+#: The largest key a table of present keys is kept for (``unique_inverse``); beyond it, a sort.
 DENSE_KEYS_MAX = 1 << 22
 
 
-def _unique(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def unique_inverse(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """(the distinct values of non-negative integer ``keys``, ascending; each key's index
     among them), as ``np.unique(keys, return_inverse=True)``; in linear time through a table
     of the keys present where the largest is at most ``DENSE_KEYS_MAX``."""
@@ -47,6 +48,34 @@ def _unique(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     distinct = np.flatnonzero(present)
     position = np.cumsum(present) - 1
     return distinct, position[keys]
+
+
+def distinct_rows(columns: Sequence[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """(one row index per distinct row of ``columns``, equal-length 1-D arrays of numbers; each
+    row's index among those): rows that agree in every column share one. Each column's values
+    are numbered (``unique_inverse`` for whole numbers from 0 up to ``DENSE_KEYS_MAX``, a sort
+    otherwise) and the numbers are a row's digits in mixed radix."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    span = 1.0
+    for column in columns:
+        column = np.asarray(column)
+        if column.dtype.kind == "b":
+            column = column.astype(np.int64)
+        whole = column.dtype.kind in "iu" or bool(np.all(column == np.floor(column)))
+        if whole and column.size and 0 <= column.min() and column.max() <= DENSE_KEYS_MAX:
+            values, digits = unique_inverse(column.astype(np.int64))
+        else:
+            values, digits = np.unique(column, return_inverse=True)
+        radix = len(values)
+        if span * radix >= 2.0 ** 62:       # too many digits for one integer: number the rows so far
+            values, key = unique_inverse(key)
+            span = float(len(values))
+        span *= radix
+        key = key * radix + digits
+    distinct, inverse = unique_inverse(key)
+    first = np.empty(len(distinct), dtype=np.int64)
+    first[inverse] = np.arange(len(key))
+    return first, inverse
 
 
 def per_group(figures: Callable[..., Tuple[np.ndarray, ...]], n, crosses_nodes, local_ranks) -> Tuple[np.ndarray, ...]:

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Mapping, NamedTuple, Tuple
+from typing import Any, Callable, Mapping, NamedTuple, Sequence, Tuple
 
 import numpy as np
 
 from tasks.model.collectives.dp_protocol import dp_ranks_per_node, group_ranks, hybrid
+from tasks.model.collectives.groups import DISTINCT_MIN, distinct_rows
 from tasks.model.kernels.layer import Block, expert_params, layer_params
 from tasks.model.kernels.model_blocks import dense_block, model_block, moe_layer_share
 from tasks.model.kernels.sustained import training_device
@@ -18,9 +19,8 @@ from tasks.model.step.memory import USABLE_HBM_FRACTION, usable_memory_bytes, we
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack
 
-__all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distinct_shapes", "local_seq",
-           "layer_weights_per_device",
-           "recomputed_share", "tp_crosses_nodes"]
+__all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distinct_shapes", "on_distinct",
+           "local_seq", "layer_weights_per_device", "recomputed_share", "tp_crosses_nodes"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,11 @@ class StepLayouts:
     ep: np.ndarray               # expert-parallel ranks a MoE layer's experts are split over (1: none)
     etp: np.ndarray              # expert-tensor-parallel ranks each expert is split over (1: none)
     dispatcher: np.ndarray       # codes of layout.MOE_DISPATCHERS
+
+    def take(self, index: np.ndarray) -> "StepLayouts":
+        """The layouts at ``index`` (positions into these), as ``StepLayouts``."""
+        n = len(np.atleast_1d(self.tp))
+        return StepLayouts(**{f.name: np.broadcast_to(getattr(self, f.name), (n,))[index] for f in fields(self)})
 
     @property
     def edp(self) -> np.ndarray:
@@ -208,23 +213,34 @@ def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
     columns = [np.asarray(x).reshape(-1).astype(np.int64) for x in (lay.micro_batch, lay.tp, lay.cp,
                                                                        lay.sequence_parallel, lay.heads_split,
                                                                        lay.ep, lay.etp)]
-    radices = [int(c.max(initial=0)) + 1 for c in columns]
-    if np.prod([float(r) for r in radices]) < 2.0**62:
-        # One integer per shape, digits in mixed radix: the degrees' largest values bound each digit.
-        keys = np.zeros_like(columns[0])
-        for column, radix in zip(columns, radices, strict=True):
-            keys = keys * radix + column
-        unique, inverse = np.unique(keys, return_inverse=True)
-        digits = []
-        for radix in reversed(radices):
-            unique, digit = np.divmod(unique, radix)
-            digits.append(digit)
-        b, tp, cp, sp, split, ep, etp = reversed(digits)
-    else:
-        rows, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
-        b, tp, cp, sp, split, ep, etp = rows.T
+    first, inverse = distinct_rows(columns)
+    b, tp, cp, sp, split, ep, etp = (column[first] for column in columns)
     return DistinctShapes(b.astype(np.float64), tp.astype(np.float64), sp > 0, cp.astype(np.float64), split > 0,
                           ep.astype(np.float64), etp.astype(np.float64), np.asarray(inverse).reshape(-1))
+
+
+def on_distinct(names: Sequence[str], figures: Callable[..., Any], lay: StepLayouts, *args: Any) -> Any:
+    """``figures(lay, *args)``, worked out once per distinct combination of the ``StepLayouts``
+    fields ``names`` and given to every layout that shares it. ``figures`` must read no other
+    field of ``lay``; what it returns (arrays over the layouts on their last axis, scalars,
+    and dicts or tuples of them) comes back over all the layouts. Called as it comes for fewer
+    than ``DISTINCT_MIN`` layouts, or where more than half of them are distinct."""
+    n = len(np.atleast_1d(lay.tp))
+    if n < DISTINCT_MIN:
+        return figures(lay, *args)
+    first, inverse = distinct_rows([np.broadcast_to(getattr(lay, name), (n,)) for name in names])
+    if 2 * len(first) > n:
+        return figures(lay, *args)
+    return _spread(figures(lay.take(first), *args), inverse)
+
+
+def _spread(result: Any, inverse: np.ndarray) -> Any:
+    """``result`` over distinct layouts, given back to each layout (``on_distinct``)."""
+    if isinstance(result, dict):
+        return {key: _spread(value, inverse) for key, value in result.items()}
+    if isinstance(result, tuple):
+        return tuple(_spread(value, inverse) for value in result)
+    return result if np.ndim(result) == 0 else np.asarray(result)[..., inverse]
 
 
 def layer_weights_per_device(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarray]:

@@ -15,7 +15,7 @@ import numpy as np
 from tasks.model.collectives import dp_protocol
 from tasks.model.collectives.nccl import bus_factor, lowest_latency, tier_time
 from tasks.model.kernels import layer, roofline
-from tasks.model.step.context import StepContext, StepLayouts, layer_weights_per_device
+from tasks.model.step.context import StepContext, StepLayouts, layer_weights_per_device, on_distinct
 from tasks.model.step.memory import FP8_WEIGHT_BYTES
 from tasks.model.terms import metrics
 
@@ -93,7 +93,19 @@ def _figure(figures: Dict[DpKey, np.ndarray], c: dp_protocol.DpCollective):
     return figures.get((c.op, c.group, c.granularity), 0.0)
 
 
+#: The layout fields a stage's DP collectives' times (``_dp_times``) read: their groups (TP,
+#: DP, CP, EP, ETP), the sharding mode and the stage's weights (PP, its layers). Not the
+#: micro-batch, recomputation or sequence parallelism: a table's layouts that differ only in
+#: those share their figures (``context.on_distinct``).
+DP_TIME_FIELDS = ("tp", "pp", "dp", "cp", "zero", "layers_per_stage", "ep", "etp")
+
+
 def _dp_times(lay: StepLayouts, ctx: StepContext) -> Tuple[Dict[DpKey, np.ndarray], Dict[DpKey, np.ndarray]]:
+    """``_group_dp_times`` once per distinct ``DP_TIME_FIELDS``."""
+    return on_distinct(DP_TIME_FIELDS, _group_dp_times, lay, ctx)
+
+
+def _group_dp_times(lay: StepLayouts, ctx: StepContext) -> Tuple[Dict[DpKey, np.ndarray], Dict[DpKey, np.ndarray]]:
     """(times, tails): each DP collective on all of a stage's weight tensors, split into calls
     as its granularity says (a layer's weights a call and one for the stage's embedding
     matrices; a tensor a call, ``_per_tensor_layer_time``; or the engine's buckets,
@@ -272,6 +284,12 @@ def _repeats(lay: StepLayouts, c: dp_protocol.DpCollective):
 
 
 def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """``_dp_traffic`` once per distinct ``DP_TIME_FIELDS``, micro-batch count and recomputed
+    share (``_per_step``'s counts)."""
+    return on_distinct(DP_TIME_FIELDS + ("microbatches", "recomputed_share"), _dp_traffic, lay, ctx)
+
+
+def _dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
     """Bytes one device sends over its DP rings per step (nccl-tests' bus bytes), each
     collective among its group's ranks, however it is split into calls."""
     per_layer, embed = _stage_elements(lay, ctx)
@@ -300,6 +318,12 @@ def _per_step(lay: StepLayouts, ctx: StepContext, each: Dict[DpKey, np.ndarray])
 
 
 def dp_latency(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarray]:
+    """``_dp_latency`` once per distinct ``DP_TIME_FIELDS`` and recomputed share (a collective
+    repeated under recomputation counts its calls again)."""
+    return on_distinct(DP_TIME_FIELDS + ("recomputed_share",), _dp_latency, lay, ctx)
+
+
+def _dp_latency(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarray]:
     """(per micro-batch, once per step) seconds of the DP collectives' latency steps alone:
     each call its group's least latency on the tiers it spans, over the algorithms and
     protocols NCCL may run (``collectives.nccl.lowest_latency``); a stage's calls as each
