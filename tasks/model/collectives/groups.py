@@ -34,14 +34,17 @@ def distinct_groups(n, crosses_nodes, local_ranks):
 
 #: The largest key a table of present keys is kept for (``unique_inverse``); beyond it, a sort.
 DENSE_KEYS_MAX = 1 << 22
+#: Keys per element up to which the table pays (walking it costs more than sorting beyond).
+DENSE_KEYS_PER_ELEMENT = 8
 
 
 def unique_inverse(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """(the distinct values of non-negative integer ``keys``, ascending; each key's index
     among them), as ``np.unique(keys, return_inverse=True)``; in linear time through a table
-    of the keys present where the largest is at most ``DENSE_KEYS_MAX``."""
+    of the keys present where the largest is at most ``DENSE_KEYS_MAX`` and at most
+    ``DENSE_KEYS_PER_ELEMENT`` per key (a sort otherwise)."""
     top = int(keys.max()) if keys.size else 0
-    if top > DENSE_KEYS_MAX:
+    if top > min(DENSE_KEYS_MAX, DENSE_KEYS_PER_ELEMENT * keys.size + 1024):
         return np.unique(keys, return_inverse=True)
     present = np.zeros(top + 1, dtype=bool)
     present[keys] = True
