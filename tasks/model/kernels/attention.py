@@ -8,12 +8,17 @@ costs are spread over more work. The curve
 
     efficiency(SL) = e_max * SL / (SL + SL_half)    (fraction of the device's dense 16-bit peak)
 
-is fitted per pass to the cuDNN rows of ``conf/data/attention_kernels.csv`` (H100 SXM,
-head dimension 128, FlashAttention-3 paper's benchmark figures; residuals within 5 %; a test
-re-fits it from the file). Those rows count FLOPs as the benchmark does: forward 4 b SL^2 h
-(halved under a causal mask), backward 2.5 times the forward. Assumption: other devices'
-fused kernels reach the same fraction of their own peak (no published ladder for them here).
-Vectorised; seconds.
+is fitted per pass and head dimension to the cuDNN rows of ``conf/data/attention_kernels.csv``
+(H100 SXM, head dimensions 64 and 128, FlashAttention-3 paper's benchmark figures; residuals
+within 5 %; a test re-fits it from the file). Those rows count FLOPs as the benchmark does:
+forward 4 b SL^2 h (halved under a causal mask), backward 2.5 times the forward. A narrower
+head does less work per tile for the same loads (each of the kernel's two GEMMs is a head
+deep): at 4,096 tokens the 64-wide causal forward runs at 0.70 of the 128-wide one's rate,
+the backward at 0.84. A head between 64 and 128 wide takes the curves' efficiencies
+interpolated in log2 of its width; a wider one the 128-wide curve (the paper's 256-wide
+forward runs at 0.98 of the 128-wide one's rate at 16K tokens non-causal; no backward of it is
+published), a narrower one the 64-wide. Assumption: other devices' fused kernels reach the
+same fraction of their own peak (no published ladder for them here). Vectorised; seconds.
 """
 
 from __future__ import annotations
@@ -25,16 +30,24 @@ import numpy as np
 from tasks.model.kernels.layer import attention_core_flops
 from tasks.model.terms.specs import HardwareProfile
 
-__all__ = ["FUSED_EFFICIENCY", "BACKWARD_FLOP_FACTOR", "fused_efficiency", "fused_attention_times",
+__all__ = ["FUSED_EFFICIENCY", "FITTED_HEAD_DIMS", "BACKWARD_FLOP_FACTOR", "fused_efficiency", "fused_attention_times",
            "FUSED_STATS_BYTES_PER_ROW"]
 
-#: (e_max, SL_half) per pass and mask, fitted to the cuDNN rows of attention_kernels.csv.
-FUSED_EFFICIENCY: Dict[Tuple[str, bool], Tuple[float, float]] = {
-    ("fwd", True): (0.565, 375.0),
-    ("fwd", False): (0.626, 106.0),
-    ("bwd", True): (0.545, 360.0),   # the file does not say whether its backward is causal
-    ("bwd", False): (0.545, 360.0),
+#: (e_max, SL_half) per pass, mask and head dimension, fitted to the cuDNN rows of
+#: attention_kernels.csv (the file does not say whether its backward is causal: one curve).
+FUSED_EFFICIENCY: Dict[Tuple[str, bool, int], Tuple[float, float]] = {
+    ("fwd", True, 128): (0.565, 375.0),
+    ("fwd", False, 128): (0.626, 106.0),
+    ("bwd", True, 128): (0.545, 360.0),
+    ("bwd", False, 128): (0.545, 360.0),
+    ("fwd", True, 64): (0.402, 391.0),
+    ("fwd", False, 64): (0.423, 126.0),
+    ("bwd", True, 64): (0.454, 325.0),
+    ("bwd", False, 64): (0.454, 325.0),
 }
+
+#: The head dimensions ``FUSED_EFFICIENCY`` holds curves for, narrowest first.
+FITTED_HEAD_DIMS: Tuple[int, int] = (64, 128)
 
 #: The backward of fused attention recomputes the scores: 2.5 x the forward's FLOPs
 #: (Dao 2023, FlashAttention-2 §4 benchmark convention).
@@ -45,16 +58,22 @@ BACKWARD_FLOP_FACTOR = 2.5
 FUSED_STATS_BYTES_PER_ROW = 4.0
 
 
-def fused_efficiency(pass_: str, causal: bool, sl):
-    """Fraction of the dense 16-bit peak a fused attention kernel reaches at ``sl``."""
-    e_max, sl_half = FUSED_EFFICIENCY[(pass_, bool(causal))]
+def fused_efficiency(pass_: str, causal: bool, sl, head_dim=128.0):
+    """Fraction of the dense 16-bit peak a fused attention kernel reaches at ``sl`` with heads
+    ``head_dim`` wide (module docstring: interpolated in log2 between the fitted widths,
+    clamped to them)."""
     sl = np.asarray(sl, dtype=np.float64)
-    return e_max * sl / (sl + sl_half)
+    narrow, wide = FITTED_HEAD_DIMS
+    curves = [e_max * sl / (sl + sl_half) for e_max, sl_half in
+              (FUSED_EFFICIENCY[(pass_, bool(causal), d)] for d in FITTED_HEAD_DIMS)]
+    share = np.clip(np.log2(np.asarray(head_dim, dtype=np.float64) / narrow) / np.log2(wide / narrow), 0.0, 1.0)
+    return curves[0] + share * (curves[1] - curves[0])
 
 
-def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = True):
+def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = True, head_dim=128.0):
     """(forward, backward) seconds of one layer's fused attention on one of ``tp`` devices;
-    ``h``: the attention's width (``layer.Block.attention_width``).
+    ``h``: the attention's width (``layer.Block.attention_width``), its heads ``head_dim``
+    wide (the depth of a head's scores and context: ``layer.Block.kv_dim``).
 
     Work = ``attention_core_flops`` (halved where a causal mask lets the kernel skip tiles),
     times ``BACKWARD_FLOP_FACTOR`` for the backward, at ``fused_efficiency`` of the peak;
@@ -62,6 +81,6 @@ def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = T
     work = attention_core_flops(h, sl, b, tp) * (0.5 if causal else 1.0)
     peak = hw.peak_tflops * 1e12
     floor = hw.kernel_launch_us * 1e-6
-    forward = work / (fused_efficiency("fwd", causal, sl) * peak)
-    backward = BACKWARD_FLOP_FACTOR * work / (fused_efficiency("bwd", causal, sl) * peak)
+    forward = work / (fused_efficiency("fwd", causal, sl, head_dim) * peak)
+    backward = BACKWARD_FLOP_FACTOR * work / (fused_efficiency("bwd", causal, sl, head_dim) * peak)
     return np.maximum(forward, floor), np.maximum(backward, floor)

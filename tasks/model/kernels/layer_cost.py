@@ -113,13 +113,14 @@ def _fp8_casts(linear_fwd_gemms, hw: HardwareProfile):
     return fwd, bwd
 
 
-def _fused_attention(width, sl, b, tp, hw: HardwareProfile, stack: Stack, cp, heads_split):
-    """(forward, backward) seconds of fused attention ``width`` wide (``layer_cost``'s CP rule:
-    CP causal steps over the rank's ``sl`` tokens, or under ``heads_split`` the whole sequence
-    with 1/CP of the TP rank's heads)."""
-    fwd, bwd = (cp * t for t in fused_attention_times(width, sl, b, tp, hw, causal=stack.causal))
+def _fused_attention(width, sl, b, tp, hw: HardwareProfile, stack: Stack, cp, heads_split, *, head_dim):
+    """(forward, backward) seconds of fused attention ``width`` wide, its heads ``head_dim``
+    wide (``layer_cost``'s CP rule: CP causal steps over the rank's ``sl`` tokens, or under
+    ``heads_split`` the whole sequence with 1/CP of the TP rank's heads)."""
+    fwd, bwd = (cp * t for t in fused_attention_times(width, sl, b, tp, hw, causal=stack.causal, head_dim=head_dim))
     if np.any(heads_split):
-        whole = fused_attention_times(width, np.multiply(sl, cp), b, np.multiply(tp, cp), hw, causal=stack.causal)
+        whole = fused_attention_times(width, np.multiply(sl, cp), b, np.multiply(tp, cp), hw, causal=stack.causal,
+                                      head_dim=head_dim)
         fwd, bwd = np.where(heads_split, whole[0], fwd), np.where(heads_split, whole[1], bwd)
     return fwd, bwd
 
@@ -209,7 +210,8 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd
         kernels += sum(1 for g in linear_fwd_gemms if g.name not in counted_apart)
     if block.flash:
-        attn_fwd, attn_bwd = _fused_attention(block.core_width(h, heads), sl, b, tp, hw, stack, cp, heads_split)
+        attn_fwd, attn_bwd = _fused_attention(block.core_width(h, heads), sl, b, tp, hw, stack, cp, heads_split,
+                                              head_dim=block.kv_dim(h, heads))
         core = core + attn_fwd
         kernels += 1
         core_kernels += 1

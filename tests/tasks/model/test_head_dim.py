@@ -10,6 +10,7 @@ import pytest
 
 from tasks.model.kernels import layer
 from tasks.model.kernels.layer import Block, attention_core_flops
+from tasks.model.kernels.attention import fused_efficiency
 from tasks.model.kernels.layer_cost import layer_cost
 from tasks.model.step import memory
 from tasks.model.terms.specs import heads_problem
@@ -45,10 +46,12 @@ def test_qwen3_32b_heads_are_wider_than_its_hidden_size(h100):
     per_layer = 5120 * (8192 + 2048) + 8192 * 5120 + 3 * 5120 * 25600
     assert float(layer.layer_params(5120, 64, qwen)) == per_layer
     assert 64 * (per_layer + 2 * 5120) + 151936 * 5120 * 2 == pytest.approx(32.8e9, rel=0.01)  # its model card
-    # attention works over 8,192 columns: 1.6x the work of 5,120-wide heads
+    # attention works over 8,192 columns: 1.6x the work of 5,120-wide heads, at the rate of
+    # 128-wide heads rather than 80-wide ones
     narrow = layer_cost(5120.0, 64.0, 4096.0, 1.0, 1.0, h100, block=GQA, stack=FLASH)
     wide = layer_cost(5120.0, 64.0, 4096.0, 1.0, 1.0, h100, block=qwen, stack=FLASH)
-    assert float(wide.attention_fwd) / float(narrow.attention_fwd) == pytest.approx(8192 / 5120, rel=0.02)
+    rates = fused_efficiency("fwd", True, 4096.0, 80.0) / fused_efficiency("fwd", True, 4096.0, 128.0)
+    assert float(wide.attention_fwd) / float(narrow.attention_fwd) == pytest.approx(8192 / 5120 * rates, rel=0.02)
     assert attention_core_flops(8192.0, 4096.0, 1.0, 1.0) / attention_core_flops(5120.0, 4096.0, 1.0, 1.0) == 1.6
     # Q and the projection's input at 8,192; K and V at 8 x 128 = 1,024 each
     kept = float(memory.layer_activation_bytes(4096.0, 1.0, 5120.0, 64.0, 1.0, False, 0, qwen))
