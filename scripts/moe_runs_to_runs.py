@@ -23,6 +23,13 @@ columns, the same for every row (no row is special-cased):
   kernel: host_launch_us 0;
 - shared_experts: the count before the width in "1 (2048)"; the metric's name as runs files
   spell it (tokens_per_s_per_gpu, model_tflops_per_gpu);
+- the experts' MLP as Transformer Engine's fused operations (moe_fused_mlp) where the recipe
+  turns Megatron-Core's op fuser on: "cutedsl_fused_grouped_mlp" (Megatron-Bridge's override
+  sets use_transformer_engine_op_fuser, scripts/performance/utils/overrides.py at v0.5.0) or
+  "te_op_fuser" in the dispatcher cell;
+- GPT-OSS's experts (every GPT-OSS row: the model's, not the run's) carry biases and clamp
+  their gated activation's inputs to 7.0 (openai/gpt-oss-120b config.json: swiglu_limit 7.0;
+  its experts' gate_up_proj_bias and down_proj_bias): expert_bias, expert_clamp;
 - multi-head latent attention where the notes give its dimensions ("MLA: q_lora_rank=1536
   kv_lora_rank=512 qk_nope_head_dim=128 qk_rope_head_dim=64 v_head_dim=128"): the latents'
   widths, head_dim the non-rotary query/key width, the rotary part and the value width.
@@ -45,6 +52,7 @@ COLUMNS = ("source", "model", "layers", "hidden", "heads", "kv_heads", "head_dim
            "gpus", "tp", "pp", "vp", "cp", "ep", "etp", "dp", "zero", "recompute", "sequence_parallel",
            "flash_attention", "dp_overlap", "pp_overlap", "param_gather_overlap", "cross_entropy", "dropout",
            "precision", "dispatcher", "moe_a2a_overlap", "capacity_factor", "host_launch_us", "cuda_graph_scope",
+           "moe_fused_mlp", "expert_bias", "expert_clamp",
            "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "hw", "metric", "value", "confidence",
            "notes")
 
@@ -66,6 +74,12 @@ def _latent(row: dict) -> dict:
     return {"kv_lora_rank": kv_lora, "q_lora_rank": q_lora, "qk_rope_head_dim": rope, "v_head_dim": v,
             "head_dim": nope}
 
+
+#: The models whose experts carry biases and clamp their activation, with the clamp's bound
+#: (openai/gpt-oss-120b config.json: swiglu_limit).
+CLAMPED_BIASED_EXPERTS = {"GPT-OSS-120B": "7.0"}
+#: What in a dispatcher cell says the recipe runs Megatron-Core's op fuser.
+OP_FUSER_MARKS = ("cutedsl_fused_grouped_mlp", "te_op_fuser")
 
 #: How moe_runs.csv names Transformer Engine's per-layer graphs of some scopes.
 PER_LAYER_GRAPHS = "transformer_engine:"
@@ -103,6 +117,9 @@ def runs_row(row: dict) -> dict:
         "precision": "bf16" if row["precision"].upper() == "BF16" else "fp8",
         "dispatcher": "flex" if dispatch.startswith("flex") else "alltoall",
         "moe_a2a_overlap": _flag("a2a_overlap" in dispatch), "capacity_factor": drop.group(1) if drop else "",
+        "moe_fused_mlp": _flag(any(mark in dispatch for mark in OP_FUSER_MARKS)),
+        "expert_bias": _flag(row["model"] in CLAMPED_BIASED_EXPERTS),
+        "expert_clamp": CLAMPED_BIASED_EXPERTS.get(row["model"], ""),
         **_graphs(row["cuda_graphs"]), "hw": row["hw"], "metric": metric,
         "value": row["value"], "confidence": row["confidence"],
         "notes": f"from conf/data/moe_runs.csv ({row['source']} {row['model']} {row['hw']} {row['precision']}): "

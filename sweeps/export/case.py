@@ -145,8 +145,9 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
                  graph_scopes_written: FrozenSet[str] = frozenset()) -> None:
     """What no export expresses: a model that is not a decoder (each writes causal GPT-style
     pretraining), a stack without a causal mask, a sharding mode run by another framework's
-    DP engine (``dp_protocol.DP_ENGINES``, ``DpEngine.export``), and fp8 weights or offloaded layers (not written
-    yet); a fused cross entropy (``Stack.cross_entropy``) where the export does not write it
+    DP engine (``dp_protocol.DP_ENGINES``, ``DpEngine.export``), and fp8 weights, offloaded
+    layers, a fused MoE MLP or GPT-OSS's expert biases and clamp (not written yet); a fused
+    cross entropy (``Stack.cross_entropy``) where the export does not write it
     (``fused_loss``); CUDA-graphed parts of a layer (``Stack.cuda_graph_scope``) beyond those
     the export writes (``graph_scopes_written``)."""
     unwritten_scopes = sorted(graph_scopes(case.stack.cuda_graph_scope) - graph_scopes_written)
@@ -163,8 +164,10 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
         raise Unexpressible(framework, f"stack.dp_engine={engine.name} with zero={case.layout.zero}: that engine is "
                                        f"another framework's; the export writes {framework}'s own")
     fused = case.stack.cross_entropy != "unfused" and not fused_loss
-    unwritten = (("fp8_params", case.stack.fp8_params), ("offload_layers", case.stack.offload_layers),
-                 ("cross_entropy", case.stack.cross_entropy if fused else None))
+    unwritten = (("stack.fp8_params", case.stack.fp8_params), ("stack.offload_layers", case.stack.offload_layers),
+                 ("stack.cross_entropy", case.stack.cross_entropy if fused else None),
+                 ("stack.moe_fused_mlp", case.stack.moe_fused_mlp), ("model.expert_bias", case.model.expert_bias),
+                 ("model.expert_clamp", case.model.expert_clamp))
     for field, value in unwritten:
         if value:
-            raise Unexpressible(framework, f"stack.{field}={value!r}: the export does not write it yet")
+            raise Unexpressible(framework, f"{field}={value!r}: the export does not write it yet")

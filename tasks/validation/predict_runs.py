@@ -68,7 +68,7 @@ def run_model(run: PublishedRun) -> TransformerModel:
                             topk=run.topk, moe_ffn_hidden=run.moe_ffn_hidden, shared_experts=run.shared_experts,
                             dense_layers=run.dense_layers, kv_lora_rank=run.kv_lora_rank,
                             q_lora_rank=run.q_lora_rank, qk_rope_head_dim=run.qk_rope_head_dim,
-                            v_head_dim=run.v_head_dim)
+                            v_head_dim=run.v_head_dim, expert_bias=run.expert_bias, expert_clamp=run.expert_clamp)
 
 
 #: A 16-bit gradient buffer: an fp16 run's (Megatron-LM accumulates fp16 runs' gradients in 16
@@ -96,7 +96,7 @@ def run_stack(run: PublishedRun) -> Stack:
                  fp8_params=run.fp8_params, offload_layers=run.offload_layers, dp_engine=run.dp_engine,
                  param_gather_overlap=run.param_gather_overlap, cross_entropy=run.cross_entropy,
                  host_launch_us=run.host_launch_us, moe_a2a_overlap=run.moe_a2a_overlap,
-                 cuda_graph_scope=run.cuda_graph_scope)
+                 cuda_graph_scope=run.cuda_graph_scope, moe_fused_mlp=run.moe_fused_mlp)
 
 
 #: Bits in a byte: a NIC's speed is given in Gb/s, a link tier's bandwidth in GB/s.

@@ -23,10 +23,10 @@ __all__ = ["MOE_COLUMNS", "moe_fields"]
 
 #: The columns read here.
 MOE_COLUMNS = ("experts", "topk", "moe_ffn_hidden", "shared_experts", "dense_layers", "ep", "etp", "dispatcher",
-               "moe_a2a_overlap")
+               "moe_a2a_overlap", "expert_bias", "expert_clamp", "moe_fused_mlp")
 
 
-def moe_fields(r: RowCells, *, layers: int, hidden: int, heads: int) -> Dict[str, object]:
+def moe_fields(r: RowCells, *, layers: int, hidden: int, heads: int, gated: bool) -> Dict[str, object]:
     """The row's mixture-of-experts fields, as ``PublishedRun`` fields; raises ``RowError`` (by
     ``r.fail``) naming the first cell that cannot describe one (``model_blocks.moe_problem``)."""
     experts = r.number("experts", int, 0, minimum=0)
@@ -34,7 +34,9 @@ def moe_fields(r: RowCells, *, layers: int, hidden: int, heads: int) -> Dict[str
                              topk=r.number("topk", int, 0, minimum=0),
                              moe_ffn_hidden=r.number("moe_ffn_hidden", int, 0, minimum=0) or None,
                              shared_experts=r.number("shared_experts", int, 0, minimum=0),
-                             dense_layers=r.number("dense_layers", int, 0, minimum=0))
+                             dense_layers=r.number("dense_layers", int, 0, minimum=0), gated_mlp=gated,
+                             expert_bias=bool(r.flag("expert_bias", False)),
+                             expert_clamp=r.number("expert_clamp", float, 0.0, minimum=0))
     problem = moe_problem(model, prefix="")
     if problem:
         raise r.fail(*problem)
@@ -44,4 +46,5 @@ def moe_fields(r: RowCells, *, layers: int, hidden: int, heads: int) -> Dict[str
     return {"experts": experts, "topk": model.topk, "moe_ffn_hidden": model.moe_ffn_hidden,
             "shared_experts": model.shared_experts, "dense_layers": model.dense_layers, "ep": ep, "etp": etp,
             "dispatcher": r.choice("dispatcher", MOE_DISPATCHERS, "alltoall"),
-            "moe_a2a_overlap": bool(r.flag("moe_a2a_overlap", False))}
+            "moe_a2a_overlap": bool(r.flag("moe_a2a_overlap", False)), "expert_bias": model.expert_bias,
+            "expert_clamp": model.expert_clamp, "moe_fused_mlp": bool(r.flag("moe_fused_mlp", False))}

@@ -65,9 +65,11 @@ Blank cells take these documented defaults (a blank cell means the source does n
   eagerly, "+"-joined (``Stack.cuda_graph_scope``, ``stack.CUDA_GRAPH_SCOPES``: attn,
   moe_router, moe_preprocess), whose kernels the host's launch path no longer paces;
 - ``experts``, ``topk``, ``moe_ffn_hidden``, ``shared_experts``, ``dense_layers``, ``ep``,
-  ``etp``, ``dispatcher``, ``moe_a2a_overlap`` (columns ``published_runs.csv`` need not
-  have): a mixture of experts and its expert-parallel layout, as ``tasks.validation.run_moe``
-  reads them (blank: a dense model); ``kv_lora_rank``, ``q_lora_rank``, ``qk_rope_head_dim``,
+  ``etp``, ``dispatcher``, ``moe_a2a_overlap``, ``expert_bias``, ``expert_clamp`` and
+  ``moe_fused_mlp`` (columns ``published_runs.csv`` need not have): a mixture of experts, its
+  experts' biases and activation clamp (GPT-OSS's), its expert-parallel layout and whether its
+  MLP runs as Transformer Engine's fused operations, as ``tasks.validation.run_moe`` reads them
+  (blank: a dense model); ``kv_lora_rank``, ``q_lora_rank``, ``qk_rope_head_dim``,
   ``v_head_dim``: multi-head latent attention, as ``tasks.validation.run_mla`` reads them
   (blank: ordinary attention);
 - the cluster the run ran on, where it differs from its hardware profile's (columns
@@ -231,6 +233,9 @@ class PublishedRun:
     etp: int = 1
     dispatcher: str = "alltoall"
     moe_a2a_overlap: bool = False
+    expert_bias: bool = False
+    expert_clamp: float = 0.0
+    moe_fused_mlp: bool = False
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
     qk_rope_head_dim: int = 0
@@ -292,7 +297,8 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
         precision=precision, metric=metric,
         flops_formula=r.choice("flops_formula", FLOPS_FORMULAS, "model"),
         value=_in_metric_unit(r, metric, r.number("value", float, minimum=1e-12)),
-        cluster=_cluster(r), **switches, **moe_fields(r, layers=r.number("layers", int), hidden=hidden, heads=heads),
+        cluster=_cluster(r), **switches, **moe_fields(r, layers=r.number("layers", int), hidden=hidden, heads=heads,
+                                                      gated=gated),
         **mla_fields(r, layers=r.number("layers", int), hidden=hidden, heads=heads, head_dim=head_dim),
     )
 

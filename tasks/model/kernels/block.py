@@ -35,7 +35,10 @@ class Block:
     ``experts``), ``experts`` routed experts, each an MLP ``moe_ffn`` wide (None: ``ffn``) of
     which every token visits ``topk``, and shared experts every token visits, one TP-split
     MLP ``shared_ffn`` wide all together (Megatron-Core's
-    ``moe_shared_expert_intermediate_size``: shared experts x their width; 0: none).
+    ``moe_shared_expert_intermediate_size``: shared experts x their width; 0: none). GPT-OSS's
+    routed experts have biases (``expert_bias``) and clamp their gated activation's inputs
+    (``expert_clamp``); ``layer.elementwise_kernels`` prices what that costs outside Transformer
+    Engine's fused MLP.
 
     Multi-head latent attention (``kv_lora`` > 0; DeepSeek-AI, DeepSeek-V2, arXiv 2405.04434
     §2.1, as Megatron-Core's ``MLASelfAttention`` runs it) projects the input down to
@@ -59,6 +62,8 @@ class Block:
     kv_lora: float = 0.0
     rope_dim: float = 0.0
     v_dim: Optional[float] = None
+    expert_bias: bool = False
+    expert_clamp: bool = False
 
     @property
     def mla(self) -> bool:

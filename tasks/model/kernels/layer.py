@@ -35,6 +35,7 @@ __all__ = [
     "ELEMENTWISE_KERNELS",
     "DENSE_ELEMENTWISE_KERNELS",
     "MOE_KERNELS",
+    "MOE_UNFUSED_KERNELS",
     "EAGER_KERNELS",
     "elementwise_elements",
     "REPLICATED_WITHOUT_SP",
@@ -215,6 +216,46 @@ _EAGER: Dict[str, Tuple[Callable, int, int, int]] = {
 #: Names of the kernels only an eager stack runs (``_EAGER``).
 EAGER_KERNELS: Tuple[str, ...] = tuple(_EAGER)
 
+#: The kernels a mixture of experts' routed MLP runs of its own, outside Transformer Engine's
+#: fused MLP (``Stack.moe_fused_mlp`` off), where its experts clamp their activation
+#: (``Block.expert_clamp``) or carry biases (``Block.expert_bias``), as Megatron-Core runs
+#: them at d0b3b775 (the commit Megatron-Bridge v0.5.0 pins): name -> (elements per kernel,
+#: forward accesses, backward accesses, kernels per layer), accesses in 16-bit elements (an
+#: fp32 access counts 2):
+#:
+#: - ``expert_clamp``: ``fusions/fused_bias_geglu.py`` ``weighted_bias_quick_geglu_impl``
+#:   clamps the first linear's gate and linear halves (views of its output) one kernel each,
+#:   reading and writing one half (routed rows x the expert's width); each clamp's gradient
+#:   reads the gradient and its input and writes one (3);
+#: - ``expert_clamp_concat``: the clamped halves concatenated for the fused activation
+#:   (reading and writing both halves), and in the backward the halves' gradients
+#:   concatenated for the split's gradient;
+#: - ``expert_bias``: ``transformer/moe/experts.py`` ``TEGroupedMLP._apply_bias`` adds the
+#:   second linear's bias after its GEMM, weighted by each row's router probability (fp32):
+#:   per local expert ``t + b * p`` over its rows x H, then a concatenation and a cast back:
+#:   the product written in fp32 (2), the sum reading the 16-bit output and the product and
+#:   writing fp32 (5), the concatenation (4) and the cast (3): 14 forward; backward 20 (the
+#:   cast's gradient in fp32, 3; the output's gradient cast back, 3; the bias's and the
+#:   probabilities' gradients, each a product and its sum, 6 and 6; the experts' output
+#:   gradients concatenated, 2). Its launches, which grow with the local experts, are
+#:   ``moe_kernels``'.
+_MOE_UNFUSED: Dict[str, Tuple[Callable, int, int, int]] = {
+    "expert_clamp": (lambda h, a, sl, b, tp, blk: sl * b * blk.topk * blk.expert_width(h) / tp, 2, 3, 2),
+    "expert_clamp_concat": (lambda h, a, sl, b, tp, blk: 2.0 * sl * b * blk.topk * blk.expert_width(h) / tp, 2, 2, 1),
+    "expert_bias": (lambda h, a, sl, b, tp, blk: sl * b * blk.topk * h / tp, 14, 20, 1),
+}
+#: Names of ``_MOE_UNFUSED``'s kernels.
+MOE_UNFUSED_KERNELS: Tuple[str, ...] = tuple(_MOE_UNFUSED)
+
+
+def _moe_unfused(block: Block, moe_fused_mlp: bool) -> Dict[str, Tuple[Callable, int, int, int]]:
+    """``_MOE_UNFUSED``'s kernels ``block``'s routed experts run outside a fused MLP."""
+    if not block.moe or moe_fused_mlp:
+        return {}
+    wanted = (("expert_clamp", "expert_clamp_concat") if block.expert_clamp else ()) \
+        + (("expert_bias",) if block.expert_bias else ())
+    return {name: _MOE_UNFUSED[name] for name in wanted}
+
 #: Kernels on the full SL*B*H activation, which Megatron's tensor parallelism replicates
 #: on every TP rank; only sequence parallelism splits them by TP (Korthikanti et al.,
 #: arXiv 2205.05198, §4.2.2). The study's table counts them split, as method.md §3 does.
@@ -265,7 +306,7 @@ def elementwise_elements(name: str, h, heads, sl, b, tp, *, sequence_parallel: b
 
 
 def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True, block: Block = STUDY_BLOCK,
-                        eager: bool = False):
+                        eager: bool = False, moe_fused_mlp: bool = False):
     """Yield an ``ElementwiseKernel`` per class.
 
     ``sequence_parallel`` (a bool or bool array): whether the replicated kernels are split
@@ -273,9 +314,11 @@ def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True
     attention the softmax and its dropout are left out (inside the attention kernel), and
     without ``block.dropout`` the dropouts (``DROPOUT_KERNELS``).
     ``eager``: an unfused stack, which also runs the kernels of ``EAGER_KERNELS``; a fused
-    one runs the dropout's forward inside ``FUSED_DROPOUT_HOST``'s kernel."""
+    one runs the dropout's forward inside ``FUSED_DROPOUT_HOST``'s kernel. A mixture of experts'
+    routed MLP outside a fused one (``moe_fused_mlp`` off) runs ``MOE_UNFUSED_KERNELS`` as
+    its experts need them."""
     sp = np.asarray(sequence_parallel, dtype=bool)
-    kernels = {**_ELEMENTWISE, **_EAGER} if eager else _ELEMENTWISE
+    kernels = {**_ELEMENTWISE, **(_EAGER if eager else {}), **_moe_unfused(block, moe_fused_mlp)}
     fused_dropout = block.dropout and not eager
     for name, (elements, fwd, bwd, count) in kernels.items():
         if (block.flash and name in INSIDE_FUSED_ATTENTION) or (not block.dropout and name in DROPOUT_KERNELS) \

@@ -35,7 +35,8 @@ def model_block(model: TransformerModel, *, flash: bool = False) -> Block:
         return block
     width = float(model.moe_ffn_hidden or block.width(float(model.hidden)))
     return dataclasses.replace(block, experts=float(model.experts), topk=float(model.topk), moe_ffn=width,
-                               shared_ffn=float(model.shared_experts) * width)
+                               shared_ffn=float(model.shared_experts) * width, expert_bias=bool(model.expert_bias),
+                               expert_clamp=model.expert_clamp > 0)
 
 
 def moe_layer_share(model: TransformerModel) -> float:
@@ -63,7 +64,7 @@ def moe_problem(model: TransformerModel, prefix: str = "model.") -> Optional[Tup
     if model.experts < 0:
         return f"{prefix}experts", model.experts, "must be 0 (a dense model) or a count of routed experts"
     if not model.experts:
-        for name in ("topk", "shared_experts", "dense_layers", "moe_ffn_hidden"):
+        for name in ("topk", "shared_experts", "dense_layers", "moe_ffn_hidden", "expert_bias", "expert_clamp"):
             if getattr(model, name):
                 return f"{prefix}{name}", getattr(model, name), f"needs {prefix}experts above 0 (a mixture of experts)"
         return None
@@ -76,6 +77,11 @@ def moe_problem(model: TransformerModel, prefix: str = "model.") -> Optional[Tup
                 f"must leave at least one of {prefix}layers={model.layers} a MoE layer")
     if model.moe_ffn_hidden is not None and model.moe_ffn_hidden <= 0:
         return f"{prefix}moe_ffn_hidden", model.moe_ffn_hidden, "must be a positive width"
+    if model.expert_clamp < 0:
+        return f"{prefix}expert_clamp", model.expert_clamp, "must be 0 (no clamp) or the clamp's bound"
+    if model.expert_clamp and not model.gated_mlp:
+        return (f"{prefix}expert_clamp", model.expert_clamp,
+                f"needs {prefix}gated_mlp true: it clamps a gated activation")
     return None
 
 

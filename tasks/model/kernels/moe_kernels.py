@@ -17,7 +17,14 @@ the aux loss), counted from the source, not profiled:
 - the flex dispatcher over DeepEP: forward about 43 + 2L, backward about 32 + 4L (DeepEP's
   five kernels replace the all-gather, sums and all-to-alls, and converting its indices to a
   mask, unfused at that release, adds about 20 forward and 11 backward);
-- a shared expert: 4 more forward (FC1, activation, FC2, the add), 6 backward.
+- a shared expert: 4 more forward (FC1, activation, FC2, the add), 6 backward;
+- outside Transformer Engine's fused MLP (``Stack.moe_fused_mlp`` off), at d0b3b775 (the
+  commit Megatron-Bridge v0.5.0 pins): experts that clamp their activation (GPT-OSS) 3 more
+  forward (the two halves' clamps and their concatenation, ``weighted_bias_quick_geglu_impl``)
+  and 3 backward; experts with biases 2 + 2L forward (``TEGroupedMLP._apply_bias``: a product
+  and a sum per local expert, the concatenation, the cast) and 3 + 5L backward (the cast's
+  gradient, per local expert the output gradient's cast and the bias's and probabilities'
+  products and sums, and two concatenations) (``layer.MOE_UNFUSED_KERNELS``' bytes).
 
 The alltoall dispatcher also synchronises the host with the device once per layer's forward
 (``token_dispatcher.py`` 857-859: the host waits for the token counts before the dispatch),
@@ -34,8 +41,8 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-__all__ = ["ALLTOALL_KERNELS", "FLEX_KERNELS", "SHARED_EXPERT_KERNELS", "HOST_SYNCS", "moe_mlp_kernels",
-           "by_dispatcher"]
+__all__ = ["ALLTOALL_KERNELS", "FLEX_KERNELS", "SHARED_EXPERT_KERNELS", "EXPERT_CLAMP_KERNELS", "EXPERT_BIAS_KERNELS",
+           "HOST_SYNCS", "moe_mlp_kernels", "by_dispatcher"]
 
 #: (forward, backward) kernels of a MoE layer's MLP as (fixed, per local expert), by dispatcher.
 ALLTOALL_KERNELS: Tuple[Tuple[int, int], Tuple[int, int]] = ((30, 2), (19, 4))
@@ -44,19 +51,27 @@ FLEX_KERNELS: Tuple[Tuple[int, int], Tuple[int, int]] = ((43, 2), (32, 4))
 HOST_SYNCS: Dict[str, Tuple[int, int]] = {"alltoall": (1, 0), "flex": (4, 1)}
 #: (forward, backward) kernels a shared expert adds.
 SHARED_EXPERT_KERNELS: Tuple[int, int] = (4, 6)
+#: (forward, backward) kernels an unfused clamp of the experts' activation adds.
+EXPERT_CLAMP_KERNELS: Tuple[int, int] = (3, 3)
+#: (forward, backward) kernels unfused expert biases add, as (fixed, per local expert).
+EXPERT_BIAS_KERNELS: Tuple[Tuple[int, int], Tuple[int, int]] = ((2, 2), (3, 5))
 
 
-def moe_mlp_kernels(local_experts, flex, shared: bool) -> Tuple[np.ndarray, np.ndarray]:
+def moe_mlp_kernels(local_experts, flex, shared: bool, *, clamp: bool = False,
+                    bias: bool = False) -> Tuple[np.ndarray, np.ndarray]:
     """(forward, backward) kernels of one MoE layer's MLP on a device holding ``local_experts``
     experts (experts / EP; scalars or arrays), with the flex dispatcher where ``flex`` (a bool
-    or bool array) and a shared expert where ``shared`` (module docstring)."""
+    or bool array), a shared expert where ``shared``, and an unfused clamp of the experts'
+    activation and unfused expert biases where ``clamp`` and ``bias`` (module docstring)."""
     local = np.asarray(local_experts, dtype=np.float64)
     flex = np.asarray(flex, dtype=bool)
     out = []
-    for (a_fixed, a_each), (f_fixed, f_each), extra in zip(ALLTOALL_KERNELS, FLEX_KERNELS, SHARED_EXPERT_KERNELS,
-                                                         strict=True):
+    for (a_fixed, a_each), (f_fixed, f_each), extra, clamped, (b_fixed, b_each) in zip(
+            ALLTOALL_KERNELS, FLEX_KERNELS, SHARED_EXPERT_KERNELS, EXPERT_CLAMP_KERNELS, EXPERT_BIAS_KERNELS,
+            strict=True):
         count = np.where(flex, f_fixed + f_each * local, a_fixed + a_each * local)
-        out.append(count + (extra if shared else 0))
+        out.append(count + (extra if shared else 0) + (clamped if clamp else 0)
+                   + ((b_fixed + b_each * local) if bias else 0.0))
     return out[0], out[1]
 
 

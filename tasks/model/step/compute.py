@@ -141,7 +141,9 @@ def _moe_kernels(lay: StepLayouts, ctx: StepContext, flex):
     block = ctx.block
     if not block.moe:
         return 0.0, 0.0
-    return moe_mlp_kernels(block.experts / lay.ep, flex, block.shared_ffn > 0)
+    unfused = not ctx.stack.moe_fused_mlp
+    return moe_mlp_kernels(block.experts / lay.ep, flex, block.shared_ffn > 0,
+                           clamp=block.expert_clamp and unfused, bias=block.expert_bias and unfused)
 
 
 def optimizer_time(lay: StepLayouts, ctx: StepContext, params: np.ndarray) -> np.ndarray:

@@ -68,6 +68,10 @@ class TransformerModel:
     q_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: Optional[int] = None
+    # A mixture of experts' routed experts as GPT-OSS has them: biases on their linears, and the gated
+    # activation's inputs clamped to +-expert_clamp (GPT-OSS's swiglu_limit 7.0; 0: none).
+    expert_bias: bool = False
+    expert_clamp: float = 0.0
 
 
 def heads_problem(hidden: int, heads: int, kv_heads: Optional[int], *,

@@ -146,6 +146,11 @@ class Stack:
     graphs, cuda_graph_impl transformer_engine): their kernels replay without the host's
     launch path, which still launches the others (``kernels.cuda_graphs``); "" none. A graph
     of the whole layer or iteration is ``host_launch_us`` 0.
+    ``moe_fused_mlp``: a mixture of experts' routed MLP runs as Transformer Engine's fused
+    operations (Megatron-Core's ``use_transformer_engine_op_fuser`` path, ``TEGroupedMLP
+    ._fused_forward``): the activation, its clamp, the router's weights and the biases inside
+    the grouped GEMMs' kernels; off, ``TEGroupedMLP.forward`` runs a clamp and the second
+    linear's bias as kernels of their own (``layer.MOE_UNFUSED_KERNELS``).
     """
 
     attention: str = "materialised"
@@ -164,6 +169,7 @@ class Stack:
     host_launch_us: float = HOST_LAUNCH_US
     moe_a2a_overlap: bool = False
     cuda_graph_scope: str = ""
+    moe_fused_mlp: bool = False
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:

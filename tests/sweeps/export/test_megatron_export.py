@@ -197,10 +197,13 @@ def test_another_frameworks_dp_engine_and_unwritten_switches_are_refused_naming_
         xla = dataclasses.replace(case, stack=dataclasses.replace(case.stack, dp_engine="xla"))
         with pytest.raises(Unexpressible, match=f"stack.dp_engine=xla with zero={case.layout.zero}"):
             export(framework, xla)
-    for field, value in (("fp8_params", True), ("offload_layers", 4)):
+    for field, value in (("fp8_params", True), ("offload_layers", 4), ("moe_fused_mlp", True)):
         stack = dataclasses.replace(zero3.stack, gemm_precision="fp8", **{field: value})
         with pytest.raises(Unexpressible, match=f"stack.{field}="):
             export(framework, dataclasses.replace(zero3, stack=stack))
+    for field, value in (("expert_bias", True), ("expert_clamp", 7.0)):   # GPT-OSS's experts: not written yet
+        with pytest.raises(Unexpressible, match=f"model.{field}="):
+            export(framework, dataclasses.replace(zero3, model=dataclasses.replace(zero3.model, **{field: value})))
     attn = dataclasses.replace(zero3, stack=dataclasses.replace(zero3.stack, cuda_graph_scope="attn"))
     router = dataclasses.replace(zero3, stack=dataclasses.replace(zero3.stack, cuda_graph_scope="attn+moe_router"))
     with pytest.raises(Unexpressible, match="stack.cuda_graph_scope='attn\\+moe_router': the export does not write "
