@@ -13,7 +13,9 @@ columns, the same for every row (no row is special-cased):
   attention, a gated MLP and no dropout (every one of these models); the distributed optimizer
   (zero1) with its gather and the gradient reduction overlapped, and the pipeline's sends
   where VP > 1 (Megatron-Bridge's comm_overlap defaults); Transformer Engine's cross entropy;
-- recompute: "none" or blank is none, any selective list is selective;
+- recompute: "none" or blank is none, any selective list is selective (an approximation: the
+  step model's selective recomputation repeats the attention core's forward, Megatron-Core's
+  default module, while these recipes name others, "layernorm+moe_act", "mla_up_proj", "mlp");
 - dispatcher: "flex/..." (DeepEP, HybridEP) is flex, else alltoall; "a2a_overlap" turns
   moe_a2a_overlap on; a "tokendrop" recipe states its capacity factor (validate skips it);
 - CUDA graphs: Transformer Engine's per-layer graphs of some scopes
