@@ -162,10 +162,9 @@ def feasible_trials(study: optuna.Study) -> List[FrozenTrial]:
 
 
 def trial_values(row: Dict[str, Any], objective: str) -> List[float]:
-    """What to tell Optuna for a row: its objectives, or the worst value if infeasible. A
+    """What to tell Optuna for a row: its objectives, or the worst value if infeasible; a
     single objective tells the row's ``sampler_value`` where it holds one (a layout over
-    memory's penalised step time, ``tasks.model.search.penalty``); rows written before that
-    column existed are told as they were then."""
+    memory's penalised step time, ``tasks.model.search.penalty``)."""
     columns = OBJECTIVES[objective]
     told = row.get("sampler_value") if len(columns) == 1 else None
     if told is not None and not math.isnan(told):

@@ -21,15 +21,13 @@ def distinct_groups(n, crosses_nodes, local_ranks):
     or a rank count is not a whole number (each group then costed as it comes)."""
     n, crosses, local = np.broadcast_arrays(np.asarray(n, dtype=np.float64), np.asarray(crosses_nodes, dtype=bool),
                                             np.asarray(local_ranks, dtype=np.float64))
+    n_shape = n.shape
     if n.size < DISTINCT_MIN or not (np.all(n == np.floor(n)) and np.all(local == np.floor(local))
                                      and np.all(n >= 0) and np.all(local >= 0)):
         return None
-    span = int(local.max()) + 1
-    keys = ((n.astype(np.int64) * span + local.astype(np.int64)) * 2 + crosses).ravel()
-    distinct, inverse = unique_inverse(keys)
-    rest = distinct // 2
-    return ((rest // span).astype(np.float64), (distinct % 2).astype(bool), (rest % span).astype(np.float64)), \
-        inverse, n.shape
+    n, crosses, local = n.ravel(), crosses.ravel(), local.ravel()
+    first, inverse = distinct_rows([n, local, crosses])
+    return (n[first], crosses[first], local[first]), inverse, n_shape
 
 
 #: The largest key a table of present keys is kept for (``unique_inverse``); beyond it, a sort.
