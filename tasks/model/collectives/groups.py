@@ -9,20 +9,27 @@ from typing import Callable, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["DISTINCT_MIN", "DENSE_KEYS_MAX", "distinct_groups", "per_group", "unique_inverse", "distinct_rows"]
+__all__ = ["DISTINCT_MIN", "GROUP_DISTINCT_MIN", "DENSE_KEYS_MAX", "distinct_groups", "per_group", "unique_inverse",
+           "number_column", "distinct_rows", "distinct_numbered"]
 
-#: Fewer group elements than this are costed as they come (finding the distinct ones costs more).
+#: Fewer rows than this are worked out as they come by ``step.context.on_distinct`` (finding the
+#: distinct ones costs more than a whole-step part does on them).
 DISTINCT_MIN = 256
+#: Fewer group elements than this are costed as they come by ``per_group``: NCCL's figures of
+#: a group cost about 0.1 ms plus 0.09 us an element as they come, finding the distinct groups
+#: about 0.2 ms plus 0.035 us an element (one core, the scaling space's calls), so the distinct
+#: path pays from about 2,000 elements.
+GROUP_DISTINCT_MIN = 2048
 
 
 def distinct_groups(n, crosses_nodes, local_ranks):
     """((n, crosses_nodes, local_ranks) of each distinct group, the index of each element's
-    group, the elements' shape), or None where there are fewer than ``DISTINCT_MIN`` elements
+    group, the elements' shape), or None where there are fewer than ``GROUP_DISTINCT_MIN`` elements
     or a rank count is not a whole number (each group then costed as it comes)."""
     n, crosses, local = np.broadcast_arrays(np.asarray(n, dtype=np.float64), np.asarray(crosses_nodes, dtype=bool),
                                             np.asarray(local_ranks, dtype=np.float64))
     n_shape = n.shape
-    if n.size < DISTINCT_MIN or not (np.all(n == np.floor(n)) and np.all(local == np.floor(local))
+    if n.size < GROUP_DISTINCT_MIN or not (np.all(n == np.floor(n)) and np.all(local == np.floor(local))
                                      and np.all(n >= 0) and np.all(local >= 0)):
         return None
     n, crosses, local = n.ravel(), crosses.ravel(), local.ravel()
@@ -42,7 +49,7 @@ def unique_inverse(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     of the keys present where the largest is at most ``DENSE_KEYS_MAX`` and at most
     ``DENSE_KEYS_PER_ELEMENT`` per key (a sort otherwise)."""
     top = int(keys.max()) if keys.size else 0
-    if top > min(DENSE_KEYS_MAX, DENSE_KEYS_PER_ELEMENT * keys.size + 1024):
+    if top > _dense_limit(keys.size):
         return np.unique(keys, return_inverse=True)
     present = np.zeros(top + 1, dtype=bool)
     present[keys] = True
@@ -51,32 +58,51 @@ def unique_inverse(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return distinct, position[keys]
 
 
-def distinct_rows(columns: Sequence[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
-    """(one row index per distinct row of ``columns``, equal-length 1-D arrays of numbers; each
-    row's index among those): rows that agree in every column share one. Each column's values
-    are numbered (``unique_inverse`` for whole numbers from 0 up to ``DENSE_KEYS_MAX``, a sort
-    otherwise) and the numbers are a row's digits in mixed radix."""
-    key = np.zeros(len(columns[0]), dtype=np.int64)
-    span = 1.0
-    for column in columns:
-        column = np.asarray(column)
-        if column.dtype.kind == "b":
-            column = column.astype(np.int64)
-        whole = column.dtype.kind in "iu" or bool(np.all(column == np.floor(column)))
-        if whole and column.size and 0 <= column.min() and column.max() <= DENSE_KEYS_MAX:
-            values, digits = unique_inverse(column.astype(np.int64))
-        else:
-            values, digits = np.unique(column, return_inverse=True)
-        radix = len(values)
-        if span * radix >= 2.0 ** 62:       # too many digits for one integer: number the rows so far
+def _dense_limit(size: int) -> int:
+    """The largest key a table of present keys is walked for, among ``size`` keys."""
+    return min(DENSE_KEYS_MAX, DENSE_KEYS_PER_ELEMENT * size + 1024)
+
+
+def number_column(column) -> Tuple[int, np.ndarray]:
+    """(a count ``c``; a number from 0 to ``c`` - 1 per element of the 1-D ``column`` of
+    numbers, equal exactly where the values are): whole numbers from 0 up to ``_dense_limit``
+    are their own numbers (``c``: the largest + 1); other columns are numbered by their
+    distinct values in ascending order (a sort)."""
+    column = np.asarray(column)
+    if column.dtype.kind == "b":
+        return 2, column.astype(np.int64)
+    keys = column if column.dtype.kind in "iu" else column.astype(np.int64)
+    if column.size and (keys is column or np.array_equal(keys, column)):
+        low, top = int(keys.min()), int(keys.max())
+        if low >= 0 and top <= _dense_limit(column.size):
+            return top + 1, keys.astype(np.int64, copy=False)
+    values, digits = np.unique(column, return_inverse=True)
+    return len(values), digits
+
+
+def distinct_numbered(numbered: Sequence[Tuple[int, np.ndarray]]) -> Tuple[np.ndarray, np.ndarray]:
+    """``distinct_rows`` of columns already numbered (``number_column``'s (count, numbers)):
+    the numbers are a row's digits in mixed radix, the rows so far renumbered densely
+    (``unique_inverse``) before a digit would take the key past ``_dense_limit``."""
+    key = np.zeros(len(numbered[0][1]), dtype=np.int64)
+    span, limit = 1, _dense_limit(len(key))
+    for radix, digits in numbered:
+        if span > 1 and span * radix > limit:
             values, key = unique_inverse(key)
-            span = float(len(values))
+            span = len(values)
         span *= radix
         key = key * radix + digits
     distinct, inverse = unique_inverse(key)
     first = np.empty(len(distinct), dtype=np.int64)
     first[inverse] = np.arange(len(key))
     return first, inverse
+
+
+def distinct_rows(columns: Sequence[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """(one row index per distinct row of ``columns``, equal-length 1-D arrays of numbers; each
+    row's index among those): rows that agree in every column share one. Each column's values
+    are numbered (``number_column``) and the numbers are a row's digits in mixed radix."""
+    return distinct_numbered([number_column(column) for column in columns])
 
 
 def per_group(figures: Callable[..., Tuple[np.ndarray, ...]], n, crosses_nodes, local_ranks) -> Tuple[np.ndarray, ...]:

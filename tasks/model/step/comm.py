@@ -17,7 +17,8 @@ from tasks.model.terms.layout import code
 from tasks.model.collectives.nccl import lowest_latency, tier_figures
 from tasks.model.collectives.layer_comm import tp_collective_time, tp_collectives_per_layer, tp_ranks_per_node
 from tasks.model.kernels.layer_cost import LayerCost
-from tasks.model.step.context import DistinctShapes, StepContext, StepLayouts, distinct_shapes, tp_crosses_nodes
+from tasks.model.step.context import (DistinctShapes, StepContext, StepLayouts, distinct_shapes, on_distinct,
+                                      tp_crosses_nodes)
 from tasks.model.step.dp_comm import dp_latency
 
 __all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "cp_comm", "pp_comm", "ep_comm", "latency_floor"]
@@ -135,8 +136,7 @@ def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels
     over the algorithms and protocols NCCL may run: ``collectives.nccl.lowest_latency``; the
     DP collectives' calls as ``dp_comm.dp_latency`` counts them)."""
     hw = ctx.hardware
-    tp_latency = lowest_latency("all_reduce", lay.tp, lay.tp_crosses(hw), hw,
-                                local_ranks=tp_ranks_per_node(lay.tp, hw.devices_per_node))
+    tp_latency = on_distinct(("tp",), _tp_latency, lay, ctx)
     alpha_pp = np.where(lay.pp_crosses(hw), hw.inter_node.latency_us, hw.intra_node.latency_us) * 1e-6
     tp_collectives = lay.layers_per_stage * tp_collectives_per_layer(lay.recomputed_share) \
         + (1.0 if ctx.vocab > 0 else 0.0)
@@ -145,6 +145,13 @@ def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels
     # Each kernel costs the longer of the device's floor and the host's launch path.
     per_kernel_s = max(hw.kernel_launch_us, ctx.stack.host_launch_us) * 1e-6
     return ticks * (kernels_per_mb * per_kernel_s + alpha_mb) + dp_step
+
+
+def _tp_latency(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """The least latency of one TP all-reduce (``collectives.nccl.lowest_latency``): it reads TP alone."""
+    hw = ctx.hardware
+    return lowest_latency("all_reduce", lay.tp, lay.tp_crosses(hw), hw,
+                          local_ranks=tp_ranks_per_node(lay.tp, hw.devices_per_node))
 
 
 def ep_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np.ndarray]:

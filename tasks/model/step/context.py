@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence, Tuple
 import numpy as np
 
 from tasks.model.collectives.dp_protocol import dp_ranks_per_node, group_ranks, hybrid
-from tasks.model.collectives.groups import DISTINCT_MIN, distinct_rows
+from tasks.model.collectives.groups import DISTINCT_MIN, distinct_numbered, number_column
 from tasks.model.kernels.layer import Block, expert_params, layer_params
 from tasks.model.kernels.model_blocks import dense_block, model_block, moe_layer_share
 from tasks.model.kernels.sustained import training_device
@@ -96,10 +96,34 @@ class StepLayouts:
     etp: np.ndarray              # expert-tensor-parallel ranks each expert is split over (1: none)
     dispatcher: np.ndarray       # codes of layout.MOE_DISPATCHERS
 
+    @cached_property
+    def _distinct_memo(self) -> dict:
+        """Each field's numbering (``groups.number_column``) and each field list's distinct rows,
+        as ``distinct`` has found them (these layouts never change)."""
+        return {}
+
+    def distinct(self, names: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+        """(one layout index per distinct combination of the fields or properties ``names``;
+        each layout's index among those), as ``groups.distinct_rows``. Each field is numbered
+        once however many lists it is in, and a list that extends one found before starts from
+        that one's rows."""
+        memo, names = self._distinct_memo, tuple(names)
+        if names in memo:
+            return memo[names]
+        n = len(np.atleast_1d(self.tp))
+        start = max((k for k in range(1, len(names)) if names[:k] in memo), default=0)
+        numbered = [(len(memo[names[:start]][0]), memo[names[:start]][1])] if start else []
+        for name in names[start:]:
+            if ("field", name) not in memo:
+                memo[("field", name)] = number_column(_rows(getattr(self, name), n))
+            numbered.append(memo[("field", name)])
+        memo[names] = distinct_numbered(numbered)
+        return memo[names]
+
     def take(self, index: np.ndarray) -> "StepLayouts":
         """The layouts at ``index`` (positions into these), as ``StepLayouts``."""
         n = len(np.atleast_1d(self.tp))
-        return StepLayouts(**{f.name: np.broadcast_to(getattr(self, f.name), (n,))[index] for f in fields(self)})
+        return StepLayouts(**{f.name: _rows(getattr(self, f.name), n)[index] for f in fields(self)})
 
     @property
     def edp(self) -> np.ndarray:
@@ -210,13 +234,13 @@ def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
     """The layouts' distinct (micro-batch, TP, SP, CP, heads split by CP, EP, ETP), all that a
     layer's compute, the output layer's and a TP collective depend on: each is costed once and
     spread back."""
-    columns = [np.asarray(x).reshape(-1).astype(np.int64) for x in (lay.micro_batch, lay.tp, lay.cp,
-                                                                       lay.sequence_parallel, lay.heads_split,
-                                                                       lay.ep, lay.etp)]
-    first, inverse = distinct_rows(columns)
-    b, tp, cp, sp, split, ep, etp = (column[first] for column in columns)
-    return DistinctShapes(b.astype(np.float64), tp.astype(np.float64), sp > 0, cp.astype(np.float64), split > 0,
-                          ep.astype(np.float64), etp.astype(np.float64), np.asarray(inverse).reshape(-1))
+    names = ("micro_batch", "tp", "cp", "sequence_parallel", "heads_split", "ep", "etp")
+    first, inverse = lay.distinct(names)
+    n = len(np.atleast_1d(lay.tp))
+    b, tp, cp, sp, split, ep, etp = (_rows(getattr(lay, name), n)[first] for name in names)
+    as_float = (lambda x: np.asarray(x, dtype=np.float64))
+    return DistinctShapes(as_float(b), as_float(tp), np.asarray(sp, dtype=bool), as_float(cp),
+                          np.asarray(split, dtype=bool), as_float(ep), as_float(etp), np.asarray(inverse).reshape(-1))
 
 
 def on_distinct(names: Sequence[str], figures: Callable[..., Any], lay: StepLayouts, *args: Any) -> Any:
@@ -228,10 +252,15 @@ def on_distinct(names: Sequence[str], figures: Callable[..., Any], lay: StepLayo
     n = len(np.atleast_1d(lay.tp))
     if n < DISTINCT_MIN:
         return figures(lay, *args)
-    first, inverse = distinct_rows([np.broadcast_to(getattr(lay, name), (n,)) for name in names])
+    first, inverse = lay.distinct(names)
     if 2 * len(first) > n:
         return figures(lay, *args)
     return _spread(figures(lay.take(first), *args), inverse)
+
+
+def _rows(values, n: int) -> np.ndarray:
+    """``values`` as an array of ``n`` rows (a view where they are not one already)."""
+    return values if isinstance(values, np.ndarray) and values.shape == (n,) else np.broadcast_to(values, (n,))
 
 
 def _spread(result: Any, inverse: np.ndarray) -> Any:

@@ -253,7 +253,7 @@ def test_groups_of_billions_of_ranks_are_told_apart_as_small_ones_are():
     clusters of 2^36 devices) find their distinct groups by sorting, to the same result."""
     rng = np.random.default_rng(1)
     for choices in ([2.0, 8.0, 64.0, 512.0], [2.0, 8.0, 2.0 ** 30, 2.0 ** 36]):
-        n = rng.choice(choices, size=1000)
+        n = rng.choice(choices, size=4000)
         local = np.where(n > 8, 8.0, n)
         (n_u, crosses_u, local_u), inverse, shape = distinct_groups(n, n > 8, local)
         assert shape == n.shape and len(n_u) == 4 and list(n_u) == sorted(choices)

@@ -11,6 +11,7 @@ import pytest
 from sweeps.config import load_search
 from tasks.model.collectives.groups import distinct_rows
 from tasks.model.search.space import enumerate_layouts
+from tasks.model.step.context import as_layouts
 from tasks.model.step.plan import step_columns
 
 
@@ -47,3 +48,21 @@ def test_every_layout_of_a_table_costs_what_it_costs_alone(preset):
         alone = step_columns({name: values[i:i + 1] for name, values in layouts.items()}, ctx)
         for name, values in table.items():
             np.testing.assert_array_equal(values[i:i + 1], alone[name], err_msg=f"{' '.join(preset)}: {name}")
+
+
+def test_a_layouts_distinct_rows_agree_whichever_field_lists_were_found_before():
+    """``StepLayouts.distinct`` numbers each field once and starts a longer field list from a
+    shorter one found before: the groups come out as a fresh ``distinct_rows`` finds them."""
+    setup = load_search(["scaling", "devices=512", "global_batch=2048"])
+    ctx = setup.step_context
+    layouts = enumerate_layouts(setup.spec.space, ctx.devices)
+    dp = np.maximum(ctx.devices // (layouts["tp"] * layouts["pp"]), 1).astype(np.float64)
+    names = ("tp", "pp", "dp", "zero", "layers_per_stage", "microbatches", "recomputed_share", "heads_split")
+    lay = as_layouts(layouts, dp, ctx)
+    for k in (3, 5, len(names), 2):
+        first, inverse = lay.distinct(names[:k])
+        columns = [np.broadcast_to(getattr(lay, name), np.shape(lay.tp)) for name in names[:k]]
+        expected_first, expected_inverse = distinct_rows(columns)
+        assert len(first) == len(expected_first) > 1
+        assert _groups(first, inverse) == _groups(expected_first, expected_inverse)
+    assert lay.distinct(names[:3]) is lay.distinct(names[:3])
