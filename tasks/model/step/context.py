@@ -237,10 +237,9 @@ def distinct_shapes(lay: StepLayouts) -> DistinctShapes:
     names = ("micro_batch", "tp", "cp", "sequence_parallel", "heads_split", "ep", "etp")
     first, inverse = lay.distinct(names)
     n = len(np.atleast_1d(lay.tp))
-    b, tp, cp, sp, split, ep, etp = (_rows(getattr(lay, name), n)[first] for name in names)
-    as_float = (lambda x: np.asarray(x, dtype=np.float64))
-    return DistinctShapes(as_float(b), as_float(tp), np.asarray(sp, dtype=bool), as_float(cp),
-                          np.asarray(split, dtype=bool), as_float(ep), as_float(etp), np.asarray(inverse).reshape(-1))
+    b, tp, cp, sp, split, ep, etp = (np.asarray(_rows(getattr(lay, name), n)[first], dtype=np.float64)
+                                     for name in names)
+    return DistinctShapes(b, tp, sp > 0, cp, split > 0, ep, etp, np.asarray(inverse).reshape(-1))
 
 
 def on_distinct(names: Sequence[str], figures: Callable[..., Any], lay: StepLayouts, *args: Any) -> Any:
