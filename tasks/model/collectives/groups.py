@@ -5,7 +5,7 @@ of any few columns of numbers the same way (``step.context.on_distinct`` reads i
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -54,7 +54,8 @@ def unique_inverse(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     present = np.zeros(top + 1, dtype=bool)
     present[keys] = True
     distinct = np.flatnonzero(present)
-    position = np.cumsum(present) - 1
+    position = np.empty(top + 1, dtype=np.int64)    # read only where a key is present
+    position[distinct] = np.arange(len(distinct))
     return distinct, position[keys]
 
 
@@ -67,7 +68,8 @@ def number_column(column) -> Tuple[int, np.ndarray]:
     """(a count ``c``; a number from 0 to ``c`` - 1 per element of the 1-D ``column`` of
     numbers, equal exactly where the values are): whole numbers from 0 up to ``_dense_limit``
     are their own numbers (``c``: the largest + 1); other columns are numbered by their
-    distinct values in ascending order (a sort)."""
+    distinct values, by comparing where they are few (``_few_values``), else in ascending
+    order (a sort)."""
     column = np.asarray(column)
     if column.dtype.kind == "b":
         return 2, column.astype(np.int64)
@@ -76,17 +78,41 @@ def number_column(column) -> Tuple[int, np.ndarray]:
         low, top = int(keys.min()), int(keys.max())
         if low >= 0 and top <= _dense_limit(column.size):
             return top + 1, keys.astype(np.int64, copy=False)
+    few = _few_values(column)
+    if few is not None:
+        return few
     values, digits = np.unique(column, return_inverse=True)
     return len(values), digits
 
 
+#: At most this many distinct values are told apart by comparing (``_few_values``) before a sort.
+FEW_VALUES = 8
+
+
+def _few_values(column: np.ndarray) -> Optional[Tuple[int, np.ndarray]]:
+    """``number_column``'s (count, numbers) of a column of at most ``FEW_VALUES`` distinct values
+    (numbered in order of first appearance), found by comparing with each in turn; None where
+    it holds more (or NaN)."""
+    digits = np.full(column.shape, -1, dtype=np.int64)
+    for count in range(FEW_VALUES):
+        left = np.flatnonzero(digits < 0)
+        if not left.size:
+            return count, digits
+        digits[column == column[left[0]]] = count
+    return (FEW_VALUES, digits) if not np.any(digits < 0) else None
+
+
 def distinct_numbered(numbered: Sequence[Tuple[int, np.ndarray]]) -> Tuple[np.ndarray, np.ndarray]:
     """``distinct_rows`` of columns already numbered (``number_column``'s (count, numbers)):
-    the numbers are a row's digits in mixed radix, the rows so far renumbered densely
-    (``unique_inverse``) before a digit would take the key past ``_dense_limit``."""
+    the numbers are a row's digits in mixed radix. Before a digit would take the key past
+    ``_dense_limit``, the column's numbers, then the rows so far, are renumbered densely
+    (``unique_inverse``)."""
     key = np.zeros(len(numbered[0][1]), dtype=np.int64)
     span, limit = 1, _dense_limit(len(key))
     for radix, digits in numbered:
+        if span * radix > limit:          # a whole-number column's own numbers: number its values
+            values, digits = unique_inverse(digits)
+            radix = len(values)
         if span > 1 and span * radix > limit:
             values, key = unique_inverse(key)
             span = len(values)

@@ -83,7 +83,7 @@ __all__ = ["COLLECTIVE_OPS", "MODELLED_OPS", "ALGORITHMS", "Protocol", "PROTOCOL
            "tier_time", "predicted_busbw", "RING_STEP_US_NVLINK", "TREE_STEP_US_NVLINK", "TREE_STEP_US_NET",
            "RING_STEP_US_NET_LL", "NET_OVERHEAD_US", "FIT_RANKS", "TREE_BANDWIDTH_SHARE", "TREE_CORRECTION",
            "PAT_OPS", "PAT_BASE_US", "PAT_RANK_US", "PAT_LOG_DIVISOR", "PAT_BANDWIDTH_SHARE", "one_per_node",
-           "lowest_latency"]
+           "lowest_latency", "tier_time_and_latency"]
 
 #: The collectives commscale models and measures.
 COLLECTIVE_OPS: Tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter")
@@ -277,13 +277,12 @@ def lowest_latency(op: str, n, crosses_nodes, hw: HardwareProfile, *, local_rank
     offer, moving no bytes: the ring's under its lowest-latency protocol, the tree's for an
     all-reduce across nodes beyond ``FIT_RANKS``, PAT's at one rank per node. Ring-only before
     cost model step-21. Worked out once per distinct group (``groups.per_group``)."""
-    return per_group(lambda n_, crosses, local: (_lowest_latency(op, n_, crosses, hw, local),),
-                     n, crosses_nodes, local_ranks)[0]
+    return _group_figures(op, n, crosses_nodes, hw, local_ranks, floor=True)[-1]
 
 
-def _lowest_latency(op: str, n, crosses_nodes, hw: HardwareProfile, local_ranks) -> np.ndarray:
-    best = ring_latency(op, n, crosses_nodes, hw, local_ranks=local_ranks).min(axis=0)
-    best = np.fmin(best, _pat_latency(op, n, crosses_nodes, hw, local_ranks))
+def _least_latency(op: str, n, crosses_nodes, hw: HardwareProfile, local_ranks, ring_alpha, pat_alpha) -> np.ndarray:
+    """``lowest_latency`` given the group's ring latencies per protocol and PAT's (``_group_figures``)."""
+    best = np.fmin(ring_alpha.min(axis=0), pat_alpha)
     if op == "all_reduce":
         best = np.fmin(best, _tree_time(n, 0.0, crosses_nodes, hw, local_ranks, 1.0))
     return best
@@ -338,7 +337,22 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
     is not available). The figures that depend on the group alone are worked out once per
     distinct group (``groups.per_group``)."""
     _check_algorithm(algorithm)
-    alpha, busbw, ring_alpha, pat_alpha = _group_figures(op, n, crosses_nodes, hw, local_ranks)
+    return _tier_time(op, n, message_bytes, crosses_nodes, hw, local_ranks, algorithm,
+                      _group_figures(op, n, crosses_nodes, hw, local_ranks))
+
+
+def tier_time_and_latency(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *,
+                          local_ranks=1) -> Tuple[np.ndarray, np.ndarray]:
+    """(``tier_time`` of ``op`` on ``message_bytes``, ``lowest_latency`` of its group), from
+    one working-out of the group's figures."""
+    figures = _group_figures(op, n, crosses_nodes, hw, local_ranks, floor=True)
+    return _tier_time(op, n, message_bytes, crosses_nodes, hw, local_ranks, None, figures[:-1]), figures[-1]
+
+
+def _tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, local_ranks, algorithm, figures):
+    """``tier_time`` given the group's figures (``_group_figures``: α, bus bandwidth, the ring's
+    per-protocol latencies, PAT's)."""
+    _alpha, busbw, ring_alpha, pat_alpha = figures
     ring = _fastest_protocol(op, n, message_bytes, busbw, ring_alpha)
     if op == "all_reduce" and algorithm is None and np.any(np.asarray(crosses_nodes) & (np.asarray(n) > FIT_RANKS)):
         ring = np.fmin(ring, _tree_time(n, message_bytes, crosses_nodes, hw, local_ranks, busbw))
@@ -353,12 +367,15 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
     return np.fmin(ring, switch)
 
 
-def _group_figures(op: str, n, crosses_nodes, hw: HardwareProfile, local_ranks):
+def _group_figures(op: str, n, crosses_nodes, hw: HardwareProfile, local_ranks, floor: bool = False):
     """(α, ring bus bandwidth, the ring's per-protocol latencies, PAT's latency) of each group
-    (``spanning_figures``, ``ring_latency``, ``_pat_latency``), worked out per distinct group."""
+    (``spanning_figures``, ``ring_latency``, ``_pat_latency``), and with ``floor`` its
+    ``lowest_latency`` last, worked out per distinct group."""
     def figures(n_, crosses, local):
         alpha, busbw = spanning_figures(op, n_, crosses, hw, local_ranks=local)
-        return alpha, busbw, _ring_latency(op, n_, crosses, local, alpha, hw), _pat_latency(op, n_, crosses, hw, local)
+        ring, pat = _ring_latency(op, n_, crosses, local, alpha, hw), _pat_latency(op, n_, crosses, hw, local)
+        least = (_least_latency(op, n_, crosses, hw, local, ring, pat),) if floor else ()
+        return (alpha, busbw, ring, pat, *least)
     return per_group(figures, n, crosses_nodes, local_ranks)
 
 

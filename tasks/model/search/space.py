@@ -12,7 +12,7 @@ the exhaustive reference (``exhaustive``) is one call of ``step.step_columns``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -27,8 +27,8 @@ from tasks.model.terms.layout import (
 )
 from tasks.model.step.plan import StepContext, step_columns
 
-__all__ = ["LayoutSpace", "enumerate_layouts", "constraint_counts", "exhaustive", "best_index", "space_slices",
-           "SliceOptimum", "slice_optimum"]
+__all__ = ["LayoutSpace", "enumerate_layouts", "cartesian_columns", "constraint_counts", "exhaustive", "best_index",
+           "space_slices", "SliceOptimum", "slice_optimum"]
 
 
 @dataclass
@@ -113,8 +113,7 @@ def enumerate_layouts(space: LayoutSpace, devices: int) -> Dict[str, np.ndarray]
             np.asarray(space.micro_batch, dtype=np.int64), np.arange(len(sched)),
             encode("zero", space.zero), np.asarray(space.sequence_parallel, dtype=bool),
             encode("recompute", space.recompute), np.arange(len(context)), np.arange(len(experts))]
-    index = np.indices([len(a) for a in axes]).reshape(len(axes), -1)
-    tp, pp, b, choice, zero, sp, rc, ctx, ex = (axis[i] for axis, i in zip(axes, index, strict=True))
+    tp, pp, b, choice, zero, sp, rc, ctx, ex = cartesian_columns(axes)
     # At TP = 1 sequence parallelism is no layout of its own: keep the first row as False.
     keep = (tp > 1) | (sp == np.asarray(space.sequence_parallel, dtype=bool)[0])
     tp, pp, b, choice, zero, rc, ctx, ex = (column[keep] for column in (tp, pp, b, choice, zero, rc, ctx, ex))
@@ -126,6 +125,19 @@ def enumerate_layouts(space: LayoutSpace, devices: int) -> Dict[str, np.ndarray]
             "virtual_stages": sched[choice, 1], "zero": zero, "sequence_parallel": sp, "recompute": rc,
             "cp": cp, "cp_comm": context[ctx, 1], "ep": experts[ex, 0], "etp": experts[ex, 1],
             "dispatcher": experts[ex, 2]}
+
+
+def cartesian_columns(axes: Sequence[np.ndarray]) -> List[np.ndarray]:
+    """Every combination of one value from each of ``axes``, as columns (the last axis varies
+    fastest, as ``itertools.product``): each axis repeated as often as the axes after it hold
+    combinations, and the whole tiled as often as those before it do."""
+    sizes = [len(a) for a in axes]
+    total = int(np.prod(sizes)) if sizes else 1
+    columns, after = [], total
+    for axis, size in zip(axes, sizes, strict=True):
+        after //= max(size, 1)
+        columns.append(np.tile(np.repeat(axis, after), total // max(size * after, 1)))
+    return columns
 
 
 def constraint_counts(layouts: Dict[str, np.ndarray], *, heads: int, layers: int, devices: int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Any, Callable, Mapping, NamedTuple, Sequence, Tuple
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -262,13 +262,19 @@ def _rows(values, n: int) -> np.ndarray:
     return values if isinstance(values, np.ndarray) and values.shape == (n,) else np.broadcast_to(values, (n,))
 
 
-def _spread(result: Any, inverse: np.ndarray) -> Any:
-    """``result`` over distinct layouts, given back to each layout (``on_distinct``)."""
+def _spread(result: Any, inverse: np.ndarray, seen: Optional[dict] = None) -> Any:
+    """``result`` over distinct layouts, given back to each layout (``on_distinct``); an array
+    that appears more than once in it is spread once (``seen``: those spread so far, by id)."""
+    seen = {} if seen is None else seen
     if isinstance(result, dict):
-        return {key: _spread(value, inverse) for key, value in result.items()}
+        return {key: _spread(value, inverse, seen) for key, value in result.items()}
     if isinstance(result, tuple):
-        return tuple(_spread(value, inverse) for value in result)
-    return result if np.ndim(result) == 0 else np.asarray(result)[..., inverse]
+        return tuple(_spread(value, inverse, seen) for value in result)
+    if np.ndim(result) == 0:
+        return result
+    if id(result) not in seen:
+        seen[id(result)] = (result, np.take(result, inverse, axis=-1))    # the first keeps the id taken
+    return seen[id(result)][1]
 
 
 def layer_weights_per_device(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarray]:

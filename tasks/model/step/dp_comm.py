@@ -13,7 +13,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from tasks.model.collectives import dp_protocol
-from tasks.model.collectives.nccl import bus_factor, lowest_latency, tier_time
+from tasks.model.collectives.nccl import bus_factor, tier_time, tier_time_and_latency
 from tasks.model.kernels import layer, roofline
 from tasks.model.step.context import StepContext, StepLayouts, layer_weights_per_device, on_distinct
 from tasks.model.step.memory import FP8_WEIGHT_BYTES
@@ -93,63 +93,90 @@ def _figure(figures: Dict[DpKey, np.ndarray], c: dp_protocol.DpCollective):
     return figures.get((c.op, c.group, c.granularity), 0.0)
 
 
-#: The layout fields a stage's DP collectives' times (``_dp_times``) read: their groups (TP,
-#: DP, CP, EP, ETP), the sharding mode and the stage's weights (PP, its layers). Not the
-#: micro-batch, recomputation or sequence parallelism: a table's layouts that differ only in
-#: those share their figures (``context.on_distinct``).
+#: The layout fields a stage's DP collectives' figures (``_dp_figures``) read: their groups
+#: (TP, DP, CP, EP, ETP), the sharding mode and the stage's weights (PP, its layers). Not the
+#: micro-batch, its count, recomputation or sequence parallelism: a table's layouts that differ
+#: only in those share their figures (``context.on_distinct``).
 DP_TIME_FIELDS = ("tp", "pp", "dp", "cp", "zero", "layers_per_stage", "ep", "etp")
 
 
-def _dp_times(lay: StepLayouts, ctx: StepContext) -> Tuple[Dict[DpKey, np.ndarray], Dict[DpKey, np.ndarray]]:
-    """``_group_dp_times`` once per distinct ``DP_TIME_FIELDS``."""
-    return on_distinct(DP_TIME_FIELDS, _group_dp_times, lay, ctx)
+def _dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKey, np.ndarray]]:
+    """``_group_dp_figures`` once per distinct ``DP_TIME_FIELDS``."""
+    return on_distinct(DP_TIME_FIELDS, _group_dp_figures, lay, ctx)
 
 
-def _group_dp_times(lay: StepLayouts, ctx: StepContext) -> Tuple[Dict[DpKey, np.ndarray], Dict[DpKey, np.ndarray]]:
-    """(times, tails): each DP collective on all of a stage's weight tensors, split into calls
-    as its granularity says (a layer's weights a call and one for the stage's embedding
-    matrices; a tensor a call, ``_per_tensor_layer_time``; or the engine's buckets,
-    ``bucket_calls``), on the tiers each of its groups spans (``StepLayouts.dp_group``); and
-    its tail, the one call a window cannot hide: the stage's first layer or one embedding
-    matrix, whichever takes longer (one embedding matrix a tensor a call), or the last bucket.
-    0 for a group of one rank. The routed experts' figures (``expert_dp_figures``) add to the
-    time, not to the tail."""
+def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKey, np.ndarray]]:
+    """Each DP collective's figures over a stage, by ``DpKey``, each on the tiers its group
+    spans (``StepLayouts.dp_group``) and 0 for a group of one rank (but ``bytes``):
+
+    - ``times``: the collective on all of a stage's weight tensors, split into calls as its
+      granularity says (a layer's weights a call and one for the stage's embedding matrices; a
+      tensor a call, ``_per_tensor_layer_time``; or the engine's buckets, ``bucket_calls``);
+      the routed experts' (``expert_dp_figures``) added;
+    - ``tails``: the one call a window cannot hide: the stage's first layer or one embedding
+      matrix, whichever takes longer (one embedding matrix a tensor a call), or the last bucket;
+    - ``bytes``: what one device sends over the group's rings (nccl-tests' bus bytes), however
+      it is split into calls, the routed experts' added;
+    - ``latency``: its calls' latency steps alone, each call its group's least latency over the
+      algorithms and protocols NCCL may run (``collectives.nccl.lowest_latency``)."""
     hw = ctx.hardware
     per_layer, embed = _stage_elements(lay, ctx)
     widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
-    matrices = embedding_matrices(lay)
     experts_of = expert_group(lay, ctx)
     keys = _dp_keys(lay, ctx)
-    if any("bucket" in granularities for granularities in keys.values()):
-        calls, bucket, last = _buckets(lay, ctx, per_layer, embed)
-    times: Dict[DpKey, np.ndarray] = {}
-    tails: Dict[DpKey, np.ndarray] = {}
+    calls = _latency_calls(lay, ctx)
+    buckets = _buckets(lay, ctx, per_layer, embed) if any("bucket" in g for g in keys.values()) else None
+    if buckets is not None:
+        calls["bucket"] = buckets[0]
+    out: Dict[str, Dict[DpKey, np.ndarray]] = {"times": {}, "tails": {}, "bytes": {}, "latency": {}}
     for (op, group), granularities in keys.items():
         ranks, local, crosses, share = lay.dp_group(group, hw)
-        width, layer_bytes, embed_bytes = widths[op] * share, widths[op] * share * per_layer, \
-            embed_widths[op] * share * embed
+        layer_bytes, embed_bytes = widths[op] * share * per_layer, embed_widths[op] * share * embed
         messages = [layer_bytes, embed_bytes]
-        if "bucket" in granularities:
+        if buckets is not None and "bucket" in granularities:
             mean_width = (lay.layers_per_stage * layer_bytes + embed_bytes) / (lay.layers_per_stage * per_layer + embed)
-            messages += [bucket * mean_width, last * mean_width]
+            messages += [buckets[1] * mean_width, buckets[2] * mean_width]
         # One call for every message: the group's figures are worked out once.
-        each = tier_time(op, ranks, np.stack(np.broadcast_arrays(*messages)), crosses, hw, local_ranks=local)
-        layer_t, embed_t = each[0], np.where(ctx.vocab > 0, each[1], 0.0)
-        experts = expert_dp_figures(lay, ctx, op, widths[op], experts_of)[0] if group == "dp" else 0.0
+        each, one = tier_time_and_latency(op, ranks, np.stack(np.broadcast_arrays(*messages)), crosses, hw,
+                                          local_ranks=local)
+        experts = expert_dp_figures(lay, ctx, op, widths[op], experts_of) if group == "dp" else (0.0, 0.0)
+        moved = bus_factor(op, ranks) * (lay.layers_per_stage * layer_bytes + embed_bytes) + experts[1]
         for granularity in granularities:
-            if granularity == "bucket":
-                total, tail = (calls - 1.0) * each[2] + each[3], each[3]
-            elif granularity == "tensor":
-                engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
-                embed_t_copies = embed_t + _rank_copies(engine, lay, ctx) * matrices
-                total = lay.layers_per_stage * _per_tensor_layer_time(op, width, lay, ctx, engine, crosses, local) \
-                    + embed_t_copies
-                tail = embed_t_copies / matrices
-            else:
-                total, tail = lay.layers_per_stage * layer_t + embed_t, np.maximum(layer_t, embed_t / matrices)
-            times[(op, group, granularity)] = np.where(ranks > 1, total, 0.0) + experts
-            tails[(op, group, granularity)] = np.where(ranks > 1, tail, 0.0)
-    return times, tails
+            total, tail = _split_into_calls(granularity, op, widths[op] * share, each, lay, ctx,
+                                            (crosses, local), buckets)
+            key = (op, group, granularity)
+            out["times"][key] = np.where(ranks > 1, total, 0.0) + experts[0]
+            out["tails"][key] = np.where(ranks > 1, tail, 0.0)
+            out["bytes"][key] = moved
+            out["latency"][key] = calls[granularity] * one
+    return out
+
+
+def _latency_calls(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
+    """Calls of a stage's DP collective a granularity makes, but the engine's buckets: a
+    layer's weights a call and one for the embedding; every tensor of a layer and the
+    embedding's."""
+    per_layer_calls = lay.layers_per_stage + (1.0 if ctx.vocab > 0 else 0.0)
+    tensors = sum(len(t) for t in layer.layer_tensors(float(ctx.model.hidden), float(ctx.model.heads), ctx.block))
+    return {"layer": per_layer_calls, "tensor": tensors * per_layer_calls}
+
+
+def _split_into_calls(granularity: str, op: str, width: float, each: np.ndarray, lay: StepLayouts,
+                      ctx: StepContext, tiers: tuple, buckets: Optional[tuple]) -> Tuple[np.ndarray, np.ndarray]:
+    """(time over a stage, tail) of ``op`` split into calls as ``granularity`` says, given
+    ``each``: its time on one layer's weights, on the embedding matrices and (with buckets)
+    on a bucket and on the last one; ``width``: bytes per value moved; ``tiers``: the group's
+    (crosses nodes, ranks on a node)."""
+    embed_t = np.where(ctx.vocab > 0, each[1], 0.0)
+    matrices = embedding_matrices(lay)
+    if granularity == "bucket":
+        return (buckets[0] - 1.0) * each[2] + each[3], each[3]
+    if granularity == "tensor":
+        engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
+        embed_t_copies = embed_t + _rank_copies(engine, lay, ctx) * matrices
+        total = lay.layers_per_stage * _per_tensor_layer_time(op, width, lay, ctx, engine, *tiers) + embed_t_copies
+        return total, embed_t_copies / matrices
+    return lay.layers_per_stage * each[0] + embed_t, np.maximum(each[0], embed_t / matrices)
 
 
 def engine_layouts(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
@@ -214,11 +241,14 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
     ``forward_hide``, ``backward_hide``) as far as it lasts, all but their tail
     (``_dp_waited``); a once-per-step gradient reduction hides only when ``stack.dp_overlap``.
     ``per_microbatch`` and ``per_step``: what the step waits for; ``total``: all of it;
-    ``traffic``: ``dp_traffic``."""
-    times = _dp_times(lay, ctx)
+    ``traffic``: ``dp_traffic``; ``latency_microbatch`` and ``latency_step``: ``dp_latency``."""
+    figures = _dp_figures(lay, ctx)
+    times = (figures["times"], figures["tails"])
+    latency_microbatch, latency_step = _latency_of(lay, ctx, figures["latency"])
     return {"per_microbatch": _dp_waited(lay, ctx, compute, times, True),
             "per_step": _dp_waited(lay, ctx, compute, times, False),
-            "total": _per_step(lay, ctx, times[0]), "traffic": dp_traffic(lay, ctx)}
+            "total": _per_step(lay, ctx, figures["times"]), "traffic": _per_step(lay, ctx, figures["bytes"]),
+            "latency_microbatch": latency_microbatch, "latency_step": latency_step}
 
 
 def dp_by_window(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -226,7 +256,8 @@ def dp_by_window(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarr
     a step: ``microbatch_W`` and ``step_W``, the time of the collectives of that window run
     per micro-batch and once per step; ``microbatch_W_exposed`` and ``step_W_exposed``, what
     of it the step waits for. Summed over the windows they are ``dp_comm``'s."""
-    times = _dp_times(lay, ctx)
+    figures = _dp_figures(lay, ctx)
+    times = (figures["times"], figures["tails"])
     out: Dict[str, np.ndarray] = {}
     for window in dp_protocol.HIDING_WINDOWS:
         for per_microbatch, name in ((True, "microbatch"), (False, "step")):
@@ -250,7 +281,8 @@ def _dp_waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray
     """What of each layout's DP collectives run per micro-batch (or once per step) the step
     waits for, window by window (``only``: that window alone): all of a window's time beyond
     what its compute hides, and never less than the longest tail of its collectives
-    (``_unhidden_tail``); with ``exposed`` False, all of their time. ``times``: ``_dp_times``'."""
+    (``_unhidden_tail``); with ``exposed`` False, all of their time. ``times``: ``_dp_figures``'
+    (times, tails)."""
     hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
     figures, tails = times
     seen: Dict[tuple, np.ndarray] = {}   # a window's wait, shared by the modes that run the same collectives in it
@@ -284,26 +316,9 @@ def _repeats(lay: StepLayouts, c: dp_protocol.DpCollective):
 
 
 def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
-    """``_dp_traffic`` once per distinct ``DP_TIME_FIELDS``, micro-batch count and recomputed
-    share (``_per_step``'s counts)."""
-    return on_distinct(DP_TIME_FIELDS + ("microbatches", "recomputed_share"), _dp_traffic, lay, ctx)
-
-
-def _dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
     """Bytes one device sends over its DP rings per step (nccl-tests' bus bytes), each
-    collective among its group's ranks, however it is split into calls."""
-    per_layer, embed = _stage_elements(lay, ctx)
-    widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
-    experts_of = expert_group(lay, ctx)
-    each: Dict[DpKey, np.ndarray] = {}
-    for (op, group), granularities in _dp_keys(lay, ctx).items():
-        ranks, _, _, share = lay.dp_group(group, ctx.hardware)
-        moved = bus_factor(op, ranks) * share * (widths[op] * lay.layers_per_stage * per_layer
-                                                 + embed_widths[op] * embed)
-        if group == "dp":
-            moved = moved + expert_dp_figures(lay, ctx, op, widths[op], experts_of)[1]
-        each.update({(op, group, granularity): moved for granularity in granularities})
-    return _per_step(lay, ctx, each)
+    collective among its group's ranks, however it is split into calls (``_dp_figures``)."""
+    return _per_step(lay, ctx, _dp_figures(lay, ctx)["bytes"])
 
 
 def _per_step(lay: StepLayouts, ctx: StepContext, each: Dict[DpKey, np.ndarray]) -> np.ndarray:
@@ -318,33 +333,22 @@ def _per_step(lay: StepLayouts, ctx: StepContext, each: Dict[DpKey, np.ndarray])
 
 
 def dp_latency(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarray]:
-    """``_dp_latency`` once per distinct ``DP_TIME_FIELDS`` and recomputed share (a collective
-    repeated under recomputation counts its calls again)."""
-    return on_distinct(DP_TIME_FIELDS + ("recomputed_share",), _dp_latency, lay, ctx)
-
-
-def _dp_latency(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarray]:
     """(per micro-batch, once per step) seconds of the DP collectives' latency steps alone:
     each call its group's least latency on the tiers it spans, over the algorithms and
     protocols NCCL may run (``collectives.nccl.lowest_latency``); a stage's calls as each
     collective's granularity splits it (a layer's weights and the embedding's; every tensor
-    of a layer and the embedding's; or ``bucket_calls``)."""
-    hw = ctx.hardware
-    per_layer_calls = lay.layers_per_stage + (1.0 if ctx.vocab > 0 else 0.0)
-    tensors = sum(len(t) for t in layer.layer_tensors(float(ctx.model.hidden), float(ctx.model.heads), ctx.block))
-    calls = {"layer": per_layer_calls, "tensor": tensors * per_layer_calls}
-    alpha: Dict[DpKey, np.ndarray] = {}
-    for (op, group), granularities in _dp_keys(lay, ctx).items():
-        ranks, local, crosses, _ = lay.dp_group(group, hw)
-        one = lowest_latency(op, ranks, crosses, hw, local_ranks=local)
-        for granularity in granularities:
-            if granularity == "bucket" and "bucket" not in calls:
-                calls["bucket"] = bucket_calls(lay, ctx)[0]
-            alpha[(op, group, granularity)] = calls[granularity] * one
+    of a layer and the embedding's; or ``bucket_calls``), a collective repeated under
+    recomputation counting its calls again."""
+    return _latency_of(lay, ctx, _dp_figures(lay, ctx)["latency"])
+
+
+def _latency_of(lay: StepLayouts, ctx: StepContext, latency: Dict[DpKey, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """``dp_latency`` given each collective's latency over a stage (``_dp_figures``')."""
     table = dp_protocol.sharding_of(ctx.stack)
 
     def alpha_of(mode, per_microbatch: bool):
-        return sum(_figure(alpha, c) * _repeats(lay, c) for c in mode.collectives if c.per_microbatch == per_microbatch)
+        return sum(_figure(latency, c) * _repeats(lay, c)
+                   for c in mode.collectives if c.per_microbatch == per_microbatch)
 
     return (dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, True), table),
             dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, False), table))

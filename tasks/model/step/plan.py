@@ -250,7 +250,7 @@ def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
         "exposed_comm_s": exposed_comm,
         "exposed_comm_share": metrics.communication_share(exposed_comm, step),
         "tokens_per_s_per_device": ctx.global_batch * ctx.model.seq_len / step / ctx.devices,
-        "latency_s": latency_floor(lay, ctx, ticks, compute["kernels_per_microbatch"])
+        "latency_s": latency_floor(lay, ctx, ticks, compute["kernels_per_microbatch"], dp)
         + ticks * (cp["latency"] + ep["latency"]),
         "bubble_fraction": (ticks - lay.microbatches) / ticks,
         "compute_s": ticks * compute["per_microbatch"],

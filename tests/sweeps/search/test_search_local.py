@@ -4,8 +4,8 @@ journal written a batch at a time by one driver, and what the output explains.""
 
 from __future__ import annotations
 
+import itertools
 import re
-
 import subprocess
 import sys
 
@@ -25,7 +25,7 @@ from sweeps.search import IN_PROCESS, open_study, run_search, study_path
 from sweeps.search.journal import BatchedJournal, driver_lock
 from sweeps.search.results import (STEP_TERMS, exhaustive_frame, optimum_gap, step_terms, study_rows, top_layouts,
                                    why_best)
-from tasks.model.search.space import enumerate_layouts
+from tasks.model.search.space import cartesian_columns, enumerate_layouts
 
 TINY = ["small", "space.tp=[1,2,4]", "space.pp=[1,2]", "space.micro_batch=[1]", "space.schedule=[1f1b]",
         "space.zero=[none,zero3]", "space.recompute=[none,selective]", "trials=12", "batch=4"]
@@ -207,3 +207,12 @@ def test_a_stack_preset_and_single_switches_change_the_study_and_bad_ones_are_re
             load_search(["default", bad])
     with pytest.raises(UserError, match="search.stack='megatron-core-2024-fp8': runs fp8 GEMMs.*peak_fp8_tflops"):
         load_search(["default", "hardware=a100-80gb", "stack=megatron-core-2024-fp8"])
+
+
+def test_the_cartesian_columns_hold_every_combination_once_in_product_order():
+    """``space.cartesian_columns`` (the enumeration's grid): the rows ``itertools.product``
+    gives, in its order, and none for an empty axis."""
+    axes = [np.array([1, 2, 3]), np.array([True, False]), np.array([5]), np.array([7, 8, 9, 10])]
+    rows = list(zip(*(column.tolist() for column in cartesian_columns(axes))))
+    assert rows == list(itertools.product(*(axis.tolist() for axis in axes)))
+    assert all(len(column) == 0 for column in cartesian_columns([*axes, np.array([], dtype=np.int64)]))

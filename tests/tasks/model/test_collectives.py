@@ -256,7 +256,7 @@ def test_groups_of_billions_of_ranks_are_told_apart_as_small_ones_are():
         n = rng.choice(choices, size=4000)
         local = np.where(n > 8, 8.0, n)
         (n_u, crosses_u, local_u), inverse, shape = distinct_groups(n, n > 8, local)
-        assert shape == n.shape and len(n_u) == 4 and list(n_u) == sorted(choices)
+        assert shape == n.shape and len(n_u) == 4 and sorted(n_u) == sorted(choices)
         np.testing.assert_array_equal(n_u[inverse], n)
         np.testing.assert_array_equal(local_u[inverse], local)
         np.testing.assert_array_equal(crosses_u[inverse], n > 8)
