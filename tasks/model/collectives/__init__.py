@@ -8,7 +8,8 @@
 - ``cp_exchange``: context parallelism's exchange of keys and values in one layer;
 - ``ep_exchange``: expert parallelism's dispatch and combine of tokens in one MoE layer;
 - ``dp_protocol``: what each way of sharding model states over DP splits and which
-  collectives it runs, how often and behind what (the one statement of it).
+  collectives it runs, how often and behind what (the one statement of it);
+- ``dp_sums``: the DP collectives' figures summed over each layout's own sharding mode, by class.
 """
 
-__all__ = ["nccl", "groups", "layer_comm", "cp_exchange", "ep_exchange", "dp_protocol"]
+__all__ = ["nccl", "groups", "layer_comm", "cp_exchange", "ep_exchange", "dp_protocol", "dp_sums"]

@@ -7,12 +7,12 @@ optimizer; PyTorch FSDP). Vectorised over layouts; seconds and bytes."""
 
 from __future__ import annotations
 
-from functools import reduce
 from typing import Dict, Optional, Tuple
 
 import numpy as np
 
 from tasks.model.collectives import dp_protocol
+from tasks.model.collectives.dp_sums import DpKey, mode_sums, per_pass, step_sum, waited
 from tasks.model.collectives.nccl import bus_factor, tier_time, tier_time_and_latency
 from tasks.model.kernels import layer, roofline
 from tasks.model.step.context import StepContext, StepLayouts, layer_weights_per_device, on_distinct
@@ -21,11 +21,6 @@ from tasks.model.terms import metrics
 
 __all__ = ["embedding_matrices", "dp_widths", "dp_comm", "dp_by_window", "dp_traffic", "dp_latency",
            "engine_copies", "expert_group", "expert_dp_figures", "bucket_calls"]
-
-#: The key of a DP collective's figure over a stage: (op, ``dp_protocol.DP_GROUPS`` entry,
-#: ``dp_protocol.GRANULARITIES`` entry).
-DpKey = Tuple[str, str, str]
-
 
 def embedding_matrices(lay: StepLayouts) -> np.ndarray:
     """Embedding matrices on the busiest stage: input and output (tied or not) when PP = 1."""
@@ -78,7 +73,7 @@ def _buckets(lay: StepLayouts, ctx: StepContext, per_layer, embed) -> Tuple[np.n
 def _dp_keys(lay: StepLayouts, ctx: StepContext) -> Dict[Tuple[str, str], Tuple[str, ...]]:
     """{(op, group): granularities} of the collectives the stack's sharding modes run: the
     shard and replicate groups only where some layout runs a hybrid mode (a collective no
-    layout runs costs 0: ``_figure``)."""
+    layout runs costs 0: ``collectives.dp_sums.figure``)."""
     any_hybrid = bool(np.any(dp_protocol.hybrid(lay.zero)))
     keys: Dict[Tuple[str, str], Tuple[str, ...]] = {}
     for mode in dp_protocol.sharding_of(ctx.stack).values():
@@ -88,21 +83,21 @@ def _dp_keys(lay: StepLayouts, ctx: StepContext) -> Dict[Tuple[str, str], Tuple[
     return keys
 
 
-def _figure(figures: Dict[DpKey, np.ndarray], c: dp_protocol.DpCollective):
-    """``c``'s figure (time or bytes over a stage) in ``figures``, 0 where it is not costed."""
-    return figures.get((c.op, c.group, c.granularity), 0.0)
-
-
-#: The layout fields a stage's DP collectives' figures (``_dp_figures``) read: their groups
+#: The layout fields a stage's DP collectives' figures (``_group_dp_figures``) read: their groups
 #: (TP, DP, CP, EP, ETP), the sharding mode and the stage's weights (PP, its layers). Not the
 #: micro-batch, its count, recomputation or sequence parallelism: a table's layouts that differ
 #: only in those share their figures (``context.on_distinct``).
 DP_TIME_FIELDS = ("tp", "pp", "dp", "cp", "zero", "layers_per_stage", "ep", "etp")
 
 
-def _dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKey, np.ndarray]]:
-    """``_group_dp_figures`` once per distinct ``DP_TIME_FIELDS``."""
-    return on_distinct(DP_TIME_FIELDS, _group_dp_figures, lay, ctx)
+def _dp_sums(lay: StepLayouts, ctx: StepContext) -> Dict[tuple, np.ndarray]:
+    """``_group_dp_figures`` summed over each layout's sharding mode by class
+    (``collectives.dp_sums.mode_sums``), once per distinct ``DP_TIME_FIELDS``."""
+    return on_distinct(DP_TIME_FIELDS, _distinct_dp_sums, lay, ctx)
+
+
+def _distinct_dp_sums(lay: StepLayouts, ctx: StepContext) -> Dict[tuple, np.ndarray]:
+    return mode_sums(lay.zero, dp_protocol.sharding_of(ctx.stack), _group_dp_figures(lay, ctx))
 
 
 def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKey, np.ndarray]]:
@@ -239,16 +234,27 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
     (``dp_protocol.SHARDING``): the collectives that share a hiding window hide together
     behind the stage's forward or backward of one micro-batch (``compute``'s
     ``forward_hide``, ``backward_hide``) as far as it lasts, all but their tail
-    (``_dp_waited``); a once-per-step gradient reduction hides only when ``stack.dp_overlap``.
+    (``collectives.dp_sums.waited``); a once-per-step gradient reduction hides only when ``stack.dp_overlap``.
     ``per_microbatch`` and ``per_step``: what the step waits for; ``total``: all of it;
     ``traffic``: ``dp_traffic``; ``latency_microbatch`` and ``latency_step``: ``dp_latency``."""
-    figures = _dp_figures(lay, ctx)
-    times = (figures["times"], figures["tails"])
-    latency_microbatch, latency_step = _latency_of(lay, ctx, figures["latency"])
-    return {"per_microbatch": _dp_waited(lay, ctx, compute, times, True),
-            "per_step": _dp_waited(lay, ctx, compute, times, False),
-            "total": _per_step(lay, ctx, figures["times"]), "traffic": _per_step(lay, ctx, figures["bytes"]),
+    sums = _dp_sums(lay, ctx)
+    hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
+    latency_microbatch, latency_step = per_pass(sums, "latency", recomputed_share=lay.recomputed_share)
+    return {"per_microbatch": _waited(lay, ctx, hide, sums, True), "per_step": _waited(lay, ctx, hide, sums, False),
+            "total": _step_sum(lay, sums, "times"), "traffic": _step_sum(lay, sums, "bytes"),
             "latency_microbatch": latency_microbatch, "latency_step": latency_step}
+
+
+def _waited(lay: StepLayouts, ctx: StepContext, hide: Dict[str, np.ndarray], sums: Dict[tuple, np.ndarray],
+            per_microbatch: bool, only: Optional[str] = None, *, exposed: bool = True) -> np.ndarray:
+    """``dp_sums.waited`` for these layouts under the context's stack and DP slowdown."""
+    return waited(sums, per_microbatch, hide=hide, recomputed_share=lay.recomputed_share,
+                  dp_overlap=ctx.stack.dp_overlap, slowdown=ctx.dp_slowdown, only=only, exposed=exposed)
+
+
+def _step_sum(lay: StepLayouts, sums: Dict[tuple, np.ndarray], name: str) -> np.ndarray:
+    """``dp_sums.step_sum`` for these layouts' micro-batches and recomputation."""
+    return step_sum(sums, name, microbatches=lay.microbatches, recomputed_share=lay.recomputed_share)
 
 
 def dp_by_window(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -256,80 +262,20 @@ def dp_by_window(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarr
     a step: ``microbatch_W`` and ``step_W``, the time of the collectives of that window run
     per micro-batch and once per step; ``microbatch_W_exposed`` and ``step_W_exposed``, what
     of it the step waits for. Summed over the windows they are ``dp_comm``'s."""
-    figures = _dp_figures(lay, ctx)
-    times = (figures["times"], figures["tails"])
+    sums = _dp_sums(lay, ctx)
+    hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
     out: Dict[str, np.ndarray] = {}
     for window in dp_protocol.HIDING_WINDOWS:
         for per_microbatch, name in ((True, "microbatch"), (False, "step")):
-            out[f"{name}_{window}"] = _dp_waited(lay, ctx, compute, times, per_microbatch, window, exposed=False)
-            out[f"{name}_{window}_exposed"] = _dp_waited(lay, ctx, compute, times, per_microbatch, window)
+            out[f"{name}_{window}"] = _waited(lay, ctx, hide, sums, per_microbatch, window, exposed=False)
+            out[f"{name}_{window}_exposed"] = _waited(lay, ctx, hide, sums, per_microbatch, window)
     return out
-
-
-def _unhidden_tail(c: dp_protocol.DpCollective, hidden_by: str) -> bool:
-    """Whether ``c``'s tail waits however long its window lasts: a reduction's last call
-    starts once the backward it sits beside has produced its gradients (Megatron-Core's
-    ``finish_grad_sync``, FSDP's post-backward callback wait for it), and a weight gather
-    behind the forward has nothing before its first call to hide it (the forward's first
-    layer waits for its weights). A gather behind the backward is prefetched from the
-    forward's end."""
-    return c.op != "all_gather" or hidden_by == "forward"
-
-
-def _dp_waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray], times: tuple,
-               per_microbatch: bool, only: Optional[str] = None, *, exposed: bool = True) -> np.ndarray:
-    """What of each layout's DP collectives run per micro-batch (or once per step) the step
-    waits for, window by window (``only``: that window alone): all of a window's time beyond
-    what its compute hides, and never less than the longest tail of its collectives
-    (``_unhidden_tail``); with ``exposed`` False, all of their time. ``times``: ``_dp_figures``'
-    (times, tails)."""
-    hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
-    figures, tails = times
-    seen: Dict[tuple, np.ndarray] = {}   # a window's wait, shared by the modes that run the same collectives in it
-
-    def window_wait(hidden_by: str, needs_overlap: bool, collectives: tuple) -> np.ndarray:
-        key = (hidden_by, needs_overlap, tuple((c.op, c.group, c.under_recompute, c.granularity) for c in collectives))
-        if key not in seen:
-            t = sum(_figure(figures, c) * _repeats(lay, c) for c in collectives)
-            hides = exposed and hidden_by != "none" and (ctx.stack.dp_overlap or not needs_overlap)
-            if hides:
-                tail = reduce(np.maximum, (_figure(tails, c) * (_repeats(lay, c) > 0) for c in collectives
-                                           if _unhidden_tail(c, hidden_by)), 0.0)
-                t = np.maximum(metrics.exposed_communication(0.0, t, hide[hidden_by], ctx.dp_slowdown), tail)
-            seen[key] = t
-        return seen[key]
-
-    def waited(mode):
-        out = 0.0
-        for (hidden_by, needs_overlap), collectives in dp_protocol.windows(mode, per_microbatch).items():
-            if only is None or hidden_by == only:
-                out = out + window_wait(hidden_by, needs_overlap, collectives)
-        return out
-
-    return dp_protocol.by_mode(lay.zero, waited, dp_protocol.sharding_of(ctx.stack))
-
-
-def _repeats(lay: StepLayouts, c: dp_protocol.DpCollective):
-    """How many times ``c`` runs where it runs once: the recomputed share of the layers for a
-    collective run under recomputation (``DpCollective.under_recompute``), else 1."""
-    return lay.recomputed_share if c.under_recompute else 1.0
 
 
 def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
     """Bytes one device sends over its DP rings per step (nccl-tests' bus bytes), each
-    collective among its group's ranks, however it is split into calls (``_dp_figures``)."""
-    return _per_step(lay, ctx, _dp_figures(lay, ctx)["bytes"])
-
-
-def _per_step(lay: StepLayouts, ctx: StepContext, each: Dict[DpKey, np.ndarray]) -> np.ndarray:
-    """A step's sum over the collectives of each layout's sharding mode, as the stack's DP
-    engine runs them, given ``each`` collective's figure (time or bytes) over a stage: a
-    per-micro-batch collective counts once per micro-batch (times ``_repeats``)."""
-    def mode_sum(mode):
-        return sum((lay.microbatches if c.per_microbatch else 1.0) * _repeats(lay, c) * _figure(each, c)
-                   for c in mode.collectives)
-
-    return dp_protocol.by_mode(lay.zero, mode_sum, dp_protocol.sharding_of(ctx.stack))
+    collective among its group's ranks, however it is split into calls (``_group_dp_figures``)."""
+    return _step_sum(lay, _dp_sums(lay, ctx), "bytes")
 
 
 def dp_latency(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarray]:
@@ -339,19 +285,7 @@ def dp_latency(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarr
     collective's granularity splits it (a layer's weights and the embedding's; every tensor
     of a layer and the embedding's; or ``bucket_calls``), a collective repeated under
     recomputation counting its calls again."""
-    return _latency_of(lay, ctx, _dp_figures(lay, ctx)["latency"])
-
-
-def _latency_of(lay: StepLayouts, ctx: StepContext, latency: Dict[DpKey, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
-    """``dp_latency`` given each collective's latency over a stage (``_dp_figures``')."""
-    table = dp_protocol.sharding_of(ctx.stack)
-
-    def alpha_of(mode, per_microbatch: bool):
-        return sum(_figure(latency, c) * _repeats(lay, c)
-                   for c in mode.collectives if c.per_microbatch == per_microbatch)
-
-    return (dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, True), table),
-            dp_protocol.by_mode(lay.zero, lambda mode: alpha_of(mode, False), table))
+    return per_pass(_dp_sums(lay, ctx), "latency", recomputed_share=lay.recomputed_share)
 
 
 def expert_group(lay: StepLayouts, ctx: StepContext) -> Optional[tuple]:

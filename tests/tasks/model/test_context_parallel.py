@@ -127,17 +127,20 @@ def test_the_timeline_draws_the_exchange_on_its_own_track_and_ends_at_the_step_t
 def test_each_distinct_shape_is_costed_once_and_spread_back_whatever_its_degrees():
     """Layouts that share (micro-batch, TP, CP, SP) share one costing; the shapes come back
     exact, from small degrees to the largest a config admits (10^9 sequences, 10^8 ranks)."""
-    from types import SimpleNamespace
+    from dataclasses import fields
 
-    from tasks.model.step.context import distinct_shapes
+    from tasks.model.step.context import StepLayouts, distinct_shapes
+    from tasks.model.terms.layout import code
 
     for b, tp, cp in (([1, 2, 1, 4, 1], [8, 8, 8, 2**23, 8], [1, 1, 2, 1, 1]),
                       ([1e9, 2, 1e9, 2, 1], [1e8, 8, 1e8, 8, 8], [1e8, 1, 1e8, 1, 1])):
         sp = [True, True, False, True, True]
-        split = [False, False, True, False, False]
-        lay = SimpleNamespace(micro_batch=np.asarray(b, dtype=float), tp=np.asarray(tp, dtype=float),
-                              cp=np.asarray(cp, dtype=float), sequence_parallel=np.asarray(sp),
-                              heads_split=np.asarray(split), ep=np.ones(5), etp=np.ones(5))
+        split = [False, False, True, False, False]      # CP splits heads (the a2a exchange) in the third
+        given = dict(micro_batch=np.asarray(b, dtype=float), tp=np.asarray(tp, dtype=float),
+                     cp=np.asarray(cp, dtype=float), sequence_parallel=np.asarray(sp),
+                     cp_comm=np.where(split, code("cp_comm", "a2a"), code("cp_comm", "p2p")))
+        lay = StepLayouts(**{f.name: given.get(f.name, np.ones(5)) for f in fields(StepLayouts)})
+        assert list(lay.heads_split) == split
         shapes = distinct_shapes(lay)
         back = [(shapes.micro_batch[i], shapes.tp[i], shapes.cp[i], bool(shapes.sequence_parallel[i]),
                  bool(shapes.heads_split[i])) for i in shapes.index]

@@ -1,0 +1,130 @@
+"""DP collectives' figures summed over each layout's own sharding mode (``dp_protocol``, as a
+stack's DP engine runs it: ``dp_protocol.sharding_for``), by class: whether a collective runs
+per micro-batch or once per step, whether it runs again under recomputation
+(``DpCollective.under_recompute``), and the window that hides it. ``mode_sums`` adds the
+collectives' figures up where the layouts are few and distinct (``step.dp_comm`` works them
+out per distinct group structure, the sharding mode among it); what multiplies a class (the
+micro-batch count, the recomputed share, the compute that hides a window) applies over all
+the layouts (``step_sum``, ``per_pass``, ``waited``). Seconds and bytes, as the figures summed."""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from tasks.model.collectives import dp_protocol
+from tasks.model.terms import metrics
+
+__all__ = ["DpKey", "figure", "unhidden_tail", "mode_sums", "step_sum", "per_pass", "waited"]
+
+#: The key of a DP collective's figure over a stage: (op, ``dp_protocol.DP_GROUPS`` entry,
+#: ``dp_protocol.GRANULARITIES`` entry).
+DpKey = Tuple[str, str, str]
+#: The figures ``mode_sums`` adds up by (per micro-batch, repeated under recomputation).
+SUMMED = ("times", "bytes", "latency")
+
+
+def figure(figures: Dict[DpKey, np.ndarray], c: dp_protocol.DpCollective):
+    """``c``'s figure (time or bytes over a stage) in ``figures``, 0 where it is not costed."""
+    return figures.get((c.op, c.group, c.granularity), 0.0)
+
+
+def unhidden_tail(c: dp_protocol.DpCollective, hidden_by: str) -> bool:
+    """Whether ``c``'s tail waits however long its window lasts: a reduction's last call
+    starts once the backward it sits beside has produced its gradients (Megatron-Core's
+    ``finish_grad_sync``, FSDP's post-backward callback wait for it), and a weight gather
+    behind the forward has nothing before its first call to hide it (the forward's first
+    layer waits for its weights). A gather behind the backward is prefetched from the
+    forward's end."""
+    return c.op != "all_gather" or hidden_by == "forward"
+
+
+def _windows(modes: List[dp_protocol.ShardingMode]) -> List[Tuple[bool, str, bool]]:
+    """(per micro-batch, hidden by, needs DP overlap) of every window some mode runs, in order."""
+    return list(dict.fromkeys((per_mb, *key) for per_mb in (True, False) for mode in modes
+                              for key in dp_protocol.windows(mode, per_mb)))
+
+
+def mode_sums(zero, table: Dict[str, dp_protocol.ShardingMode],
+              figures: Dict[str, Dict[DpKey, np.ndarray]]) -> Dict[tuple, np.ndarray]:
+    """``figures`` (per collective: ``times``, ``tails``, ``bytes``, ``latency``, arrays over the
+    layouts) summed over the collectives of each layout's mode (``zero``: codes, as
+    ``dp_protocol.by_mode`` reads them; ``table``: the modes as the engine runs them), a class a
+    key, where some mode has one:
+    (figure, per micro-batch, repeated) for ``SUMMED``; ("window", per micro-batch, hidden by,
+    needs DP overlap, repeated): the window's time; ("tail", the same): the longest tail among
+    the window's collectives whose tail waits (``unhidden_tail``)."""
+    modes = list(table.values())
+    out: Dict[tuple, np.ndarray] = {}
+
+    def add(key: tuple, chosen, value) -> None:
+        if any(chosen(mode) for mode in modes):
+            out[key] = dp_protocol.by_mode(zero, lambda mode: value(chosen(mode)), table)
+
+    for name in SUMMED:
+        for per_mb in (True, False):
+            for repeated in (False, True):
+                add((name, per_mb, repeated),
+                    lambda mode, p=per_mb, r=repeated: [c for c in mode.collectives
+                                                        if c.per_microbatch == p and c.under_recompute == r],
+                    lambda chosen, n=name: sum(figure(figures[n], c) for c in chosen))
+    for per_mb, hidden_by, needs_overlap in _windows(modes):
+        for repeated in (False, True):
+            def in_window(mode, key=(hidden_by, needs_overlap), p=per_mb, r=repeated):
+                return [c for c in dp_protocol.windows(mode, p).get(key, ()) if c.under_recompute == r]
+            add(("window", per_mb, hidden_by, needs_overlap, repeated), in_window,
+                lambda chosen: sum(figure(figures["times"], c) for c in chosen))
+            add(("tail", per_mb, hidden_by, needs_overlap, repeated), in_window,
+                lambda chosen, h=hidden_by: reduce(np.maximum, (figure(figures["tails"], c) for c in chosen
+                                                                if unhidden_tail(c, h)), 0.0))
+    return out
+
+
+def _with_repeats(sums: Dict[tuple, np.ndarray], key: tuple, recomputed_share):
+    """The class ``key`` (without its last, repeated, field) once, and its repeated part times
+    ``recomputed_share``; 0 where neither exists."""
+    once, again = sums.get((*key, False)), sums.get((*key, True))
+    out = 0.0 if once is None else once
+    return out if again is None else out + recomputed_share * again
+
+
+def step_sum(sums: Dict[tuple, np.ndarray], name: str, *, microbatches, recomputed_share) -> np.ndarray:
+    """A step's sum of the figure ``name`` over each layout's collectives: once per micro-batch
+    (``microbatches`` a step) for those run per micro-batch, and again for the share of the
+    layers recomputed (``recomputed_share``) for those repeated."""
+    shape = np.broadcast(np.asarray(microbatches), np.asarray(recomputed_share)).shape
+    return microbatches * _with_repeats(sums, (name, True), recomputed_share) \
+        + _with_repeats(sums, (name, False), recomputed_share) + np.zeros(shape)
+
+
+def per_pass(sums: Dict[tuple, np.ndarray], name: str, *, recomputed_share) -> Tuple[np.ndarray, np.ndarray]:
+    """(per micro-batch, once per step) sums of the figure ``name``, the repeated collectives'
+    times ``recomputed_share``."""
+    zeros = np.zeros(np.shape(recomputed_share))
+    return (zeros + _with_repeats(sums, (name, True), recomputed_share),
+            zeros + _with_repeats(sums, (name, False), recomputed_share))
+
+
+def waited(sums: Dict[tuple, np.ndarray], per_microbatch: bool, *, hide: Dict[str, np.ndarray], recomputed_share,
+           dp_overlap: bool, slowdown: float = 1.0, only: Optional[str] = None, exposed: bool = True) -> np.ndarray:
+    """What of each layout's DP collectives run per micro-batch (or once per step) the step
+    waits for, window by window (``only``: that window alone): all of a window's time beyond
+    what its compute hides (``hide``, seconds by window; overlapped communication slowed by
+    ``slowdown``), and never less than the longest tail of its collectives (``unhidden_tail``);
+    a window needing DP overlap hides only under ``dp_overlap``. With ``exposed`` False, all of
+    their time. A window a layout's mode does not run adds 0."""
+    out = np.zeros(np.shape(recomputed_share))
+    for per_mb, hidden_by, needs_overlap in dict.fromkeys(key[1:4] for key in sums if key[0] == "window"):
+        if per_mb != per_microbatch or (only is not None and hidden_by != only):
+            continue
+        t = _with_repeats(sums, ("window", per_mb, hidden_by, needs_overlap), recomputed_share)
+        if exposed and hidden_by != "none" and (dp_overlap or not needs_overlap):
+            tail = sums.get(("tail", per_mb, hidden_by, needs_overlap, False), 0.0)
+            again = sums.get(("tail", per_mb, hidden_by, needs_overlap, True))
+            if again is not None:
+                tail = np.maximum(tail, again * (np.asarray(recomputed_share) > 0))
+            t = np.maximum(metrics.exposed_communication(0.0, t, hide[hidden_by], slowdown), tail)
+        out = out + t
+    return out
