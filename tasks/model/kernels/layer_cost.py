@@ -14,6 +14,7 @@ Vectorised over NumPy arrays; seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Dict
 
 import numpy as np
@@ -69,15 +70,15 @@ class LayerCost:
     kernels_core: int
     kernels_attention: int = 0
 
-    @property
+    @cached_property
     def forward(self) -> np.ndarray:
         return self.gemm_fwd + self.attention_fwd + self.elementwise_fwd
 
-    @property
+    @cached_property
     def backward(self) -> np.ndarray:
         return self.gemm_bwd + self.attention_bwd + self.elementwise_bwd
 
-    @property
+    @cached_property
     def total(self) -> np.ndarray:
         return self.forward + self.backward
 

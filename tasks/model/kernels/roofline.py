@@ -10,6 +10,7 @@ and the launch floor.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Dict, Tuple
 
@@ -154,7 +155,7 @@ def _workspace(shape: Tuple[int, ...]) -> np.ndarray:
     """Float32 scratch of ``(2 * len(_TILE_SIDES) + 2,) + shape``, reused by this thread's
     calls up to ``_WORKSPACE_MAX`` elements: at 1e5 elements the page faults of fresh arrays
     cost as much as the arithmetic. Valid until the thread's next call."""
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     if size > _WORKSPACE_MAX:
         return np.empty((2 * len(_TILE_SIDES) + 2,) + shape, np.float32)
     work = getattr(_WORK, "array", None)

@@ -222,18 +222,17 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
               for name, values in layouts.items()}
     with np.errstate(divide="ignore", invalid="ignore"):
         part = _step(as_layouts(subset, dp[costed], ctx), ctx)
-    out = {}
-    for name, values in part.items():
-        out[name] = np.full(rows, np.nan)
-        out[name][valid] = np.broadcast_to(values, costed.shape)[:valid.size]
-    memory_bytes = out.pop("memory_per_device_bytes")
-    over = (status == 0) & (memory_bytes > ctx.memory_limit_bytes)
+    # One table, a column a row: the metrics, then memory and the step time had it fit (which
+    # stay where a layout is over memory); rows not costed are NaN.
+    names = [name for name in part if name != "memory_per_device_bytes"]
+    names += ["memory_per_device_bytes", "step_time_if_fit_s"]
+    table = np.full((len(names), rows), np.nan)
+    out = dict(zip(names, table))
+    for name, column in out.items():
+        column[valid] = np.broadcast_to(part[name if name in part else "step_time_s"], costed.shape)[:valid.size]
+    over = (status == 0) & (out["memory_per_device_bytes"] > ctx.memory_limit_bytes)
     status = np.where(over, _MEMORY_CODE, status)
-    if_fit = out["step_time_s"].copy()
-    for values in out.values():     # the rows not costed are NaN already
-        values[over] = np.nan
-    out["memory_per_device_bytes"] = memory_bytes
-    out["step_time_if_fit_s"] = if_fit
+    table[:-2, np.flatnonzero(over)] = np.nan
     microbatches = microbatches_per_step(ctx.global_batch, dp, np.asarray(layouts["micro_batch"]))
     out.update(dp=dp_int.astype(np.int64), microbatches=microbatches.astype(np.int64), status_code=status)
     return out
