@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Dict
+from typing import Dict, List
 
 import numpy as np
 
@@ -83,15 +83,28 @@ class LayerCost:
         return self.forward + self.backward
 
 
+def _each_gemm_time(gemms, shape, hw: HardwareProfile, *, stack: Stack, p: float) -> List[np.ndarray]:
+    """``roofline.gemm_kernel_time`` of each of ``gemms`` as an array of ``shape``: the attention
+    core's in bf16, the others at the stack's GEMM precision (fp8 elements a byte wide, else
+    ``p``), the GEMMs of one precision timed in one call (the law is elementwise)."""
+    precisions = ["bf16" if g.name in ATTENTION_CORE_GEMMS else stack.gemm_precision for g in gemms]
+    out: List[np.ndarray] = [zero for zero in np.zeros((len(gemms),) + tuple(shape))]
+    for precision in dict.fromkeys(precisions):
+        chosen = [i for i, x in enumerate(precisions) if x == precision]
+        times = roofline.gemm_kernel_times([gemms[i] for i in chosen], shape, hw, precision,
+                                           1.0 if precision == "fp8" else p)
+        for i, t in zip(chosen, times, strict=True):
+            out[i] = t
+    return out
+
+
 def _gemm_times(gemms, shape, hw: HardwareProfile, *, stack: Stack, p: float):
     """(all forward, all backward, linear forward, linear backward, core forward) seconds of
     ``gemms`` (``layer.gemm_shapes``), as arrays of ``shape``."""
     zero = np.zeros(shape)
     fwd, bwd, lin_fwd, lin_bwd, core = zero.copy(), zero.copy(), zero.copy(), zero.copy(), zero.copy()
-    for g in gemms:
+    for g, t in zip(gemms, _each_gemm_time(gemms, shape, hw, stack=stack, p=p), strict=True):
         is_core = g.name in ATTENTION_CORE_GEMMS
-        precision = "bf16" if is_core else stack.gemm_precision
-        t = roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, hw, precision, 1.0 if precision == "fp8" else p)
         if g.pass_ == "fwd":
             fwd, lin_fwd, core = fwd + t, lin_fwd + (0.0 if is_core else t), core + (t if is_core else 0.0)
         else:

@@ -18,7 +18,7 @@ import numpy as np
 
 from tasks.model.terms.specs import HardwareProfile
 
-__all__ = ["memory_bound_time", "gemm_kernel_time", "gemm_tflops", "peak_flops", "gemm_ceiling",
+__all__ = ["memory_bound_time", "gemm_kernel_time", "gemm_kernel_times", "gemm_tflops", "peak_flops", "gemm_ceiling",
            "gemm_tile_ceiling", "GEMM_DTYPES", "GEMM_TILES", "TILE_STAGING", "DEFAULT_K_OVERHEAD", "tile_overhead_s",
            "k_overhead", "MissingFigure"]
 
@@ -242,3 +242,13 @@ def gemm_tflops(m, n, k, hw: HardwareProfile, dtype: str = "bf16", batch=1):
     element_bytes = 1 if dtype == "fp8" else 2
     seconds = gemm_kernel_time(m, n, k, batch, hw, dtype, element_bytes)
     return 2.0 * np.multiply(batch, np.multiply(m, np.multiply(n, k))) / seconds / 1e12
+
+
+def gemm_kernel_times(gemms, shape: Tuple[int, ...], hw: HardwareProfile, dtype: str = "bf16",
+                      element_bytes: float = 2) -> np.ndarray:
+    """``gemm_kernel_time`` of each of ``gemms`` (objects with ``m``, ``n``, ``k``, ``batch``, each
+    broadcastable to ``shape``), shape ``(len(gemms),) + shape``: one call for them all (the law
+    is elementwise, so each comes out as it does alone)."""
+    m, n, k, batch = (np.stack([np.broadcast_to(getattr(g, dim), shape) for g in gemms])
+                      for dim in ("m", "n", "k", "batch"))
+    return gemm_kernel_time(m, n, k, batch, hw, dtype, element_bytes)

@@ -79,7 +79,7 @@ def _output_layer(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctS
     gemms = layer.training_gemms("logits", tokens, ctx.vocab / tp, float(ctx.model.hidden))
     accumulate = grad_accumulation_time(ctx.vocab * float(ctx.model.hidden) / tp, ctx.hardware, ctx.stack)
     loss = cross_entropy_time(tokens * ctx.vocab / tp, ctx.hardware, ctx.stack.cross_entropy)
-    times = [roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, ctx.device, precision, ctx.dtype_bytes) for g in gemms]
+    times = roofline.gemm_kernel_times(gemms, np.shape(tokens), ctx.device, precision, ctx.dtype_bytes)
     forward = loss + times[0]
     return shapes.spread(forward, np.shape(lay.tp)), shapes.spread(accumulate + loss + sum(times), np.shape(lay.tp))
 

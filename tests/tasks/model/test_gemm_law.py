@@ -17,6 +17,7 @@ from sweeps.errors import ConfigError
 from tasks.model.kernels import roofline
 from tasks.fit.gemm_overhead import fit_tile_overhead
 from tasks.model.kernels.gemm_published import PROFILE_OF_GPU, predict_row, read_gemm_rows
+from tasks.model.kernels.layer import gemm_shapes
 
 ROWS = read_gemm_rows(CONF_DIR / "data" / "gemm_efficiency.csv")
 SWEEPS = read_gemm_rows(CONF_DIR / "data" / "gemm_k_sweeps.csv", sweep=True)
@@ -209,3 +210,16 @@ def test_hardware_checks_name_the_bad_gemm_field(h100, change, field):
     with pytest.raises(ConfigError) as info:
         validate_hardware(dataclasses.replace(h100, **change))
     assert info.value.field == field
+
+
+@pytest.mark.parametrize("dtype, element_bytes", [("bf16", 2), ("fp8", 1)])
+def test_gemms_timed_together_each_take_what_they_take_alone(dtype, element_bytes):
+    """``roofline.gemm_kernel_times``: a layer's GEMMs of several shapes, scalars among them,
+    timed in one call come out exactly as each does alone (the law is elementwise)."""
+    hw = load_preset("hardware", "h100")
+    b, tp = np.array([1.0, 2.0, 4.0]), np.array([8.0, 2.0, 1.0])
+    gemms = gemm_shapes(8192.0, 64.0, 4096.0, b, tp)
+    together = roofline.gemm_kernel_times(gemms, (3,), hw, dtype, element_bytes)
+    for g, t in zip(gemms, together, strict=True):
+        alone = np.broadcast_to(roofline.gemm_kernel_time(g.m, g.n, g.k, g.batch, hw, dtype, element_bytes), (3,))
+        np.testing.assert_array_equal(t, alone)
