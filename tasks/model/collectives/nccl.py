@@ -83,7 +83,7 @@ __all__ = ["COLLECTIVE_OPS", "MODELLED_OPS", "ALGORITHMS", "Protocol", "PROTOCOL
            "tier_time", "predicted_busbw", "RING_STEP_US_NVLINK", "TREE_STEP_US_NVLINK", "TREE_STEP_US_NET",
            "RING_STEP_US_NET_LL", "NET_OVERHEAD_US", "FIT_RANKS", "TREE_BANDWIDTH_SHARE", "TREE_CORRECTION",
            "PAT_OPS", "PAT_BASE_US", "PAT_RANK_US", "PAT_LOG_DIVISOR", "PAT_BANDWIDTH_SHARE", "one_per_node",
-           "lowest_latency", "tier_time_and_latency"]
+           "lowest_latency", "group_figures", "figures_op", "tier_time_given"]
 
 #: The collectives commscale models and measures.
 COLLECTIVE_OPS: Tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter")
@@ -341,12 +341,24 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
                       _group_figures(op, n, crosses_nodes, hw, local_ranks))
 
 
-def tier_time_and_latency(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *,
-                          local_ranks=1) -> Tuple[np.ndarray, np.ndarray]:
-    """(``tier_time`` of ``op`` on ``message_bytes``, ``lowest_latency`` of its group), from
-    one working-out of the group's figures."""
-    figures = _group_figures(op, n, crosses_nodes, hw, local_ranks, floor=True)
-    return _tier_time(op, n, message_bytes, crosses_nodes, hw, local_ranks, None, figures[:-1]), figures[-1]
+def group_figures(op: str, n, crosses_nodes, hw: HardwareProfile, *, local_ranks=1) -> tuple:
+    """(α, ring bus bandwidth, the ring's per-protocol latencies, PAT's latency,
+    ``lowest_latency``) of ``op``'s groups, worked out once per distinct group:
+    ``tier_time_given`` times messages from them. An all-gather's and a reduce-scatter's are the
+    same (``figures_op``)."""
+    return _group_figures(figures_op(op), n, crosses_nodes, hw, local_ranks, floor=True)
+
+
+def figures_op(op: str) -> str:
+    """The op whose ``group_figures`` ``op``'s are: a reduce-scatter's are an all-gather's (the
+    same ring steps, α and bus bandwidth, PAT for both, no tree)."""
+    return "all_gather" if op == "reduce_scatter" else op
+
+
+def tier_time_given(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, figures: tuple, *,
+                    local_ranks=1) -> np.ndarray:
+    """``tier_time`` of ``op`` (the fastest algorithm) given its groups' ``group_figures``."""
+    return _tier_time(op, n, message_bytes, crosses_nodes, hw, local_ranks, None, figures[:4])
 
 
 def _tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, local_ranks, algorithm, figures):

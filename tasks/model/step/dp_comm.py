@@ -13,7 +13,7 @@ import numpy as np
 
 from tasks.model.collectives import dp_protocol
 from tasks.model.collectives.dp_sums import DpKey, mode_sums, per_pass, step_sum, waited
-from tasks.model.collectives.nccl import bus_factor, tier_time, tier_time_and_latency
+from tasks.model.collectives.nccl import bus_factor, figures_op, group_figures, tier_time, tier_time_given
 from tasks.model.kernels import layer, roofline
 from tasks.model.step.context import StepContext, StepLayouts, layer_weights_per_device, on_distinct
 from tasks.model.step.memory import FP8_WEIGHT_BYTES
@@ -124,16 +124,20 @@ def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKe
     if buckets is not None:
         calls["bucket"] = buckets[0]
     out: Dict[str, Dict[DpKey, np.ndarray]] = {"times": {}, "tails": {}, "bytes": {}, "latency": {}}
+    groups = {group: lay.dp_group(group, hw) for group in dict.fromkeys(group for _, group in keys)}
+    nccl_figures = {(op, group): group_figures(op, groups[group][0], groups[group][2], hw, local_ranks=groups[group][1])
+                    for op, group in dict.fromkeys((figures_op(op), group) for op, group in keys)}
     for (op, group), granularities in keys.items():
-        ranks, local, crosses, share = lay.dp_group(group, hw)
+        ranks, local, crosses, share = groups[group]
         layer_bytes, embed_bytes = widths[op] * share * per_layer, embed_widths[op] * share * embed
         messages = [layer_bytes, embed_bytes]
         if buckets is not None and "bucket" in granularities:
             mean_width = (lay.layers_per_stage * layer_bytes + embed_bytes) / (lay.layers_per_stage * per_layer + embed)
             messages += [buckets[1] * mean_width, buckets[2] * mean_width]
         # One call for every message: the group's figures are worked out once.
-        each, one = tier_time_and_latency(op, ranks, np.stack(np.broadcast_arrays(*messages)), crosses, hw,
-                                          local_ranks=local)
+        figures = nccl_figures[(figures_op(op), group)]
+        each, one = tier_time_given(op, ranks, np.stack(np.broadcast_arrays(*messages)), crosses, hw, figures,
+                                    local_ranks=local), figures[-1]
         experts = expert_dp_figures(lay, ctx, op, widths[op], experts_of) if group == "dp" else (0.0, 0.0)
         moved = bus_factor(op, ranks) * (lay.layers_per_stage * layer_bytes + embed_bytes) + experts[1]
         for granularity in granularities:
