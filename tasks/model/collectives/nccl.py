@@ -342,16 +342,13 @@ def tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, *, 
 
 
 def group_figures(op: str, n, crosses_nodes, hw: HardwareProfile, *, local_ranks=1) -> tuple:
-    """(α, ring bus bandwidth, the ring's per-protocol latencies, PAT's latency,
-    ``lowest_latency``) of ``op``'s groups, worked out once per distinct group:
-    ``tier_time_given`` times messages from them. An all-gather's and a reduce-scatter's are the
-    same (``figures_op``)."""
+    """(α, ring bus bandwidth, the ring's per-protocol latencies, PAT's latency, ``lowest_latency``)
+    of ``op``'s groups, once per distinct group, for ``tier_time_given`` (``figures_op``'s)."""
     return _group_figures(figures_op(op), n, crosses_nodes, hw, local_ranks, floor=True)
 
 
 def figures_op(op: str) -> str:
-    """The op whose ``group_figures`` ``op``'s are: a reduce-scatter's are an all-gather's (the
-    same ring steps, α and bus bandwidth, PAT for both, no tree)."""
+    """The op whose ``group_figures`` ``op`` shares: a reduce-scatter an all-gather's (same steps, PAT, no tree)."""
     return "all_gather" if op == "reduce_scatter" else op
 
 
@@ -362,8 +359,7 @@ def tier_time_given(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfil
 
 
 def _tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, local_ranks, algorithm, figures):
-    """``tier_time`` given the group's figures (``_group_figures``: α, bus bandwidth, the ring's
-    per-protocol latencies, PAT's)."""
+    """``tier_time`` given the group's figures (``_group_figures``' first four)."""
     _alpha, busbw, ring_alpha, pat_alpha = figures
     ring = _fastest_protocol(op, n, message_bytes, busbw, ring_alpha)
     if op == "all_reduce" and algorithm is None and np.any(np.asarray(crosses_nodes) & (np.asarray(n) > FIT_RANKS)):
