@@ -19,7 +19,7 @@ import numpy as np
 
 from tasks.model.kernels import layer
 from tasks.model.collectives.dp_protocol import dp_ranks_per_node
-from tasks.model.collectives.nccl import tier_time
+from tasks.model.collectives.nccl import group_figures, tier_time, tier_time_given
 from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["TP_COLLECTIVES_PER_LAYER", "RECOMPUTED_TP_COLLECTIVES", "tp_collectives_per_layer", "tp_collective_time",
@@ -55,8 +55,9 @@ def tp_collective_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, sequ
     allreduce = tier_time("all_reduce", tp, message, crosses_nodes, hw, local_ranks=local)
     if not np.any(sequence_parallel):
         return allreduce
-    split = (tier_time("reduce_scatter", tp, message, crosses_nodes, hw, local_ranks=local)
-             + tier_time("all_gather", tp, message, crosses_nodes, hw, local_ranks=local))
+    figures = group_figures("all_gather", tp, crosses_nodes, hw, local_ranks=local)   # the reduce-scatter's too
+    split = (tier_time_given("reduce_scatter", tp, message, crosses_nodes, hw, figures, local_ranks=local)
+             + tier_time_given("all_gather", tp, message, crosses_nodes, hw, figures, local_ranks=local))
     return np.where(sequence_parallel, split, allreduce)
 
 

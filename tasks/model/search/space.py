@@ -115,7 +115,7 @@ def enumerate_layouts(space: LayoutSpace, devices: int) -> Dict[str, np.ndarray]
             encode("recompute", space.recompute), np.arange(len(context)), np.arange(len(experts))]
     tp, pp, b, choice, zero, sp, rc, ctx, ex = cartesian_columns(axes)
     # At TP = 1 sequence parallelism is no layout of its own: keep the first row as False.
-    keep = (tp > 1) | (sp == np.asarray(space.sequence_parallel, dtype=bool)[0])
+    keep = np.flatnonzero((tp > 1) | (sp == np.asarray(space.sequence_parallel, dtype=bool)[0]))
     tp, pp, b, choice, zero, rc, ctx, ex = (column[keep] for column in (tp, pp, b, choice, zero, rc, ctx, ex))
     sp = sp[keep] & (tp > 1)
     cp = context[ctx, 0]
