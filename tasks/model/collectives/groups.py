@@ -73,11 +73,11 @@ def number_column(column) -> Tuple[int, np.ndarray]:
     column = np.asarray(column)
     if column.dtype.kind == "b":
         return 2, column.astype(np.int64)
-    keys = column if column.dtype.kind in "iu" else column.astype(np.int64)
-    if column.size and (keys is column or np.array_equal(keys, column)):
-        low, top = int(keys.min()), int(keys.max())
-        if low >= 0 and top <= _dense_limit(column.size):
-            return top + 1, keys.astype(np.int64, copy=False)
+    top = column.max() if column.size else -1
+    if 0 <= column.min(initial=0) and 0 <= top <= _dense_limit(column.size):   # False for NaN
+        keys = column.astype(np.int64, copy=False)
+        if keys is column or np.array_equal(keys, column):
+            return int(top) + 1, keys
     few = _few_values(column)
     if few is not None:
         return few

@@ -88,7 +88,7 @@ def _each_gemm_time(gemms, shape, hw: HardwareProfile, *, stack: Stack, p: float
     core's in bf16, the others at the stack's GEMM precision (fp8 elements a byte wide, else
     ``p``), the GEMMs of one precision timed in one call (the law is elementwise)."""
     precisions = ["bf16" if g.name in ATTENTION_CORE_GEMMS else stack.gemm_precision for g in gemms]
-    out: List[np.ndarray] = [zero for zero in np.zeros((len(gemms),) + tuple(shape))]
+    out: List[np.ndarray] = [np.zeros(shape)] * len(gemms)     # each replaced below
     for precision in dict.fromkeys(precisions):
         chosen = [i for i, x in enumerate(precisions) if x == precision]
         times = roofline.gemm_kernel_times([gemms[i] for i in chosen], shape, hw, precision,

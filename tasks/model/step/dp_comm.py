@@ -97,12 +97,14 @@ def _dp_sums(lay: StepLayouts, ctx: StepContext) -> Dict[tuple, np.ndarray]:
 
 
 def _distinct_dp_sums(lay: StepLayouts, ctx: StepContext) -> Dict[tuple, np.ndarray]:
+    """``_group_dp_figures`` of ``lay`` summed by class over each layout's mode as the stack's
+    engine runs it (``dp_protocol.sharding_of``)."""
     return mode_sums(lay.zero, dp_protocol.sharding_of(ctx.stack), _group_dp_figures(lay, ctx))
 
 
 def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKey, np.ndarray]]:
     """Each DP collective's figures over a stage, by ``DpKey``, each on the tiers its group
-    spans (``StepLayouts.dp_group``) and 0 for a group of one rank (but ``bytes``):
+    spans (``StepLayouts.dp_group``) and 0 for a group of one rank:
 
     - ``times``: the collective on all of a stage's weight tensors, split into calls as its
       granularity says (a layer's weights a call and one for the stage's embedding matrices; a
