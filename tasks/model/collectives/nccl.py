@@ -277,7 +277,7 @@ def lowest_latency(op: str, n, crosses_nodes, hw: HardwareProfile, *, local_rank
     offer, moving no bytes: the ring's under its lowest-latency protocol, the tree's for an
     all-reduce across nodes beyond ``FIT_RANKS``, PAT's at one rank per node. Ring-only before
     cost model step-21. Worked out once per distinct group (``groups.per_group``)."""
-    return _group_figures(op, n, crosses_nodes, hw, local_ranks, floor=True, floor_only=True)[0]
+    return _group_figures(op, n, crosses_nodes, hw, local_ranks, floor_only=True)[0]
 
 
 def _least_latency(op: str, n, crosses_nodes, hw: HardwareProfile, local_ranks, ring_alpha, pat_alpha) -> np.ndarray:
@@ -378,11 +378,11 @@ def _tier_time(op: str, n, message_bytes, crosses_nodes, hw: HardwareProfile, lo
 def _group_figures(op: str, n, crosses_nodes, hw: HardwareProfile, local_ranks, floor=False, floor_only=False):
     """(α, ring bus bandwidth, the ring's per-protocol latencies, PAT's latency) of each group
     (``spanning_figures``, ``ring_latency``, ``_pat_latency``), and with ``floor`` its
-    ``lowest_latency`` last (alone with ``floor_only``), worked out per distinct group."""
+    ``lowest_latency`` last (it alone with ``floor_only``), worked out per distinct group."""
     def figures(n_, crosses, local):
         alpha, busbw = spanning_figures(op, n_, crosses, hw, local_ranks=local)
         ring, pat = _ring_latency(op, n_, crosses, local, alpha, hw), _pat_latency(op, n_, crosses, hw, local)
-        least = (_least_latency(op, n_, crosses, hw, local, ring, pat),) if floor else ()
+        least = (_least_latency(op, n_, crosses, hw, local, ring, pat),) if floor or floor_only else ()
         return least if floor_only else (alpha, busbw, ring, pat, *least)
     return per_group(figures, n, crosses_nodes, local_ranks)
 

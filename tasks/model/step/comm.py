@@ -19,7 +19,6 @@ from tasks.model.collectives.layer_comm import tp_collective_time, tp_collective
 from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step.context import (DistinctShapes, StepContext, StepLayouts, distinct_shapes, on_distinct,
                                       tp_crosses_nodes)
-from tasks.model.step.dp_comm import dp_latency
 
 __all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "cp_comm", "pp_comm", "ep_comm", "latency_floor"]
 
@@ -129,20 +128,19 @@ def pp_comm(lay: StepLayouts, ctx: StepContext, compute_mb: np.ndarray) -> Dict[
 
 
 def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels_per_mb: np.ndarray,
-                  dp: Optional[Dict[str, np.ndarray]] = None) -> np.ndarray:
+                  dp: Dict[str, np.ndarray]) -> np.ndarray:
     """The latency floor (Erdil and Schneider-Joseph, arXiv 2411.01137): the step's time if
     every kernel and collective moved no bytes and did no FLOPs, launches and latency steps
     only (a kernel's launch: the longer of the device's floor, ``kernel_launch_us``, and the
     host's path, ``Stack.host_launch_us``; each group's least latency on the tiers it spans,
     over the algorithms and protocols NCCL may run: ``collectives.nccl.lowest_latency``; the
-    DP collectives' calls as ``dp_comm.dp_latency`` counts them; ``dp``: ``dp_comm.dp_comm``'s
-    figures where they were worked out already)."""
+    DP collectives' latency steps as ``dp``, ``dp_comm.dp_comm``'s figures, count them)."""
     hw = ctx.hardware
     tp_latency = on_distinct(("tp",), _tp_latency, lay, ctx)
     alpha_pp = np.where(lay.pp_crosses(hw), hw.inter_node.latency_us, hw.intra_node.latency_us) * 1e-6
     tp_collectives = lay.layers_per_stage * tp_collectives_per_layer(lay.recomputed_share) \
         + (1.0 if ctx.vocab > 0 else 0.0)
-    dp_mb, dp_step = dp_latency(lay, ctx) if dp is None else (dp["latency_microbatch"], dp["latency_step"])
+    dp_mb, dp_step = dp["latency_microbatch"], dp["latency_step"]
     alpha_mb = tp_collectives * tp_latency + np.where(lay.pp > 1, 2.0 * lay.stages * alpha_pp, 0.0) + dp_mb
     # Each kernel costs the longer of the device's floor and the host's launch path.
     per_kernel_s = max(hw.kernel_launch_us, ctx.stack.host_launch_us) * 1e-6

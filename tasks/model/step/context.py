@@ -97,9 +97,14 @@ class StepLayouts:
     dispatcher: np.ndarray       # codes of layout.MOE_DISPATCHERS
 
     @cached_property
+    def _numbered(self) -> dict:
+        """Each field's numbering (``groups.number_column``), as ``distinct`` has found it (these
+        layouts never change)."""
+        return {}
+
+    @cached_property
     def _distinct_memo(self) -> dict:
-        """Each field's numbering (``groups.number_column``) and each field list's distinct rows,
-        as ``distinct`` has found them (these layouts never change)."""
+        """Each field list's distinct rows, as ``distinct`` has found them."""
         return {}
 
     def distinct(self, names: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
@@ -107,16 +112,16 @@ class StepLayouts:
         each layout's index among those), as ``groups.distinct_rows``. Each field is numbered
         once however many lists it is in, and a list that extends one found before starts from
         that one's rows."""
-        memo, names = self._distinct_memo, tuple(names)
+        memo, fields_numbered, names = self._distinct_memo, self._numbered, tuple(names)
         if names in memo:
             return memo[names]
         n = len(np.atleast_1d(self.tp))
         start = max((k for k in range(1, len(names)) if names[:k] in memo), default=0)
         numbered = [(len(memo[names[:start]][0]), memo[names[:start]][1])] if start else []
         for name in names[start:]:
-            if ("field", name) not in memo:
-                memo[("field", name)] = number_column(_rows(getattr(self, name), n))
-            numbered.append(memo[("field", name)])
+            if name not in fields_numbered:
+                fields_numbered[name] = number_column(_rows(getattr(self, name), n))
+            numbered.append(fields_numbered[name])
         memo[names] = distinct_numbered(numbered)
         return memo[names]
 

@@ -19,7 +19,7 @@ from tasks.model.step.context import StepContext, StepLayouts, layer_weights_per
 from tasks.model.step.memory import FP8_WEIGHT_BYTES
 from tasks.model.terms import metrics
 
-__all__ = ["embedding_matrices", "dp_widths", "dp_comm", "dp_by_window", "dp_traffic", "dp_latency",
+__all__ = ["embedding_matrices", "dp_widths", "dp_comm", "dp_by_window",
            "engine_copies", "expert_group", "expert_dp_figures", "bucket_calls"]
 
 def embedding_matrices(lay: StepLayouts) -> np.ndarray:
@@ -240,9 +240,13 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
     (``dp_protocol.SHARDING``): the collectives that share a hiding window hide together
     behind the stage's forward or backward of one micro-batch (``compute``'s
     ``forward_hide``, ``backward_hide``) as far as it lasts, all but their tail
-    (``collectives.dp_sums.waited``); a once-per-step gradient reduction hides only when ``stack.dp_overlap``.
-    ``per_microbatch`` and ``per_step``: what the step waits for; ``total``: all of it;
-    ``traffic``: ``dp_traffic``; ``latency_microbatch`` and ``latency_step``: ``dp_latency``."""
+    (``collectives.dp_sums.waited``); a once-per-step gradient reduction hides only when
+    ``stack.dp_overlap``. ``per_microbatch`` and ``per_step``: what the step waits for;
+    ``total``: all of it; ``traffic``: the bytes one device sends over its DP rings per step
+    (nccl-tests' bus bytes), however they are split into calls; ``latency_microbatch`` and
+    ``latency_step``: seconds of the collectives' latency steps alone, each call its group's
+    least latency (``collectives.nccl.lowest_latency``), a stage's calls as each collective's
+    granularity splits it, a collective repeated under recomputation counting its calls again."""
     sums = _dp_sums(lay, ctx)
     hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
     latency_microbatch, latency_step = per_pass(sums, "latency", recomputed_share=lay.recomputed_share)
@@ -276,22 +280,6 @@ def dp_by_window(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarr
             out[f"{name}_{window}"] = _waited(lay, ctx, hide, sums, per_microbatch, window, exposed=False)
             out[f"{name}_{window}_exposed"] = _waited(lay, ctx, hide, sums, per_microbatch, window)
     return out
-
-
-def dp_traffic(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
-    """Bytes one device sends over its DP rings per step (nccl-tests' bus bytes), each
-    collective among its group's ranks, however it is split into calls (``_group_dp_figures``)."""
-    return _step_sum(lay, _dp_sums(lay, ctx), "bytes")
-
-
-def dp_latency(lay: StepLayouts, ctx: StepContext) -> Tuple[np.ndarray, np.ndarray]:
-    """(per micro-batch, once per step) seconds of the DP collectives' latency steps alone:
-    each call its group's least latency on the tiers it spans, over the algorithms and
-    protocols NCCL may run (``collectives.nccl.lowest_latency``); a stage's calls as each
-    collective's granularity splits it (a layer's weights and the embedding's; every tensor
-    of a layer and the embedding's; or ``bucket_calls``), a collective repeated under
-    recomputation counting its calls again."""
-    return per_pass(_dp_sums(lay, ctx), "latency", recomputed_share=lay.recomputed_share)
 
 
 def expert_group(lay: StepLayouts, ctx: StepContext) -> Optional[tuple]:

@@ -228,8 +228,9 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
     names += ["memory_per_device_bytes", "step_time_if_fit_s"]
     table = np.full((len(names), rows), np.nan)
     out = dict(zip(names, table))
+    source = {**part, "step_time_if_fit_s": part["step_time_s"]}
     for name, column in out.items():
-        column[valid] = np.broadcast_to(part[name if name in part else "step_time_s"], costed.shape)[:valid.size]
+        column[valid] = np.broadcast_to(source[name], costed.shape)[:valid.size]
     over = (status == 0) & (out["memory_per_device_bytes"] > ctx.memory_limit_bytes)
     status = np.where(over, _MEMORY_CODE, status)
     table[:-2, np.flatnonzero(over)] = np.nan
