@@ -74,6 +74,7 @@ def _override_cases() -> Iterator[Case]:
                  "sweep.scenarios=[{links: wide}]", "sweep.scenarios=[{dp_slowdown: 0.5}]",
                  "hardware.gemm_ceiling.bf16=null",
                  "hardware.gemm_ceiling={bf16: 2}", "hardware.gemm_ceiling={int3: 0.5}", "sweep.h=[1000]",
+                 "hardware.attention_kernels=H999",
                  "sweep.tp=[3]", "model=gpt3", "sweep.roi=1"]:
         yield _case(f"run/{item[:24]!r}", "run", *(["model=gpt3", "sweep.tp=[7]"] if item == "model=gpt3" else [item]))
     roi = ["sweep.roi.passes=[]", "sweep.roi.passes=[xx]", "sweep.roi.device=tpu", "sweep.roi.dtype=int3",

@@ -17,8 +17,17 @@ deep): at 4,096 tokens the 64-wide causal forward runs at 0.70 of the 128-wide o
 the backward at 0.84. A head between 64 and 128 wide takes the curves' efficiencies
 interpolated in log2 of its width; a wider one the 128-wide curve (the paper's 256-wide
 forward runs at 0.98 of the 128-wide one's rate at 16K tokens non-causal; no backward of it is
-published), a narrower one the 64-wide. Assumption: other devices' fused kernels reach the
-same fraction of their own peak (no published ladder for them here). Vectorised; seconds.
+published), a narrower one the 64-wide.
+
+A device whose profile names its own cuDNN rows (``HardwareProfile.attention_kernels``) runs
+at its own 128-wide causal curve (``DEVICE_EFFICIENCY``), fitted the same way to those rows,
+each other mask and head width keeping its H100 relation to that curve (an assumption: the
+rows measure one shape). GB200's rows (NVIDIA's cuDNN benchmark, cuDNN 9.17) reach more of
+the peak forward and less backward than H100's: at 4,096 tokens 0.54 and 0.40 against 0.52
+and 0.50, so a fused kernel's forward and backward take 18 % longer there, 4 % at 8,192.
+Beyond 32,768 tokens the measured rate falls again (6 and 13 % below its 32K rate at 64K and
+128K) where the curve keeps rising: the fit stops at 32K. Assumption: a device naming no rows reaches
+the H100 curves' fraction of its own peak. Vectorised; seconds.
 """
 
 from __future__ import annotations
@@ -30,7 +39,8 @@ import numpy as np
 from tasks.model.kernels.layer import attention_core_flops
 from tasks.model.terms.specs import HardwareProfile
 
-__all__ = ["FUSED_EFFICIENCY", "FITTED_HEAD_DIMS", "BACKWARD_FLOP_FACTOR", "fused_efficiency", "fused_attention_times",
+__all__ = ["FUSED_EFFICIENCY", "DEVICE_EFFICIENCY", "FITTED_HEAD_DIMS", "BACKWARD_FLOP_FACTOR", "fused_efficiency",
+           "fused_attention_times",
            "FUSED_STATS_BYTES_PER_ROW"]
 
 #: (e_max, SL_half) per pass, mask and head dimension, fitted to the cuDNN rows of
@@ -46,6 +56,14 @@ FUSED_EFFICIENCY: Dict[Tuple[str, bool, int], Tuple[float, float]] = {
     ("bwd", False, 64): (0.454, 325.0),
 }
 
+#: (e_max, SL_half) per pass of a device's own 128-wide causal cuDNN kernel, fitted to its rows
+#: of attention_kernels.csv from 512 to 32,768 tokens (the forward within 4 % from 1,024 tokens,
+#: 15 % over at 512; the backward within 7 % but at 2,048, 15 % over), by the name a profile's
+#: ``attention_kernels`` gives.
+DEVICE_EFFICIENCY: Dict[str, Dict[str, Tuple[float, float]]] = {
+    "GB200": {"fwd": (0.727, 1470.0), "bwd": (0.583, 1915.0)},
+}
+
 #: The head dimensions ``FUSED_EFFICIENCY`` holds curves for, narrowest first.
 FITTED_HEAD_DIMS: Tuple[int, int] = (64, 128)
 
@@ -58,16 +76,25 @@ BACKWARD_FLOP_FACTOR = 2.5
 FUSED_STATS_BYTES_PER_ROW = 4.0
 
 
-def fused_efficiency(pass_: str, causal: bool, sl, head_dim=128.0):
+def _curve(e_max: float, sl_half: float, sl: np.ndarray) -> np.ndarray:
+    """The saturating efficiency curve e_max SL / (SL + SL_half)."""
+    return e_max * sl / (sl + sl_half)
+
+
+def fused_efficiency(pass_: str, causal: bool, sl, head_dim=128.0, kernels=None):
     """Fraction of the dense 16-bit peak a fused attention kernel reaches at ``sl`` with heads
     ``head_dim`` wide (module docstring: interpolated in log2 between the fitted widths,
-    clamped to them)."""
+    clamped to them), on the device whose measured curve ``kernels`` names
+    (``DEVICE_EFFICIENCY``; None: the H100 curves)."""
     sl = np.asarray(sl, dtype=np.float64)
     narrow, wide = FITTED_HEAD_DIMS
-    curves = [e_max * sl / (sl + sl_half) for e_max, sl_half in
-              (FUSED_EFFICIENCY[(pass_, bool(causal), d)] for d in FITTED_HEAD_DIMS)]
+    curves = [_curve(*FUSED_EFFICIENCY[(pass_, bool(causal), d)], sl) for d in FITTED_HEAD_DIMS]
     share = np.clip(np.log2(np.asarray(head_dim, dtype=np.float64) / narrow) / np.log2(wide / narrow), 0.0, 1.0)
-    return curves[0] + share * (curves[1] - curves[0])
+    efficiency = curves[0] + share * (curves[1] - curves[0])
+    if kernels is None:
+        return efficiency
+    return efficiency * _curve(*DEVICE_EFFICIENCY[kernels][pass_], sl) \
+        / _curve(*FUSED_EFFICIENCY[(pass_, True, wide)], sl)
 
 
 def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = True, head_dim=128.0):
@@ -76,11 +103,13 @@ def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = T
     wide (the depth of a head's scores and context: ``layer.Block.kv_dim``).
 
     Work = ``attention_core_flops`` (halved where a causal mask lets the kernel skip tiles),
-    times ``BACKWARD_FLOP_FACTOR`` for the backward, at ``fused_efficiency`` of the peak;
-    never less than one kernel launch."""
+    times ``BACKWARD_FLOP_FACTOR`` for the backward, at ``fused_efficiency`` of the peak (the
+    device's own curve where ``hw.attention_kernels`` names one); never less than one kernel
+    launch."""
     work = attention_core_flops(h, sl, b, tp) * (0.5 if causal else 1.0)
     peak = hw.peak_tflops * 1e12
     floor = hw.kernel_launch_us * 1e-6
-    forward = work / (fused_efficiency("fwd", causal, sl, head_dim) * peak)
-    backward = BACKWARD_FLOP_FACTOR * work / (fused_efficiency("bwd", causal, sl, head_dim) * peak)
+    kernels = hw.attention_kernels
+    forward = work / (fused_efficiency("fwd", causal, sl, head_dim, kernels) * peak)
+    backward = BACKWARD_FLOP_FACTOR * work / (fused_efficiency("bwd", causal, sl, head_dim, kernels) * peak)
     return np.maximum(forward, floor), np.maximum(backward, floor)

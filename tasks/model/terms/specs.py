@@ -146,6 +146,9 @@ class HardwareProfile:
     measured; ``power_limit_w``: the limit the cluster's devices run at where it is lower (a
     power-capped or lower-power variant; ``None``: ``tdp_w``), which slows the clock the
     compute settles at (``sustained.power_scale``).
+    ``attention_kernels``: the device whose cuDNN rows of conf/data/attention_kernels.csv time
+    this one's fused attention (a key of ``kernels.attention.DEVICE_EFFICIENCY``); ``None``:
+    the H100 rows' curves, as fractions of this device's peak.
     """
 
     name: str = MISSING
@@ -165,6 +168,7 @@ class HardwareProfile:
     gemm_sustained: Dict[str, float] = field(default_factory=dict)
     tdp_w: Optional[float] = None
     power_limit_w: Optional[float] = None
+    attention_kernels: Optional[str] = None
     intra_node: LinkTier = field(default_factory=LinkTier)
     inter_node: LinkTier = field(default_factory=LinkTier)
     sources: Dict[str, str] = field(default_factory=dict)
@@ -179,7 +183,7 @@ def fingerprint(spec: object) -> str:
     content = asdict(spec)  # type: ignore[arg-type]
     for prose in ("description", "sources", "source"):
         content.pop(prose, None)
-    for unset in ("tdp_w", "power_limit_w"):      # figures added later: a profile without them keeps its hash
+    for unset in ("tdp_w", "power_limit_w", "attention_kernels"):   # added later: a profile without them keeps its hash
         if content.get(unset, 0) is None:
             content.pop(unset)
     return content_hash(content)
