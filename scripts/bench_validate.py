@@ -37,7 +37,7 @@ from tasks.model.kernels.gemm_published import CURVE_FROM, read_gemm_rows
 from tasks.validation.headline import headline_lines, headline_of
 from tasks.validation.microbench_check import AT_SCALE_RANKS, JUDGED_FROM_BYTES, ladder_row_bytes, ladder_row_ranks
 from tasks.validation.records import DATA_FILES, HELD_OUT, ValidationRecord, error_summary, lean
-from tasks.validation.validate import SUSTAINED_WORDS
+from tasks.validation.validate import ATTENTION_WORDS, SUSTAINED_WORDS
 
 
 def _line(name: str, figure: str, met: bool, target: str) -> None:
@@ -171,9 +171,10 @@ def held_out(runs: List[ValidationRecord]) -> None:
 
 
 def _sustained(runs: List[ValidationRecord]) -> None:
-    """The held-out runs by the sustained rate their compute rests on (each run's detail,
-    ``validate.SUSTAINED_WORDS``): count, mean |error| and lean of each kind."""
-    for basis, words in SUSTAINED_WORDS.items():
+    """The held-out runs by the sustained rate their compute rests on and by the fused-attention
+    rate (each run's detail, ``validate.SUSTAINED_WORDS`` and ``ATTENTION_WORDS``): count, mean
+    |error| and lean of each kind."""
+    for words in [*SUSTAINED_WORDS.values(), *ATTENTION_WORDS.values()]:
         mine = [r for r in runs if words in r.detail.split("; ")]
         if mine:
             mean, worst = error_summary(mine)

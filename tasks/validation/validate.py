@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from tasks.model.kernels.attention import ATTENTION_BASES, attention_basis
 from tasks.model.kernels.roofline import MissingFigure, gemm_ceiling, peak_flops
 from tasks.model.kernels.sustained import SUSTAINED_BASES, sustained_basis
 from tasks.model.terms.specs import HardwareProfile
@@ -28,12 +29,24 @@ from tasks.validation.records import (DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, HE
                                       ValidationRecord, signed_error)
 from tasks.validation.runs import METRICS, PublishedRun, read_runs
 
-__all__ = ["Validation", "validate_runs", "validate_all", "SUSTAINED_WORDS", "sustained_note"]
+__all__ = ["Validation", "validate_runs", "validate_all", "SUSTAINED_WORDS", "sustained_note", "ATTENTION_WORDS",
+           "attention_note"]
 
 #: How a run's detail names the sustained rate its compute rests on
 #: (``tasks.model.kernels.sustained.sustained_basis``).
 SUSTAINED_WORDS = dict(zip(SUSTAINED_BASES, ("sustained rate measured", "sustained rate assumed",
                                              "no sustained rate: short-run ceiling assumed"), strict=True))
+
+
+#: How a run's detail names the fused-attention rate it rests on
+#: (``tasks.model.kernels.attention.attention_basis``).
+ATTENTION_WORDS = dict(zip(ATTENTION_BASES, ("attention rate measured", "attention rate assumed"), strict=True))
+
+
+def attention_note(hw: HardwareProfile) -> str:
+    """The words a run's detail gives the fused-attention rate it rests on: measured on its
+    device, or assumed (another device's rows as fractions of its peak)."""
+    return ATTENTION_WORDS[attention_basis(hw)]
 
 
 def sustained_note(hw: HardwareProfile, precision: str) -> str:
@@ -54,6 +67,8 @@ def _run_record(run: PublishedRun, hw: HardwareProfile, dataset: str) -> Validat
     pred = predict_run(run, hw)
     detail = (f"{pred.layout.describe()}; {pred.step_time_s:.3g} s/step; {pred.describe_memory()}; "
               f"{sustained_note(hw, run.precision)}")
+    if run.flash_attention:
+        detail += f"; {attention_note(hw)}"
     if run.cluster:
         detail += "; its cluster: " + ", ".join(f"{name} {value:g}" for name, value in run.cluster.items())
     return ValidationRecord(dataset=dataset, source=run.source, row=run.row, model=run.model, hardware=hw.name,

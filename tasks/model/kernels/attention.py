@@ -40,7 +40,7 @@ from tasks.model.kernels.layer import attention_core_flops
 from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["FUSED_EFFICIENCY", "DEVICE_EFFICIENCY", "FITTED_HEAD_DIMS", "BACKWARD_FLOP_FACTOR", "fused_efficiency",
-           "fused_attention_times",
+           "fused_attention_times", "REFERENCE_DEVICE", "ATTENTION_BASES", "attention_basis",
            "FUSED_STATS_BYTES_PER_ROW"]
 
 #: (e_max, SL_half) per pass, mask and head dimension, fitted to the cuDNN rows of
@@ -63,6 +63,13 @@ FUSED_EFFICIENCY: Dict[Tuple[str, bool, int], Tuple[float, float]] = {
 DEVICE_EFFICIENCY: Dict[str, Dict[str, Tuple[float, float]]] = {
     "GB200": {"fwd": (0.727, 1470.0), "bwd": (0.583, 1915.0)},
 }
+
+#: The accelerator whose rows ``FUSED_EFFICIENCY`` is fitted to (a profile's ``accelerator``).
+REFERENCE_DEVICE = "H100-SXM"
+
+#: Where a device's fused-attention rate comes from: "measured" (rows of that device) or
+#: "assumed" (another device's rows as fractions of its peak).
+ATTENTION_BASES = ("measured", "assumed")
 
 #: The head dimensions ``FUSED_EFFICIENCY`` holds curves for, narrowest first.
 FITTED_HEAD_DIMS: Tuple[int, int] = (64, 128)
@@ -113,3 +120,13 @@ def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = T
     forward = work / (fused_efficiency("fwd", causal, sl, head_dim, kernels) * peak)
     backward = BACKWARD_FLOP_FACTOR * work / (fused_efficiency("bwd", causal, sl, head_dim, kernels) * peak)
     return np.maximum(forward, floor), np.maximum(backward, floor)
+
+
+def attention_basis(hw: HardwareProfile) -> str:
+    """One of ``ATTENTION_BASES`` for ``hw``'s fused attention: "measured" for the reference
+    device without rows of its own named, or for a profile naming rows whose source
+    (``sources['attention_kernels']``) is no assumption; "assumed" otherwise."""
+    if hw.attention_kernels is None:
+        return "measured" if hw.accelerator == REFERENCE_DEVICE else "assumed"
+    source = str(hw.sources.get("attention_kernels", "")).strip().lower()
+    return "assumed" if source.startswith("assumption") else "measured"

@@ -1,6 +1,7 @@
 """Fused attention on a device with its own measured cuDNN rows (GB200, NVIDIA's cuDNN
 benchmark): the curve is the fit of those rows, a profile that names them is timed by them,
-other masks and head widths keep their H100 relation, and a name with no rows is refused."""
+other masks and head widths keep their H100 relation, a name with no rows is refused, and
+`validate` says which runs rest on a measured attention rate and which on an assumed one."""
 
 from __future__ import annotations
 
@@ -12,10 +13,14 @@ import numpy as np
 import pytest
 from scipy.optimize import curve_fit
 
+from conf import CONF_DIR
 from sweeps.config import load_preset
 from sweeps.config.specs import validate_hardware
 from sweeps.errors import ConfigError
-from tasks.model.kernels.attention import DEVICE_EFFICIENCY, fused_attention_times, fused_efficiency
+from tasks.model.kernels.attention import DEVICE_EFFICIENCY, attention_basis, fused_attention_times, fused_efficiency
+from tasks.validation.predict_runs import find_profile
+from tasks.validation.runs import read_runs
+from tasks.validation.validate import ATTENTION_WORDS, validate_runs
 
 ROOT = Path(__file__).resolve().parents[3]
 GB200_PEAK_TFLOPS = 2500.0
@@ -68,3 +73,27 @@ def test_a_name_with_no_measured_rows_is_refused(h100):
         validate_hardware(dataclasses.replace(h100, attention_kernels="H999"))
     assert info.value.field == "hardware.attention_kernels" and "GB200" in str(info.value)
     validate_hardware(dataclasses.replace(h100, attention_kernels="GB200"))
+
+
+def test_each_profile_says_whether_its_attention_rate_was_measured_on_it():
+    """H100 (the curves' own rows) and GB200 (its own rows) measured; B200 (GB200's rows), H200 and
+    the others (H100's curves as fractions of their peak) assumed."""
+    basis = {name: attention_basis(load_preset("hardware", name))
+             for name in ("h100", "gb200", "b200", "h200", "a100-80gb", "mi300x")}
+    assert basis == {"h100": "measured", "gb200": "measured", "b200": "assumed", "h200": "assumed",
+                     "a100-80gb": "assumed", "mi300x": "assumed"}
+
+
+def test_validate_says_which_runs_rest_on_an_assumed_attention_rate():
+    """A held-out run with fused attention names the basis of its attention rate, one without none."""
+    profiles = {name: load_preset("hardware", name) for name in ("h100", "b200", "gb200", "a100-80gb")}
+    runs = [r for r in read_runs(CONF_DIR / "data" / "holdout_runs.csv") if find_profile(r.hw, profiles)]
+    said = {}
+    for run, record in zip(runs, validate_runs(runs, profiles), strict=True):
+        words = [w for w in ATTENTION_WORDS.values() if w in record.detail.split("; ")]
+        assert len(words) == (1 if run.flash_attention else 0), record.detail
+        for word in words:
+            said.setdefault(record.hardware, set()).add(word)
+    assert said["h100"] == said["gb200"] == {ATTENTION_WORDS["measured"]}
+    assert said["b200"] == {ATTENTION_WORDS["assumed"]}
+    assert not all(run.flash_attention for run in runs)      # a run without fused attention is among them
