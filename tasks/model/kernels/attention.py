@@ -26,8 +26,9 @@ rows measure one shape). GB200's rows (NVIDIA's cuDNN benchmark, cuDNN 9.17) rea
 the peak forward and less backward than H100's: at 4,096 tokens 0.54 and 0.40 against 0.52
 and 0.50, so a fused kernel's forward and backward take 18 % longer there, 4 % at 8,192.
 Beyond 32,768 tokens the measured rate falls again (6 and 13 % below its 32K rate at 64K and
-128K) where the curve keeps rising: the fit stops at 32K. Assumption: a device naming no rows reaches
-the H100 curves' fraction of its own peak. Vectorised; seconds.
+128K) where the curve keeps rising: the fit stops at 32K. Assumption: a device naming no rows
+reaches the H100 curves' fraction of its own peak (``attention_basis`` says which devices rest
+on an assumption). Vectorised; seconds.
 """
 
 from __future__ import annotations
