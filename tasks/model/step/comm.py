@@ -20,7 +20,8 @@ from tasks.model.kernels.layer_cost import LayerCost
 from tasks.model.step.context import (DistinctShapes, StepContext, StepLayouts, distinct_shapes, on_distinct,
                                       tp_crosses_nodes)
 
-__all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "cp_comm", "pp_comm", "ep_comm", "latency_floor"]
+__all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "cp_comm", "pp_comm", "lone_microbatches",
+           "a2a_overlapped", "ep_comm", "latency_floor"]
 
 
 def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
@@ -154,19 +155,43 @@ def _tp_latency(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
                           local_ranks=tp_ranks_per_node(lay.tp, hw.devices_per_node))
 
 
+def lone_microbatches(lay: StepLayouts) -> np.ndarray:
+    """Micro-batches' worth of passes the busiest stage runs with no other micro-batch's pass
+    beside it under Megatron-Core's combined 1F1B schedule (``Stack.moe_a2a_overlap``): with
+    no pipeline, the first micro-batch's forward and the last one's backward ("executed alone,
+    no a2a overlapping", megatron/core/pipeline_parallel/combined_1f1b.py at d0b3b775), one
+    micro-batch's worth; interleaved over p stages of v chunks, the first stage's warm-up
+    forwards, 2(p - 1) + (v - 1) p + 1 chunks (``get_pp_rank_microbatches`` in schedules.py,
+    the micro-batch group a stage's chunk runs being p, and one more chunk under the overlap),
+    and as many cool-down backwards: that over v, at most the step's micro-batches."""
+    p, v = lay.pp, lay.stages
+    warmup = np.where(p > 1, 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0, 1.0)
+    return np.minimum(warmup / v, lay.microbatches)
+
+
+def a2a_overlapped(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """Where the stack's ``moe_a2a_overlap`` runs: Megatron-Core's combined 1F1B schedule
+    exists without a pipeline and for the interleaved one, not beside full recomputation
+    (megatron/core/transformer/transformer_config.py at d0b3b775 asserts "virtual_pipeline_
+    model_parallel_size must be specified when pipeline_model_parallel_size > 1" and "disable
+    full recomputation"); a 1F1B pipeline waits for every exchange."""
+    return ctx.stack.moe_a2a_overlap & (lay.recomputed_share == 0.0) & ((lay.pp == 1) | lay.interleaved)
+
+
 def ep_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np.ndarray]:
     """Expert parallelism's dispatch and combine in one micro-batch on the busiest stage
     (``collectives.ep_exchange``, per MoE layer, times the stage's share of MoE layers):
-    ``total``, ``exposed``, ``forward_total``, ``forward_exposed`` and ``latency``; 0 for a
-    dense model. Each TP rank dispatches its tokens/TP x topk routed copies at the activations'
+    ``total``, ``exposed``, ``forward_total``, ``forward_exposed`` and ``latency``; and
+    ``lone``: what the step waits for once, of the passes that run with no other beside them
+    (``lone_microbatches`` of the hidden part of one micro-batch's exchange); 0 for a dense
+    model. Each TP rank dispatches its tokens/TP x topk routed copies at the activations'
     width with the layout's dispatcher (``layout.MOE_DISPATCHERS``); under
-    ``Stack.moe_a2a_overlap`` a pass's exchange hides behind the layer's other pass (``cost``),
-    except beside full recomputation, which Megatron-Core does not run with the overlap
-    (megatron/core/transformer/transformer_config.py at core_v0.15.3 asserts so)."""
+    ``Stack.moe_a2a_overlap`` a pass's exchange hides behind the layer's other pass (``cost``)
+    of another micro-batch where Megatron-Core runs the overlap (``a2a_overlapped``)."""
     block = ctx.block
     if not block.moe:
         nothing = np.zeros(np.shape(lay.tp))
-        return {name: nothing for name in ("total", "exposed", "forward_total", "forward_exposed", "latency")}
+        return {name: nothing for name in ("total", "exposed", "forward_total", "forward_exposed", "latency", "lone")}
     m = ctx.model
     tokens = lay.micro_batch * lay.local_seq(m.seq_len)
     routed = tokens / lay.tp * block.topk
@@ -174,8 +199,10 @@ def ep_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np
                                 crosses=lay.ep_crosses(ctx.hardware), local=lay.ep_local_ranks(ctx.hardware),
                                 flex=lay.dispatcher == code("dispatcher", "flex"), topk=block.topk,
                                 repeats=lay.recomputed_share,
-                                overlap=ctx.stack.moe_a2a_overlap & (lay.recomputed_share == 0.0),
+                                overlap=a2a_overlapped(lay, ctx),
                                 hide_fwd=metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw),
                                 hide_bwd=metrics.apply_flop_vs_bw(cost.backward, ctx.flop_vs_bw))
     layers = lay.layers_per_stage * ctx.moe_share
-    return {name: layers * value for name, value in figures.items()}
+    out = {name: layers * value for name, value in figures.items()}
+    out["lone"] = lone_microbatches(lay) * (out["total"] - out["exposed"])
+    return out

@@ -70,7 +70,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-32"
+STEP_MODEL_VERSION = "step-33"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -119,9 +119,17 @@ class StepPlan:
         return self.compute["per_microbatch"] + self.exposed_per_microbatch
 
     @cached_property
+    def exposed_per_step(self) -> np.ndarray:
+        """Communication the step waits for once: the DP collectives run once per step and a
+        mixture of experts' exchange in the passes no other pass hides (``comm.ep_comm``'s
+        ``lone``)."""
+        return self.dp["per_step"] + self.ep["lone"]
+
+    @cached_property
     def step_time(self) -> np.ndarray:
-        """The step: its ticks, then the once-per-step DP collectives and the optimizer."""
-        return self.ticks * self.tick + self.dp["per_step"] + self.optimizer
+        """The step: its ticks, then what it waits for once (``exposed_per_step``) and the
+        optimizer."""
+        return self.ticks * self.tick + self.exposed_per_step + self.optimizer
 
 
 def pipeline_ticks(lay: StepLayouts) -> np.ndarray:
@@ -244,7 +252,7 @@ def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
     plan = step_plan(lay, ctx)
     compute, tp, pp, cp, ep, dp = plan.compute, plan.tp, plan.pp, plan.cp, plan.ep, plan.dp
     ticks, step = plan.ticks, plan.step_time
-    exposed_comm = ticks * plan.exposed_per_microbatch + dp["per_step"]
+    exposed_comm = ticks * plan.exposed_per_microbatch + plan.exposed_per_step
     return {
         "step_time_s": step,
         "exposed_comm_s": exposed_comm,
@@ -261,7 +269,7 @@ def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
         "cp_comm_s": ticks * cp["total"],
         "cp_exposed_s": ticks * cp["exposed"],
         "ep_comm_s": ticks * ep["total"],
-        "ep_exposed_s": ticks * ep["exposed"],
+        "ep_exposed_s": ticks * ep["exposed"] + ep["lone"],
         "dp_comm_s": dp["total"],
         "optimizer_s": plan.optimizer,
         "dp_traffic_bytes": dp["traffic"],

@@ -79,7 +79,9 @@ def pass_times(plan: StepPlan, row: int = 0) -> PassTimes:
              "backward": {"tp": at(tp["backward_total"]), "cp": at(cp["total"]) - at(cp["forward_total"]),
                           "ep": at(ep["total"]) - at(ep["forward_total"]), "pp": at(pp["total"]) / 2.0,
                           "dp": at(dp["microbatch_backward"]) + at(dp["microbatch_none"])}}
-    tail = (("dp", "reduce gradients", at(dp["step_backward_exposed"]), at(dp["step_backward"])),
+    lone = at(ep["lone"])
+    tail = (("ep", "dispatch and combine of the passes nothing hides", lone, lone),
+            ("dp", "reduce gradients", at(dp["step_backward_exposed"]), at(dp["step_backward"])),
             ("compute", "optimizer step", at(plan.optimizer), at(plan.optimizer)),
             ("dp", "gather updated weights", at(dp["step_none_exposed"]), at(dp["step_none"])),
             ("dp", "gather updated weights behind the next forward", at(dp["step_forward_exposed"]),
