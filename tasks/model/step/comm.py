@@ -172,9 +172,9 @@ def lone_microbatches(lay: StepLayouts) -> np.ndarray:
 def a2a_overlapped(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
     """Where the stack's ``moe_a2a_overlap`` runs: Megatron-Core's combined 1F1B schedule
     exists without a pipeline and for the interleaved one, not beside full recomputation
-    (megatron/core/transformer/transformer_config.py at d0b3b775 asserts "virtual_pipeline_
-    model_parallel_size must be specified when pipeline_model_parallel_size > 1" and "disable
-    full recomputation"); a 1F1B pipeline waits for every exchange."""
+    (megatron/core/transformer/transformer_config.py at d0b3b775 asserts that a pipeline of
+    more than one stage specifies virtual stages, and that full recomputation is off); a 1F1B
+    pipeline waits for every exchange."""
     return ctx.stack.moe_a2a_overlap & (lay.recomputed_share == 0.0) & ((lay.pp == 1) | lay.interleaved)
 
 
