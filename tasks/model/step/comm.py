@@ -163,10 +163,10 @@ def lone_microbatches(lay: StepLayouts) -> np.ndarray:
     micro-batch's worth; interleaved over p stages of v chunks, the first stage's warm-up
     forwards, 2(p - 1) + (v - 1) p + 1 chunks (``get_pp_rank_microbatches`` in schedules.py,
     the micro-batch group a stage's chunk runs being p, and one more chunk under the overlap),
-    and as many cool-down backwards: that over v, at most the step's micro-batches."""
+    and as many cool-down backwards: that over v, at most the step's micro-batches (the same
+    count gives one chunk of one, v over v, without a pipeline)."""
     p, v = lay.pp, lay.stages
-    warmup = np.where(p > 1, 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0, 1.0)
-    return np.minimum(warmup / v, lay.microbatches)
+    return np.minimum((2.0 * (p - 1.0) + (v - 1.0) * p + 1.0) / v, lay.microbatches)
 
 
 def a2a_overlapped(lay: StepLayouts, ctx: StepContext) -> np.ndarray:

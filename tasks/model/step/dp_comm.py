@@ -248,16 +248,18 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
     least latency (``collectives.nccl.lowest_latency``), a stage's calls as each collective's
     granularity splits it, a collective repeated under recomputation counting its calls again."""
     sums = _dp_sums(lay, ctx)
-    hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
     latency_microbatch, latency_step = per_pass(sums, "latency", recomputed_share=lay.recomputed_share)
-    return {"per_microbatch": _waited(lay, ctx, hide, sums, True), "per_step": _waited(lay, ctx, hide, sums, False),
+    return {"per_microbatch": _waited(lay, ctx, compute, sums, True),
+            "per_step": _waited(lay, ctx, compute, sums, False),
             "total": _step_sum(lay, sums, "times"), "traffic": _step_sum(lay, sums, "bytes"),
             "latency_microbatch": latency_microbatch, "latency_step": latency_step}
 
 
-def _waited(lay: StepLayouts, ctx: StepContext, hide: Dict[str, np.ndarray], sums: Dict[tuple, np.ndarray],
+def _waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray], sums: Dict[tuple, np.ndarray],
             per_microbatch: bool, only: Optional[str] = None, *, exposed: bool = True) -> np.ndarray:
-    """``dp_sums.waited`` for these layouts under the context's stack and DP slowdown."""
+    """``dp_sums.waited`` for these layouts under the context's stack and DP slowdown, each
+    window hidden by ``compute``'s ``forward_hide`` or ``backward_hide``."""
+    hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
     return waited(sums, per_microbatch, hide=hide, recomputed_share=lay.recomputed_share,
                   dp_overlap=ctx.stack.dp_overlap, slowdown=ctx.dp_slowdown, only=only, exposed=exposed)
 
@@ -273,12 +275,11 @@ def dp_by_window(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarr
     per micro-batch and once per step; ``microbatch_W_exposed`` and ``step_W_exposed``, what
     of it the step waits for. Summed over the windows they are ``dp_comm``'s."""
     sums = _dp_sums(lay, ctx)
-    hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
     out: Dict[str, np.ndarray] = {}
     for window in dp_protocol.HIDING_WINDOWS:
         for per_microbatch, name in ((True, "microbatch"), (False, "step")):
-            out[f"{name}_{window}"] = _waited(lay, ctx, hide, sums, per_microbatch, window, exposed=False)
-            out[f"{name}_{window}_exposed"] = _waited(lay, ctx, hide, sums, per_microbatch, window)
+            out[f"{name}_{window}"] = _waited(lay, ctx, compute, sums, per_microbatch, window, exposed=False)
+            out[f"{name}_{window}_exposed"] = _waited(lay, ctx, compute, sums, per_microbatch, window)
     return out
 
 
