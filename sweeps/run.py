@@ -22,9 +22,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
-from sweeps.cluster.capacity import check_runnable
-from sweeps.cluster.dispatch import execute
-from sweeps.cluster.session import ray_session, slots
 from sweeps.jobs.job import SweepJob
 from sweeps.lake import Lake
 from sweeps.lake.kinds import FAILURE, FAILURE_SCHEMA_VERSION
@@ -112,6 +109,11 @@ def run_job(job: SweepJob, lake: Lake, *, address: Optional[str] = None, num_cpu
     with contextlib.ExitStack() as stack:
         session = None
         if unstored is None or unstored.num_rows:
+            # The cluster layer (and Ray) is imported only where points run: a run whose points
+            # are all stored, and every other command, starts without it.
+            from sweeps.cluster.capacity import check_runnable
+            from sweeps.cluster.session import ray_session
+
             with console.status("starting Ray..."):
                 session = stack.enter_context(ray_session(address, num_cpus))
             check_runnable(job.workload.resources, session.where, embedded=session.embedded)
@@ -143,6 +145,9 @@ def _execute(job: SweepJob, pending: pa.Table, chunk_size: Optional[int], consol
              commit: Callable[[ChunkOutcome], int]) -> None:
     """Run ``pending`` on the session's cluster behind a progress bar; ``commit`` takes
     each chunk's outcome and returns the failures so far."""
+    from sweeps.cluster.dispatch import execute
+    from sweeps.cluster.session import slots
+
     width = slots(job.workload.resources)
     size = chunk_size or max(1, min(job.workload.max_chunk, -(-pending.num_rows // (4 * width))))
     columns = (TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
