@@ -1,10 +1,22 @@
-"""Shared fixtures: shipped hardware profiles, loaded the way a run loads them."""
+"""Shared fixtures: shipped hardware profiles, loaded the way a run loads them; and the
+suite's order (the README's commands first)."""
 
 from __future__ import annotations
 
 import pytest
 
 from sweeps.config import load_preset
+
+#: The test file whose commands run one after another in one folder (the README's, in the
+#: order shown): the longest chain of the suite, so it is collected first and starts at once
+#: on a worker of its own (pytest-xdist's ``loadfile`` hands out files in collection order)
+#: while the other workers share the rest.
+LONGEST_CHAIN = "test_readme_commands.py"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The README's commands first, every other test in its collected order after them."""
+    items.sort(key=lambda item: item.path.name != LONGEST_CHAIN)
 
 
 @pytest.fixture(scope="session")
