@@ -185,6 +185,8 @@ BAD_RUNS = {
     "offload-recompute": _row_with("offload_layers,recompute", "4,full"),
     "cluster-no-nics": _row_with("nics_per_node", "0"), "cluster-hbm-word": _row_with("hbm_gb", "lots"),
     "cluster-half-gpu": _row_with("gpus_per_node", "7.5"), "cluster-slow-hbm": _row_with("hbm_tbps", "0.001"),
+    "dispatcher-sms-negative": _row_with("dispatcher_sms", "-1"),
+    "dispatcher-sms-word": _row_with("dispatcher_sms", "all"),
     "empty": b"", "header-only": HEADER, "no-columns": b"a,b\n1,2\n", "unknown-column": b"bogus," + HEADER + b"1," +
     ROW.encode(), "long-cell": lambda: _row(source="x" * 200000), "nul": HEADER + b"s\x00," + ROW.encode()[2:],
     "binary": bytes(range(256)) * 8, "latin1": _row(model="caf\xe9").decode().encode("latin-1"),

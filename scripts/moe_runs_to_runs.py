@@ -17,7 +17,11 @@ columns, the same for every row (no row is special-cased):
   step model's selective recomputation repeats the attention core's forward, Megatron-Core's
   default module, while these recipes name others, "layernorm+moe_act", "mla_up_proj", "mlp");
 - dispatcher: "flex/..." (DeepEP, HybridEP) is flex, else alltoall; "a2a_overlap" turns
-  moe_a2a_overlap on; a "tokendrop" recipe states its capacity factor (validate skips it);
+  moe_a2a_overlap on; the SMs the flex dispatcher's kernels hold (dispatcher_sms): DeepEP
+  Megatron-Core's default 20 (moe_deepep_num_sms; no performance script sets it), HybridEP the
+  32 Megatron-Bridge's performance scripts give it (moe_hybridep_num_sms,
+  scripts/performance/utils/overrides.py at v0.4.0 to v0.5.1, perf_recipes/_common.py at
+  v0.6.0); a "tokendrop" recipe states its capacity factor (validate skips it);
 - CUDA graphs: Transformer Engine's per-layer graphs of some scopes
   ("transformer_engine:attn+moe_router+moe_preprocess") replay those parts and leave the rest
   eager: cuda_graph_scope the scopes, the host's launch path the measured default; a graph of
@@ -45,6 +49,8 @@ import csv
 import re
 from pathlib import Path
 
+from tasks.model.terms.stack import DEEPEP_SMS, HYBRIDEP_SMS
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "conf" / "data" / "moe_runs.csv"
 TARGET = ROOT / "conf" / "data" / "moe_bridge_runs.csv"
@@ -53,7 +59,8 @@ COLUMNS = ("source", "model", "layers", "hidden", "heads", "kv_heads", "head_dim
            "experts", "topk", "moe_ffn_hidden", "shared_experts", "dense_layers", "seq", "global_batch", "micro_batch",
            "gpus", "tp", "pp", "vp", "cp", "ep", "etp", "dp", "zero", "recompute", "sequence_parallel",
            "flash_attention", "dp_overlap", "pp_overlap", "param_gather_overlap", "cross_entropy", "dropout",
-           "precision", "dispatcher", "moe_a2a_overlap", "capacity_factor", "host_launch_us", "cuda_graph_scope",
+           "precision", "dispatcher", "moe_a2a_overlap", "dispatcher_sms", "capacity_factor", "host_launch_us",
+           "cuda_graph_scope",
            "moe_fused_mlp", "expert_bias", "expert_clamp",
            "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "hw", "metric", "value", "confidence",
            "notes")
@@ -97,6 +104,15 @@ def _graphs(text: str) -> dict:
     return {"host_launch_us": "0", "cuda_graph_scope": ""}
 
 
+#: The SMs each flex backend's kernels hold (the module docstring): DEEPEP_SMS and HYBRIDEP_SMS.
+BACKEND_SMS = {"flex/deepep": DEEPEP_SMS, "flex/hybridep": HYBRIDEP_SMS}
+
+
+def _dispatcher_sms(dispatch: str) -> str:
+    """The SMs of the row's flex backend ("flex/deepep...", "flex/hybridep..."); blank for NCCL's all-to-all."""
+    return next((str(sms) for backend, sms in BACKEND_SMS.items() if dispatch.startswith(backend)), "")
+
+
 def runs_row(row: dict) -> dict:
     """One moe_runs.csv row as a runs-file row (the module docstring's readings)."""
     tp, vp = int(row["tp"]), int(row["vp"] or 1)
@@ -118,7 +134,8 @@ def runs_row(row: dict) -> dict:
         "pp_overlap": _flag(vp > 1), "param_gather_overlap": "true", "cross_entropy": "te", "dropout": "0",
         "precision": "bf16" if row["precision"].upper() == "BF16" else "fp8",
         "dispatcher": "flex" if dispatch.startswith("flex") else "alltoall",
-        "moe_a2a_overlap": _flag("a2a_overlap" in dispatch), "capacity_factor": drop.group(1) if drop else "",
+        "moe_a2a_overlap": _flag("a2a_overlap" in dispatch), "dispatcher_sms": _dispatcher_sms(dispatch),
+        "capacity_factor": drop.group(1) if drop else "",
         "moe_fused_mlp": _flag(any(mark in dispatch for mark in OP_FUSER_MARKS)),
         "expert_bias": _flag(row["model"] in CLAMPED_BIASED_EXPERTS),
         "expert_clamp": CLAMPED_BIASED_EXPERTS.get(row["model"], ""),

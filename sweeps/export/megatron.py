@@ -46,7 +46,8 @@ before its arguments were generated from config dataclasses); the constraints qu
   (the leading dense layers as a list expression), ``--moe-grouped-gemm`` (the experts' GEMMs
   are costed grouped); ``--expert-model-parallel-size`` and ``--expert-tensor-parallel-size``
   (written always: Megatron takes TP where it is unset); the dispatcher as
-  ``--moe-token-dispatcher-type alltoall``, or ``flex`` with ``--moe-enable-deepep``; the
+  ``--moe-token-dispatcher-type alltoall``, or ``flex`` with ``--moe-enable-deepep`` (and
+  ``--moe-deepep-num-sms`` where the stack's ``dispatcher_sms`` is not its default 20); the
   stack's ``moe_a2a_overlap`` as ``--overlap-moe-expert-parallel-comm``, which Megatron-Core
   refuses beside full recomputation (transformer_config.py at that release). The router is
   costed at its forced balance; no flag forces it (a real run routes as it learns).
@@ -60,6 +61,7 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from sweeps.export.case import ExportCase, Source, Unexpressible, check_common, chunk_split, header
+from tasks.model.terms.stack import DEEPEP_SMS
 
 __all__ = ["NAME", "SOURCE", "check_core", "pipeline_layout", "recompute_setting", "flags", "moe_flags", "render"]
 
@@ -229,6 +231,8 @@ def moe_flags(case: ExportCase) -> List[Flag]:
             ("--moe-token-dispatcher-type", lay.dispatcher)]
     if lay.dispatcher == "flex":
         out.append(("--moe-enable-deepep", None))
+        if case.stack.dispatcher_sms != DEEPEP_SMS:
+            out.append(("--moe-deepep-num-sms", case.stack.dispatcher_sms))
     if case.stack.moe_a2a_overlap and lay.ep > 1:
         if lay.recompute == "full":
             raise Unexpressible(NAME, "stack.moe_a2a_overlap with full recomputation: Megatron-Core refuses "

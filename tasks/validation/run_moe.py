@@ -5,7 +5,9 @@ Blank cells: ``experts`` 0 (a dense model, which then states none of the others)
 (required with experts); ``moe_ffn_hidden`` the row's ``ffn_hidden``; ``shared_experts`` and
 ``dense_layers`` 0; ``ep`` and ``etp`` 1; ``dispatcher`` alltoall (``layout.MOE_DISPATCHERS``:
 flex for DeepEP or HybridEP under Megatron-Core's flex dispatcher); ``moe_a2a_overlap`` false
-(Megatron-Core's ``overlap_moe_expert_parallel_comm``). The model is
+(Megatron-Core's ``overlap_moe_expert_parallel_comm``); ``dispatcher_sms`` 20 (the SMs the
+flex dispatcher's kernels hold, ``Stack.dispatcher_sms``: Megatron-Core's DeepEP default; 32
+for HybridEP as Megatron-Bridge's performance scripts run it). The model is
 ``tasks.model.kernels.model_blocks``' and the layout's checks ``layout.structural_violations``'
 (experts that EP divides, ETP x EP dividing TP x CP x DP, sequence parallelism under TP).
 """
@@ -17,13 +19,14 @@ from typing import Dict
 from tasks.model.kernels.model_blocks import moe_problem
 from tasks.model.terms.specs import TransformerModel
 from tasks.model.terms.layout import MOE_DISPATCHERS
+from tasks.model.terms.stack import DEEPEP_SMS
 from tasks.validation.cells import RowCells
 
 __all__ = ["MOE_COLUMNS", "moe_fields"]
 
 #: The columns read here.
 MOE_COLUMNS = ("experts", "topk", "moe_ffn_hidden", "shared_experts", "dense_layers", "ep", "etp", "dispatcher",
-               "moe_a2a_overlap", "expert_bias", "expert_clamp", "moe_fused_mlp")
+               "moe_a2a_overlap", "dispatcher_sms", "expert_bias", "expert_clamp", "moe_fused_mlp")
 
 
 def moe_fields(r: RowCells, *, layers: int, hidden: int, heads: int, gated: bool) -> Dict[str, object]:
@@ -46,5 +49,6 @@ def moe_fields(r: RowCells, *, layers: int, hidden: int, heads: int, gated: bool
     return {"experts": experts, "topk": model.topk, "moe_ffn_hidden": model.moe_ffn_hidden,
             "shared_experts": model.shared_experts, "dense_layers": model.dense_layers, "ep": ep, "etp": etp,
             "dispatcher": r.choice("dispatcher", MOE_DISPATCHERS, "alltoall"),
-            "moe_a2a_overlap": bool(r.flag("moe_a2a_overlap", False)), "expert_bias": model.expert_bias,
+            "moe_a2a_overlap": bool(r.flag("moe_a2a_overlap", False)),
+            "dispatcher_sms": r.number("dispatcher_sms", int, DEEPEP_SMS, minimum=0), "expert_bias": model.expert_bias,
             "expert_clamp": model.expert_clamp, "moe_fused_mlp": bool(r.flag("moe_fused_mlp", False))}

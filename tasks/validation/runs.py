@@ -65,10 +65,11 @@ Blank cells take these documented defaults (a blank cell means the source does n
   eagerly, "+"-joined (``Stack.cuda_graph_scope``, ``stack.CUDA_GRAPH_SCOPES``: attn,
   moe_router, moe_preprocess), whose kernels the host's launch path no longer paces;
 - ``experts``, ``topk``, ``moe_ffn_hidden``, ``shared_experts``, ``dense_layers``, ``ep``,
-  ``etp``, ``dispatcher``, ``moe_a2a_overlap``, ``expert_bias``, ``expert_clamp`` and
-  ``moe_fused_mlp`` (columns ``published_runs.csv`` need not have): a mixture of experts, its
-  experts' biases and activation clamp (GPT-OSS's), its expert-parallel layout and whether its
-  MLP runs as Transformer Engine's fused operations, as ``tasks.validation.run_moe`` reads them
+  ``etp``, ``dispatcher``, ``moe_a2a_overlap``, ``dispatcher_sms``, ``expert_bias``,
+  ``expert_clamp`` and ``moe_fused_mlp`` (columns ``published_runs.csv`` need not have): a
+  mixture of experts, its experts' biases and activation clamp (GPT-OSS's), its
+  expert-parallel layout, the SMs its flex dispatcher holds and whether its MLP runs as
+  Transformer Engine's fused operations, as ``tasks.validation.run_moe`` reads them
   (blank: a dense model); ``kv_lora_rank``, ``q_lora_rank``, ``qk_rope_head_dim``,
   ``v_head_dim``: multi-head latent attention, as ``tasks.validation.run_mla`` reads them
   (blank: ordinary attention);
@@ -115,8 +116,8 @@ from typing import Dict, List, Optional
 
 from tasks.model.terms.layout import RECOMPUTE_MODES, ZERO_MODES, recompute_layers_problem
 from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
-from tasks.model.terms.stack import CROSS_ENTROPY_IMPLS, DP_ENGINE_NAMES, ELEMENTWISE_STYLES, HOST_LAUNCH_US, \
-    cuda_graph_scope_problem, offload_problem
+from tasks.model.terms.stack import CROSS_ENTROPY_IMPLS, DEEPEP_SMS, DP_ENGINE_NAMES, ELEMENTWISE_STYLES, \
+    HOST_LAUNCH_US, cuda_graph_scope_problem, offload_problem
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
 from tasks.validation.run_layout import LAYOUT_COLUMNS, parallel_degrees
@@ -236,6 +237,7 @@ class PublishedRun:
     expert_bias: bool = False
     expert_clamp: float = 0.0
     moe_fused_mlp: bool = False
+    dispatcher_sms: int = DEEPEP_SMS
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
     qk_rope_head_dim: int = 0

@@ -21,7 +21,7 @@ from tasks.model.step.context import (DistinctShapes, StepContext, StepLayouts, 
                                       tp_crosses_nodes)
 
 __all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "cp_comm", "pp_comm", "lone_microbatches",
-           "a2a_overlapped", "ep_comm", "latency_floor"]
+           "a2a_overlapped", "dispatcher_sm_share", "ep_comm", "latency_floor"]
 
 
 def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
@@ -183,7 +183,11 @@ def ep_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np
     (``collectives.ep_exchange``, per MoE layer, times the stage's share of MoE layers):
     ``total``, ``exposed``, ``forward_total``, ``forward_exposed`` and ``latency``; and
     ``lone``: what the step waits for once, of the passes that run with no other beside them
-    (``lone_microbatches`` of the hidden part of one micro-batch's exchange); 0 for a dense
+    (``lone_microbatches`` of the hidden part of one micro-batch's exchange); and
+    ``contention``: the seconds the compute beside the hidden part of one micro-batch's flex
+    dispatch and combine loses to the SMs its kernels hold, hidden x ``Stack.dispatcher_sms`` /
+    the device's SMs (that compute runs on the rest while the exchange lasts; the passes that
+    run alone are charged too, an upper bound by their share of the step); 0 for a dense
     model. Each TP rank dispatches its tokens/TP x topk routed copies at the activations'
     width with the layout's dispatcher (``layout.MOE_DISPATCHERS``); under
     ``Stack.moe_a2a_overlap`` a pass's exchange hides behind the layer's other pass (``cost``)
@@ -191,18 +195,28 @@ def ep_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np
     block = ctx.block
     if not block.moe:
         nothing = np.zeros(np.shape(lay.tp))
-        return {name: nothing for name in ("total", "exposed", "forward_total", "forward_exposed", "latency", "lone")}
+        return {name: nothing for name in ("total", "exposed", "forward_total", "forward_exposed", "latency", "lone",
+                                           "contention")}
     m = ctx.model
     tokens = lay.micro_batch * lay.local_seq(m.seq_len)
     routed = tokens / lay.tp * block.topk
+    flex = lay.dispatcher == code("dispatcher", "flex")
     figures = ep_layer_exchange(lay.ep, lay.etp, routed * float(m.hidden) * float(ctx.dtype_bytes), ctx.hardware,
                                 crosses=lay.ep_crosses(ctx.hardware), local=lay.ep_local_ranks(ctx.hardware),
-                                flex=lay.dispatcher == code("dispatcher", "flex"), topk=block.topk,
+                                flex=flex, topk=block.topk,
                                 repeats=lay.recomputed_share,
                                 overlap=a2a_overlapped(lay, ctx),
                                 hide_fwd=metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw),
                                 hide_bwd=metrics.apply_flop_vs_bw(cost.backward, ctx.flop_vs_bw))
     layers = lay.layers_per_stage * ctx.moe_share
     out = {name: layers * value for name, value in figures.items()}
-    out["lone"] = lone_microbatches(lay) * (out["total"] - out["exposed"])
+    hidden = out["total"] - out["exposed"]
+    out["lone"] = lone_microbatches(lay) * hidden
+    out["contention"] = np.where(flex, hidden * dispatcher_sm_share(ctx), 0.0)
     return out
+
+
+def dispatcher_sm_share(ctx: StepContext) -> float:
+    """The share of the device's SMs the flex dispatcher's kernels hold
+    (``Stack.dispatcher_sms`` / ``HardwareProfile.compute_units``, at most all of them)."""
+    return min(float(ctx.stack.dispatcher_sms) / float(ctx.hardware.compute_units), 1.0)

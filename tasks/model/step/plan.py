@@ -70,7 +70,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-33"
+STEP_MODEL_VERSION = "step-34"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -84,7 +84,8 @@ class StepPlan:
     ``layouts`` and ``ctx``: what was costed. ``cost``: one layer's compute pieces
     (``layer_cost.LayerCost``). ``compute``: one micro-batch on the busiest stage
     (``step.compute.compute_per_microbatch``: ``per_microbatch``, ``forward``,
-    ``forward_hide``, ``backward_hide``, ``kernels_per_microbatch``). ``tp``, ``pp``: one
+    ``forward_hide``, ``backward_hide``, ``kernels_per_microbatch``; ``per_microbatch`` with
+    the SMs a flex dispatcher takes from the compute it hides behind, ``ep``'s ``contention``). ``tp``, ``pp``: one
     micro-batch's TP and PP communication (``step.comm.tp_comm``, ``pp_comm``); ``cp``: its
     CP exchange (``step.comm.cp_comm``); ``ep``: its MoE dispatch and combine
     (``step.comm.ep_comm``). ``dp``: the
@@ -141,11 +142,13 @@ def step_plan(lay: StepLayouts, ctx: StepContext) -> StepPlan:
     """Every operation of a step for the layouts ``lay``, each costed once."""
     shapes = distinct_shapes(lay)
     cost = stage_layer_cost(lay, ctx, shapes)
+    ep = ep_comm(lay, ctx, cost)
     compute = _with_engine_copies(compute_per_microbatch(lay, ctx, cost, shapes), lay, ctx)
+    compute = {**compute, "per_microbatch": compute["per_microbatch"] + ep["contention"]}
     params, device_memory = stage_memory(lay, ctx)
     return StepPlan(layouts=lay, ctx=ctx, cost=cost, compute=compute, tp=tp_comm(lay, ctx, cost, shapes),
                     pp=pp_comm(lay, ctx, compute["per_microbatch"]), cp=cp_comm(lay, ctx, cost),
-                    ep=ep_comm(lay, ctx, cost),
+                    ep=ep,
                     dp=dp_comm(lay, ctx, compute),
                     optimizer=optimizer_time(lay, ctx, params), params=params, memory=device_memory,
                     ticks=pipeline_ticks(lay))

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import FrozenSet, Optional, Tuple
 
-__all__ = ["ATTENTION_KINDS", "CROSS_ENTROPY_IMPLS", "DP_ENGINE_NAMES", "ELEMENTWISE_STYLES", "GEMM_PRECISIONS",
-           "MAIN_GRAD_WIDTHS", "Stack", "offload_problem", "CUDA_GRAPH_SCOPES", "graph_scopes",
-           "cuda_graph_scope_problem"]
+__all__ = ["ATTENTION_KINDS", "CROSS_ENTROPY_IMPLS", "DEEPEP_SMS", "HYBRIDEP_SMS", "DP_ENGINE_NAMES",
+           "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack", "offload_problem",
+           "CUDA_GRAPH_SCOPES", "graph_scopes", "cuda_graph_scope_problem"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
@@ -47,6 +47,12 @@ ELEMENTWISE_STYLES: Tuple[str, ...] = ("fused", "eager")
 #: cross_entropy_fusion_impl "te", which Megatron-Bridge's GPT provider and performance
 #: recipes set). Their bytes: ``tasks.model.kernels.layer_cost.CROSS_ENTROPY_BYTES_PER_LOGIT``.
 CROSS_ENTROPY_IMPLS: Tuple[str, ...] = ("unfused", "te")
+#: Streaming multiprocessors DeepEP's kernels hold (Megatron-Core's ``moe_deepep_num_sms``
+#: default, megatron/core/transformer/transformer_config.py at d0b3b775).
+DEEPEP_SMS = 20
+#: The SMs Megatron-Bridge's performance scripts give HybridEP (``moe_hybridep_num_sms``,
+#: scripts/performance/utils/overrides.py at v0.4.0 to v0.5.1; perf_recipes/_common.py at v0.6.0).
+HYBRIDEP_SMS = 32
 
 
 #: Parts of a layer Megatron-Core's per-layer CUDA graphs can capture while the rest runs
@@ -146,6 +152,15 @@ class Stack:
     graphs, cuda_graph_impl transformer_engine): their kernels replay without the host's
     launch path, which still launches the others (``kernels.cuda_graphs``); "" none. A graph
     of the whole layer or iteration is ``host_launch_us`` 0.
+    ``dispatcher_sms``: streaming multiprocessors the flex dispatcher's kernels hold while a
+    dispatch or combine runs behind another micro-batch's compute (``moe_a2a_overlap``): that
+    compute runs on the rest (``step.comm.ep_comm``'s ``contention``). Megatron-Core gives
+    DeepEP ``moe_deepep_num_sms`` = 20 (megatron/core/transformer/transformer_config.py at
+    d0b3b775; its flex dispatcher's default backend, ``moe_flex_dispatcher_backend`` "deepep");
+    Megatron-Bridge's performance scripts give HybridEP 32 (``moe_hybridep_num_sms``,
+    scripts/performance/utils/overrides.py ``_set_common_perf_overrides`` at v0.4.0 to v0.5.1,
+    src/megatron/bridge/perf_recipes/_common.py at v0.6.0). NCCL's all-to-all (the alltoall
+    dispatcher) picks its channels by topology and is not charged.
     ``moe_fused_mlp``: a mixture of experts' routed MLP runs as Transformer Engine's fused
     operations (Megatron-Core's ``use_transformer_engine_op_fuser`` path, ``TEGroupedMLP
     ._fused_forward``): the activation, its clamp, the router's weights and the biases inside
@@ -170,6 +185,7 @@ class Stack:
     moe_a2a_overlap: bool = False
     cuda_graph_scope: str = ""
     moe_fused_mlp: bool = False
+    dispatcher_sms: int = DEEPEP_SMS
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:
@@ -195,6 +211,9 @@ class Stack:
         if self.param_gather_overlap and not self.dp_overlap:
             raise ValueError("stack.param_gather_overlap=true needs stack.dp_overlap=true: Megatron-LM overlaps the "
                              "weight gather only with the gradient reduction (--overlap-grad-reduce)")
+        if isinstance(self.dispatcher_sms, bool) or not isinstance(self.dispatcher_sms, int) \
+                or self.dispatcher_sms < 0:
+            raise ValueError(f"stack.dispatcher_sms={self.dispatcher_sms!r}: a whole number of SMs, 0 or more")
         if isinstance(self.offload_layers, bool) or not isinstance(self.offload_layers, int) \
                 or self.offload_layers < 0:
             raise ValueError(f"stack.offload_layers={self.offload_layers!r}: a whole number of layers, 0 or more")
