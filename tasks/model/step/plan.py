@@ -85,7 +85,8 @@ class StepPlan:
     (``layer_cost.LayerCost``). ``compute``: one micro-batch on the busiest stage
     (``step.compute.compute_per_microbatch``: ``per_microbatch``, ``forward``,
     ``forward_hide``, ``backward_hide``, ``kernels_per_microbatch``; ``per_microbatch`` with
-    the SMs a flex dispatcher takes from the compute it hides behind, ``ep``'s ``contention``). ``tp``, ``pp``: one
+    the SMs a flex dispatcher takes from the compute it hides behind, ``ep``'s
+    ``contention``, which the timeline draws in the backward pass). ``tp``, ``pp``: one
     micro-batch's TP and PP communication (``step.comm.tp_comm``, ``pp_comm``); ``cp``: its
     CP exchange (``step.comm.cp_comm``); ``ep``: its MoE dispatch and combine
     (``step.comm.ep_comm``). ``dp``: the
