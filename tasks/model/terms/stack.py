@@ -63,6 +63,11 @@ HYBRIDEP_SMS = 32
 CUDA_GRAPH_SCOPES: Tuple[str, ...] = ("attn", "moe_router", "moe_preprocess")
 
 
+def _is_count(value: object) -> bool:
+    """Whether ``value`` is a whole number, 0 or more (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def graph_scopes(text: str) -> FrozenSet[str]:
     """The scopes of a "+"-joined ``Stack.cuda_graph_scope`` ("" none)."""
     return frozenset(part.strip() for part in text.split("+") if part.strip())
@@ -211,12 +216,9 @@ class Stack:
         if self.param_gather_overlap and not self.dp_overlap:
             raise ValueError("stack.param_gather_overlap=true needs stack.dp_overlap=true: Megatron-LM overlaps the "
                              "weight gather only with the gradient reduction (--overlap-grad-reduce)")
-        if isinstance(self.dispatcher_sms, bool) or not isinstance(self.dispatcher_sms, int) \
-                or self.dispatcher_sms < 0:
-            raise ValueError(f"stack.dispatcher_sms={self.dispatcher_sms!r}: a whole number of SMs, 0 or more")
-        if isinstance(self.offload_layers, bool) or not isinstance(self.offload_layers, int) \
-                or self.offload_layers < 0:
-            raise ValueError(f"stack.offload_layers={self.offload_layers!r}: a whole number of layers, 0 or more")
+        for name, unit in (("dispatcher_sms", "SMs"), ("offload_layers", "layers")):
+            if not _is_count(getattr(self, name)):
+                raise ValueError(f"stack.{name}={getattr(self, name)!r}: a whole number of {unit}, 0 or more")
         if self.main_grad_bytes not in MAIN_GRAD_WIDTHS:
             raise ValueError(f"stack.main_grad_bytes={self.main_grad_bytes!r}: choose one of "
                              f"{', '.join(f'{w:g}' for w in MAIN_GRAD_WIDTHS)}")
