@@ -314,6 +314,17 @@ def test_every_held_out_run_names_its_source_and_is_predicted_on_a_profile(profi
     assert len(result.records) == 41 and not result.skipped
 
 
+def test_maxtexts_minimal_flash_runs_the_fused_attention_again(profiles):
+    """MaxText's minimal_flash of April 2024 kept only the weight GEMMs' outputs (no tensor was
+    named 'context' until a653c03cf): its A3 rows re-run the attention core's forward, as
+    selective recomputation does, and take longer than read as no recomputation."""
+    runs = [run for run in read_runs(DATA / "holdout_runs.csv") if run.source == "maxtext2404_a3"]
+    assert len(runs) == 5 and {run.recompute for run in runs} == {"selective"}
+    hw = find_profile(runs[0].hw, profiles)
+    for run in runs:
+        assert predict_run(run, hw).step_time_s > predict_run(replace(run, recompute="none"), hw).step_time_s
+
+
 def test_an_fp16_run_accumulates_16_bit_gradients_and_a_bf16_run_fp32():
     runs = read_runs(DATA / "published_runs.csv")
     widths = {run.precision: run_stack(run).main_grad_bytes for run in runs}
