@@ -135,21 +135,28 @@ def chunk_split(case: ExportCase) -> List[int]:
     """Layers of each model chunk (PP x virtual stages of them) in layer order: the extra
     layers of an uneven split on the first chunks, as the step model charges them (its
     busiest stage holds chunks of ceil(layers / chunks) layers,
-    ``tasks.model.step.context.busiest_stage_layers``)."""
+    ``tasks.model.step.context.busiest_stage_layers``). Under a pipeline whose stack counts
+    the embedding and/or the loss as layers (``Stack.pipeline_split``), those count in the
+    split and the first and/or the last chunk builds a layer fewer."""
     chunks = case.layout.pp * case.layout.virtual_stages
-    size, extra = divmod(case.model.layers, chunks)
-    return [size + 1] * extra + [size] * (chunks - extra)
+    first, last = case.stack.split_shortfall if case.layout.pp > 1 else (0.0, 0.0)
+    size, extra = divmod(case.model.layers + int(first + last), chunks)
+    split = [size + 1] * extra + [size] * (chunks - extra)
+    split[0], split[-1] = split[0] - int(first), split[-1] - int(last)
+    return split
 
 
 def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
-                 graph_scopes_written: FrozenSet[str] = frozenset()) -> None:
+                 graph_scopes_written: FrozenSet[str] = frozenset(), split_written: bool = False) -> None:
     """What no export expresses: a model that is not a decoder (each writes causal GPT-style
     pretraining), a stack without a causal mask, a sharding mode run by another framework's
     DP engine (``dp_protocol.DP_ENGINES``, ``DpEngine.export``), and fp8 weights, offloaded
     layers, a fused MoE MLP or GPT-OSS's expert biases and clamp (not written yet); a fused
     cross entropy (``Stack.cross_entropy``) where the export does not write it
     (``fused_loss``); CUDA-graphed parts of a layer (``Stack.cuda_graph_scope``) beyond those
-    the export writes (``graph_scopes_written``)."""
+    the export writes (``graph_scopes_written``); a pipeline whose split counts the embedding
+    or the loss as layers (``Stack.pipeline_split``) where the export does not write it
+    (``split_written``)."""
     unwritten_scopes = sorted(graph_scopes(case.stack.cuda_graph_scope) - graph_scopes_written)
     if unwritten_scopes:
         raise Unexpressible(framework, f"stack.cuda_graph_scope={case.stack.cuda_graph_scope!r}: the export does not "
@@ -168,6 +175,9 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
                  ("stack.cross_entropy", case.stack.cross_entropy if fused else None),
                  ("stack.moe_fused_mlp", case.stack.moe_fused_mlp), ("model.expert_bias", case.model.expert_bias),
                  ("model.expert_clamp", case.model.expert_clamp))
+    if case.stack.pipeline_split != "layers" and case.layout.pp > 1 and not split_written:
+        raise Unexpressible(framework, f"stack.pipeline_split={case.stack.pipeline_split!r}: the export does not "
+                                       "write it yet")
     for field, value in unwritten:
         if value:
             raise Unexpressible(framework, f"{field}={value!r}: the export does not write it yet")

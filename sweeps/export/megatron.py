@@ -6,7 +6,9 @@ before its arguments were generated from config dataclasses); the constraints qu
 
 - TP, PP: ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``; the
   interleaved schedule: ``--num-layers-per-virtual-pipeline-stage`` (layers / (PP x v));
-  an uneven split: ``--pipeline-model-parallel-layout``, each chunk's layers spelled out.
+  an uneven split, or one whose stack counts the embedding and loss as layers
+  (``Stack.pipeline_split``): ``--pipeline-model-parallel-layout``, each chunk's layers
+  spelled out, the end chunks a layer short.
 - ``--sequence-parallel``; ``--micro-batch-size``; ``--global-batch-size`` (DP is what the
   devices leave, as in the layout).
 - Context parallelism: ``--context-parallel-size`` and ``--cp-comm-type`` (``p2p`` or
@@ -208,7 +210,7 @@ def _stack(case: ExportCase) -> List[Flag]:
 
 def flags(case: ExportCase) -> List[Flag]:
     """The flags of ``case``, in order (name, value; None for a switch), or ``Unexpressible``."""
-    check_common(case, NAME, fused_loss=True, graph_scopes_written=GRAPH_SCOPES)
+    check_common(case, NAME, fused_loss=True, graph_scopes_written=GRAPH_SCOPES, split_written=True)
     check_core(case, NAME)
     return _model(case) + moe_flags(case) + _layout(case) + _stack(case)
 

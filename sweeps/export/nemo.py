@@ -127,7 +127,7 @@ def _stack(case: ExportCase) -> List[str]:
 
 def edits(case: ExportCase) -> List[str]:
     """The recipe's edits for ``case``, one Python statement each, or ``Unexpressible``."""
-    check_common(case, NAME)
+    check_common(case, NAME, split_written=True)
     check_core(case, NAME)
     return _model(case) + _moe(case) + _layout(case) + _stack(case)
 

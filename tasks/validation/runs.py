@@ -64,6 +64,8 @@ Blank cells take these documented defaults (a blank cell means the source does n
   every layer captured in Transformer Engine's per-layer CUDA graphs while the rest runs
   eagerly, "+"-joined (``Stack.cuda_graph_scope``, ``stack.CUDA_GRAPH_SCOPES``: attn,
   moe_router, moe_preprocess), whose kernels the host's launch path no longer paces;
+- ``pipeline_split`` (a column ``published_runs.csv`` need not have): layers; embedding, loss or
+  embedding+loss count as layers in the split (``Stack.pipeline_split``, ``PIPELINE_SPLITS``);
 - ``experts``, ``topk``, ``moe_ffn_hidden``, ``shared_experts``, ``dense_layers``, ``ep``,
   ``etp``, ``dispatcher``, ``moe_a2a_overlap``, ``dispatcher_sms``, ``expert_bias``,
   ``expert_clamp`` and ``moe_fused_mlp`` (columns ``published_runs.csv`` need not have): a
@@ -117,7 +119,7 @@ from typing import Dict, List, Optional
 from tasks.model.terms.layout import RECOMPUTE_MODES, ZERO_MODES, recompute_layers_problem
 from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
 from tasks.model.terms.stack import CROSS_ENTROPY_IMPLS, DEEPEP_SMS, DP_ENGINE_NAMES, ELEMENTWISE_STYLES, \
-    HOST_LAUNCH_US, cuda_graph_scope_problem, offload_problem
+    HOST_LAUNCH_US, PIPELINE_SPLITS, cuda_graph_scope_problem, offload_problem
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
 from tasks.validation.run_layout import LAYOUT_COLUMNS, parallel_degrees
@@ -144,8 +146,8 @@ OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", 
                     "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
                     "grad_reduce_in_fp32", "dp_engine", "param_gather_overlap", "cross_entropy", "fp8_params",
-                    "offload_layers", "head_dim", "host_launch_us", "cuda_graph_scope", *MOE_COLUMNS, *MLA_COLUMNS,
-                    *CLUSTER_COLUMNS, "unit", "confidence", "notes")
+                    "offload_layers", "head_dim", "host_launch_us", "cuda_graph_scope", "pipeline_split",
+                    *MOE_COLUMNS, *MLA_COLUMNS, *CLUSTER_COLUMNS, "unit", "confidence", "notes")
 
 #: Metrics a run can report -> the unit it is compared in.
 METRICS: Dict[str, str] = {
@@ -222,6 +224,7 @@ class PublishedRun:
     cross_entropy: str = "unfused"
     host_launch_us: float = HOST_LAUNCH_US
     cuda_graph_scope: str = ""
+    pipeline_split: str = "layers"
     head_dim: Optional[int] = None
     cp: int = 1
     cp_comm: str = "p2p"
@@ -308,8 +311,8 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
 def _stack_switches(r: "RowCells", precision: str, flash: bool) -> Dict[str, object]:
     """The row's stack switches that other cells constrain, by ``PublishedRun`` field: fp8
     weights (which ask for precision fp8), offloaded layers, the DP overlap and the weight
-    gather's (which asks for it), the gradient width, the DP engine, the loss and the host's
-    launch path with the parts of each layer CUDA graphs capture."""
+    gather's (which asks for it), the gradient width, the DP engine, the loss, the host's
+    launch path with the parts of each layer CUDA graphs capture, and the pipeline's split."""
     fp8_params = r.flag("fp8_params", False)
     if fp8_params and precision != "fp8":
         raise r.fail("fp8_params", r.text("fp8_params"), f"needs precision fp8, not {precision}: fp8 weights feed "
@@ -325,7 +328,8 @@ def _stack_switches(r: "RowCells", precision: str, flash: bool) -> Dict[str, obj
             "dp_engine": r.choice("dp_engine", DP_ENGINE_NAMES, "megatron"),
             "cross_entropy": r.choice("cross_entropy", CROSS_ENTROPY_IMPLS, "unfused"),
             "host_launch_us": r.number("host_launch_us", float, HOST_LAUNCH_US, minimum=0),
-            "cuda_graph_scope": _graph_scope(r)}
+            "cuda_graph_scope": _graph_scope(r),
+            "pipeline_split": r.choice("pipeline_split", PIPELINE_SPLITS, "layers")}
 
 
 def _graph_scope(r: "RowCells") -> str:

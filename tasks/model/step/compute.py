@@ -17,7 +17,7 @@ from tasks.model.terms.layout import code
 from tasks.model.kernels.layer_cost import (CROSS_ENTROPY_KERNELS, LayerCost, cross_entropy_time,
                                             grad_accumulation_time, layer_cost)
 from tasks.model.step.memory import model_state_shard_params
-from tasks.model.step.context import (DistinctShapes, StepContext, StepLayouts, distinct_shapes,
+from tasks.model.step.context import (DistinctShapes, StepContext, StepLayouts, distinct_shapes, split_shortfall,
                                       layer_weights_per_device)
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "stage_layer_cost", "output_layer_time", "compute_per_microbatch",
@@ -88,7 +88,9 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
                            shapes: Optional[DistinctShapes] = None) -> Dict[str, np.ndarray]:
     """Compute of one micro-batch on the busiest stage: its layers forward and backward, plus
     what recomputation repeats (selective: the attention core's forward; full: the whole
-    forward of ``recomputed_share`` of the layers), plus the output layer (GEMMs and loss);
+    forward of ``recomputed_share`` of the layers), plus the output layer (GEMMs and loss; where
+    the stack's split counts the loss as a layer, the last stage runs it in place of one, and
+    the busiest stage is the longer of a middle stage and the last);
     what can hide DP traffic (forward and backward time of the stage, §6); the forward pass
     alone (``forward``: the layers' forward, the logits GEMM and the loss); and the kernels it
     launches (a mixture of experts' MLP's as Megatron-Core launches them,
@@ -113,7 +115,10 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     kernels_bwd = lay.layers_per_stage * (2 * cost.kernels_fwd + repeated - graphed_bwd + ctx.moe_share
                                           * (moe_fwd * lay.recomputed_share + moe_bwd)) \
         + (3 + CROSS_ENTROPY_KERNELS[ctx.stack.cross_entropy] if ctx.vocab > 0 else 0)
-    device = lay.layers_per_stage * t_layer + t_output
+    # A split counting the loss as a layer (Stack.pipeline_split) runs the output layer in
+    # place of one of the last stage's layers: the busiest stage is the longer of the two.
+    short = split_shortfall(lay, ctx)[1]
+    device = lay.layers_per_stage * t_layer + np.maximum(t_output - short * t_layer, 0.0)
     # The host launches every kernel (Stack.host_launch_us); the device cannot run ahead of it.
     # The host's path does not speed up with the device (flop_vs_bw scales the device only).
     launch_s = ctx.stack.host_launch_us * 1e-6
@@ -127,7 +132,8 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
         per_microbatch = np.maximum(device, (kernels_fwd + kernels_bwd) * launch_s)
     return {
         "per_microbatch": per_microbatch,
-        "forward": forward_hide + metrics.apply_flop_vs_bw(output_forward, ctx.flop_vs_bw),
+        "forward": forward_hide + np.maximum(metrics.apply_flop_vs_bw(output_forward, ctx.flop_vs_bw)
+                                             - short * forward_hide / lay.layers_per_stage, 0.0),
         "forward_hide": forward_hide,
         "backward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.gemm_bwd + cost.attention_bwd,
                                                                          ctx.flop_vs_bw),

@@ -20,7 +20,7 @@ from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack
 
 __all__ = ["StepContext", "StepLayouts", "DistinctShapes", "as_layouts", "distinct_shapes", "on_distinct",
-           "local_seq", "layer_weights_per_device", "recomputed_share", "tp_crosses_nodes"]
+           "local_seq", "layer_weights_per_device", "recomputed_share", "tp_crosses_nodes", "split_shortfall"]
 
 
 @dataclass(frozen=True)
@@ -307,11 +307,22 @@ def tp_crosses_nodes(tp, hw: HardwareProfile) -> np.ndarray:
     return np.asarray(tp) > hw.devices_per_node
 
 
-def busiest_stage_layers(layers: float, pp, virtual_stages):
+def busiest_stage_layers(layers: float, pp, virtual_stages, extra: float = 0.0):
     """Layers on the busiest pipeline stage: ``virtual_stages`` chunks of ceil(layers / (PP x v))
-    layers (layers / PP when they divide evenly)."""
-    chunks = np.asarray(pp, dtype=np.float64) * virtual_stages
-    return np.ceil(layers / chunks) * virtual_stages
+    layers (layers / PP when they divide evenly). ``extra``: the embedding and loss counted as
+    layers in the split (``Stack.split_shortfall``'s sum; only where PP > 1): a middle stage
+    then holds ceil((layers + extra) / (PP x v)) a chunk."""
+    pp = np.asarray(pp, dtype=np.float64)
+    chunks = pp * virtual_stages
+    return np.ceil((layers + np.where(pp > 1, extra, 0.0)) / chunks) * virtual_stages
+
+
+def split_shortfall(lay: "StepLayouts", ctx: StepContext) -> Tuple[np.ndarray, np.ndarray]:
+    """(first, last) stage's layers fewer than the busiest (middle) stage's, per layout: the
+    stack's ``split_shortfall`` where PP > 1, else 0 (one stage builds every layer)."""
+    first, last = ctx.stack.split_shortfall
+    piped = np.asarray(lay.pp) > 1
+    return np.where(piped, first, 0.0), np.where(piped, last, 0.0)
 
 
 def microbatches_per_step(global_batch: float, dp, micro_batch):
@@ -325,7 +336,7 @@ def as_layouts(layouts: Mapping[str, np.ndarray], dp: np.ndarray, ctx: StepConte
     interleaved = np.asarray(layouts["schedule"]) == code("schedule", "interleaved")
     stages = np.where(interleaved, np.asarray(layouts["virtual_stages"], dtype=np.float64), 1.0)
     recompute = np.asarray(layouts["recompute"], dtype=np.int64)
-    layers_per_stage = busiest_stage_layers(float(ctx.model.layers), pp, stages)
+    layers_per_stage = busiest_stage_layers(float(ctx.model.layers), pp, stages, sum(ctx.stack.split_shortfall))
     ones = np.ones(np.shape(tp))
     return StepLayouts(tp=tp, pp=pp, dp=dp, micro_batch=b, microbatches=microbatches_per_step(ctx.global_batch, dp, b),
                        stages=stages,

@@ -17,6 +17,7 @@ from tasks.model.terms.layout import code
 __all__ = [
     "HBM_BYTES_PER_GB",
     "USABLE_HBM_FRACTION",
+    "first_stages_activation_layers",
     "usable_memory_bytes",
     "WEIGHT_BYTES",
     "GRADIENT_BYTES",
@@ -177,6 +178,21 @@ def in_flight_microbatches(microbatches, pp, virtual_stages, interleaved):
     microbatches, pp, v = (np.asarray(x, dtype=np.float64) for x in (microbatches, pp, virtual_stages))
     base = np.minimum(microbatches, pp)
     return np.where(interleaved, base * (1.0 + (pp - 1.0) / (pp * v)), base)
+
+
+def first_stages_activation_layers(microbatches, pp, virtual_stages, interleaved, layers, short_first):
+    """Layers' worth of one micro-batch's activations (``layer_activation_bytes`` units) the
+    first stages hold at their peak: the first stage's ``in_flight_microbatches`` of its
+    ``layers``, or, where the split leaves the first stage ``short_first`` layers short
+    (``Stack.pipeline_split``), the larger of that and the second stage's, which holds a full
+    stage's layers for fewer micro-batches: one fewer under 1F1B (min(M, PP - 1); Narayanan et
+    al. 2021), two chunks fewer interleaved (its warm-up runs (PP - rank - 1) x 2 + (v - 1) x PP
+    chunk forwards; Megatron-Core's ``get_pp_rank_microbatches``), 2 / v micro-batches."""
+    microbatches, pp, v = (np.asarray(x, dtype=np.float64) for x in (microbatches, pp, virtual_stages))
+    held = in_flight_microbatches(microbatches, pp, v, interleaved)
+    second = np.where(interleaved, held - 2.0 / v, np.minimum(microbatches, pp - 1.0))
+    layers = np.asarray(layers, dtype=np.float64)
+    return np.where(short_first > 0, np.maximum(held * (layers - short_first), second * layers), held * layers)
 
 
 def resident_layers(layers, pp, offload_layers):

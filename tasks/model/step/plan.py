@@ -60,7 +60,7 @@ from tasks.model.step.comm import cp_comm, ep_comm, latency_floor, pp_comm, tp_c
 from tasks.model.step.dp_comm import dp_comm, embedding_matrices, engine_copies
 from tasks.model.step.compute import compute_per_microbatch, optimizer_time, stage_layer_cost
 from tasks.model.step.context import (StepContext, StepLayouts, as_layouts, distinct_shapes, layer_weights_per_device,
-                                     microbatches_per_step)
+                                     microbatches_per_step, split_shortfall)
 from tasks.model.terms import metrics
 from tasks.model.terms.layout import STRUCTURAL_CONSTRAINTS, first_violation, structural_violations
 
@@ -70,7 +70,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-34"
+STEP_MODEL_VERSION = "step-35"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -167,12 +167,17 @@ def _with_engine_copies(compute: Dict[str, np.ndarray], lay: StepLayouts, ctx: S
 def stage_memory(lay: StepLayouts, ctx: StepContext):
     """(parameters, bytes) of the largest device (method.md §8): model states (and fp8
     weight copies), the gathered layer (and its prefetch) under ZeRO-3/FSDP, and the
-    activations the first stage holds at its peak (or the last stage's with the logits)."""
+    activations the first stage holds at its peak (or the second's, where the split leaves the
+    first a layer short; or the last stage's with the logits)."""
     model = ctx.model
     h, heads, vocab = float(model.hidden), float(model.heads), ctx.vocab
     split, experts = layer_weights_per_device(lay, ctx)
     layer_params, expert_params = lay.layers_per_stage * split, lay.layers_per_stage * experts
-    embedding_params = embedding_matrices(lay) * vocab * h / lay.tp
+    # Where the split gives both end stages a layer fewer (Stack.pipeline_split), the embedding
+    # on either takes that layer's place: the busiest holds what of it exceeds a layer.
+    short_first, short_last = split_shortfall(lay, ctx)
+    embedding_params = np.maximum(embedding_matrices(lay) * vocab * h / lay.tp
+                                  - np.minimum(short_first, short_last) * (split + experts), 0.0)
     stack = ctx.stack
     weight_bytes = memory.FP8_WEIGHT_BYTES if stack.fp8_params else memory.WEIGHT_BYTES
     shard_ranks = lay.shard_ranks(ctx.hardware)
@@ -192,8 +197,9 @@ def stage_memory(lay: StepLayouts, ctx: StepContext):
                                                     recomputed_share=lay.recomputed_share, etp=lay.etp)
               for share, block in blocks)
     held = memory.resident_layers(lay.layers_per_stage, lay.pp, stack.offload_layers)
-    first = memory.in_flight_microbatches(lay.microbatches, lay.pp, lay.stages, lay.interleaved) * held * act
-    last = held * act + memory.logits_bytes(seq, lay.micro_batch, vocab, lay.tp)
+    first = memory.first_stages_activation_layers(lay.microbatches, lay.pp, lay.stages, lay.interleaved, held,
+                                                  short_first) * act
+    last = (held - short_last) * act + memory.logits_bytes(seq, lay.micro_batch, vocab, lay.tp)
     return layer_params + expert_params + embedding_params, states + gathered + np.maximum(first, last)
 
 

@@ -16,7 +16,7 @@ from typing import FrozenSet, Optional, Tuple
 
 __all__ = ["ATTENTION_KINDS", "CROSS_ENTROPY_IMPLS", "DEEPEP_SMS", "HYBRIDEP_SMS", "DP_ENGINE_NAMES",
            "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack", "offload_problem",
-           "CUDA_GRAPH_SCOPES", "graph_scopes", "cuda_graph_scope_problem"]
+           "CUDA_GRAPH_SCOPES", "graph_scopes", "cuda_graph_scope_problem", "PIPELINE_SPLITS"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
@@ -53,6 +53,12 @@ DEEPEP_SMS = 20
 #: The SMs Megatron-Bridge's performance scripts give HybridEP (``moe_hybridep_num_sms``,
 #: scripts/performance/utils/overrides.py at v0.4.0 to v0.5.1; perf_recipes/_common.py at v0.6.0).
 HYBRIDEP_SMS = 32
+#: How a pipeline's stages share the layers (``Stack.pipeline_split``): "layers", the layers
+#: alone; "embedding", "loss" or both, the embedding and/or the loss counted as one layer more
+#: each, so the first and/or the last stage builds one layer fewer (Megatron-Core's
+#: account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split,
+#: ``get_num_layers_to_build`` in megatron/core/transformer/transformer_block.py at 309ffca6).
+PIPELINE_SPLITS: Tuple[str, ...] = ("layers", "embedding", "loss", "embedding+loss")
 
 
 #: Parts of a layer Megatron-Core's per-layer CUDA graphs can capture while the rest runs
@@ -171,6 +177,12 @@ class Stack:
     ._fused_forward``): the activation, its clamp, the router's weights and the biases inside
     the grouped GEMMs' kernels; off, ``TEGroupedMLP.forward`` runs a clamp and the second
     linear's bias as kernels of their own (``layer.MOE_UNFUSED_KERNELS``).
+    ``pipeline_split``: one of ``PIPELINE_SPLITS``. With a pipeline, "embedding+loss" splits
+    layers + 2 evenly over the stages and the first and last stage each build one layer fewer
+    (Megatron-Bridge's Llama 3.1 405B recipe sets both switches, src/megatron/bridge/recipes/
+    llama/llama3.py at v0.2.0 to v0.6.0; the Llama 3 405B pre-training ran so: "we reduce one
+    Transformer layer each from the first and the last stages", Grattafiori et al. 2024, arXiv
+    2407.21783 §3.3.2). The last stage's output layer and loss then run in place of a layer.
     """
 
     attention: str = "materialised"
@@ -191,6 +203,7 @@ class Stack:
     cuda_graph_scope: str = ""
     moe_fused_mlp: bool = False
     dispatcher_sms: int = DEEPEP_SMS
+    pipeline_split: str = "layers"
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:
@@ -208,6 +221,9 @@ class Stack:
         graph_problem = cuda_graph_scope_problem(self.cuda_graph_scope)
         if graph_problem:
             raise ValueError(f"stack.cuda_graph_scope={self.cuda_graph_scope!r}: {graph_problem}")
+        if self.pipeline_split not in PIPELINE_SPLITS:
+            raise ValueError(f"stack.pipeline_split={self.pipeline_split!r}: choose one of "
+                             f"{', '.join(PIPELINE_SPLITS)}")
         if self.dp_engine not in DP_ENGINE_NAMES:
             raise ValueError(f"stack.dp_engine={self.dp_engine!r}: choose one of {', '.join(DP_ENGINE_NAMES)}")
         if self.fp8_params and self.gemm_precision != "fp8":
@@ -230,6 +246,12 @@ class Stack:
     @property
     def eager(self) -> bool:
         return self.elementwise == "eager"
+
+    @property
+    def split_shortfall(self) -> Tuple[float, float]:
+        """Layers (first stage, last stage) build fewer than a middle stage under a pipeline
+        (``pipeline_split``): 1 where the embedding or the loss takes a layer's place, else 0."""
+        return float("embedding" in self.pipeline_split), float("loss" in self.pipeline_split)
 
     @property
     def fp8(self) -> bool:
