@@ -36,6 +36,13 @@ columns, the same for every row (no row is special-cased):
 - GPT-OSS's experts (every GPT-OSS row: the model's, not the run's) carry biases and clamp
   their gated activation's inputs to 7.0 (openai/gpt-oss-120b config.json: swiglu_limit 7.0;
   its experts' gate_up_proj_bias and down_proj_bias): expert_bias, expert_clamp;
+- the pipeline's split (pipeline_split): embedding+loss for the models whose pretraining
+  recipe, which every performance config of the model starts from, counts the embedding and
+  the loss as layers (account_for_embedding_in_pipeline_split and
+  account_for_loss_in_pipeline_split): Qwen3-235B-A22B (qwen3_235b_a22b_pretrain_config,
+  src/megatron/bridge/recipes/qwen/qwen3_moe.py at v0.2.0 to v0.5.1, the same name for
+  recipes/qwen/h100/qwen3_moe.py's 256-GPU config at v0.6.0; 94 layers and 2 divide every PP x
+  VP its rows run, 94 alone none); layers for the others;
 - multi-head latent attention where the notes give its dimensions ("MLA: q_lora_rank=1536
   kv_lora_rank=512 qk_nope_head_dim=128 qk_rope_head_dim=64 v_head_dim=128"): the latents'
   widths, head_dim the non-rotary query/key width, the rotary part and the value width.
@@ -60,7 +67,7 @@ COLUMNS = ("source", "model", "layers", "hidden", "heads", "kv_heads", "head_dim
            "gpus", "tp", "pp", "vp", "cp", "ep", "etp", "dp", "zero", "recompute", "sequence_parallel",
            "flash_attention", "dp_overlap", "pp_overlap", "param_gather_overlap", "cross_entropy", "dropout",
            "precision", "dispatcher", "moe_a2a_overlap", "dispatcher_sms", "capacity_factor", "host_launch_us",
-           "cuda_graph_scope",
+           "cuda_graph_scope", "pipeline_split",
            "moe_fused_mlp", "expert_bias", "expert_clamp",
            "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "hw", "metric", "value", "confidence",
            "notes")
@@ -89,6 +96,10 @@ def _latent(row: dict) -> dict:
 CLAMPED_BIASED_EXPERTS = {"GPT-OSS-120B": "7.0"}
 #: What in a dispatcher cell says the recipe runs Megatron-Core's op fuser.
 OP_FUSER_MARKS = ("cutedsl_fused_grouped_mlp", "te_op_fuser")
+
+#: The models whose recipe counts the embedding and the loss as layers in the pipeline's split
+#: (the module docstring).
+SPLIT_EMBEDDING_AND_LOSS = ("Qwen3-235B-A22B",)
 
 #: How moe_runs.csv names Transformer Engine's per-layer graphs of some scopes.
 PER_LAYER_GRAPHS = "transformer_engine:"
@@ -140,6 +151,7 @@ def runs_row(row: dict) -> dict:
         "expert_bias": _flag(row["model"] in CLAMPED_BIASED_EXPERTS),
         "expert_clamp": CLAMPED_BIASED_EXPERTS.get(row["model"], ""),
         **_graphs(row["cuda_graphs"]), "hw": row["hw"], "metric": metric,
+        "pipeline_split": "embedding+loss" if row["model"] in SPLIT_EMBEDDING_AND_LOSS else "layers",
         "value": row["value"], "confidence": row["confidence"],
         "notes": f"from conf/data/moe_runs.csv ({row['source']} {row['model']} {row['hw']} {row['precision']}): "
                  + row["notes"].split(" | ")[0],

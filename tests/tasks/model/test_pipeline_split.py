@@ -7,7 +7,10 @@ the exports carry it."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -134,3 +137,16 @@ def test_megatron_spells_the_split_out_and_torchtitan_refuses_it():
     layout = Layout(tp=8, pp=2, dp=8, micro_batch=1, zero="none", sequence_parallel=True)
     with pytest.raises(Unexpressible, match="pipeline_split"):
         torchtitan_render(_case(SPLIT, layout))
+
+
+def test_the_moe_conversion_splits_qwen3_235b_as_its_recipe_does(tmp_path):
+    out = tmp_path / "moe.csv"
+    subprocess.run([sys.executable, str(ROOT / "scripts/moe_runs_to_runs.py"), "--out", str(out)], check=True,
+                   cwd=ROOT, capture_output=True)
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    split = {row["model"] for row in rows if row["pipeline_split"] == "embedding+loss"}
+    assert split == {"Qwen3-235B-A22B"}
+    # 94 layers and the two divide every PP x VP its rows run, as Megatron-Core asks
+    assert all((int(row["layers"]) + 2) % (int(row["pp"]) * int(row["vp"])) == 0 for row in rows
+               if row["model"] in split)
+    assert {row["pipeline_split"] for row in rows if row["model"] not in split} == {"layers"}
