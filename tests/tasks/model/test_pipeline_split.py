@@ -77,16 +77,15 @@ def test_an_output_layer_heavier_than_a_layer_keeps_the_last_stage_busiest(h100)
     """A small model with a large vocabulary: the last stage's 7 layers and its output layer
     outlast a middle stage's 8, by the output layer less one layer."""
     small = dataclasses.replace(LLAMA_405B, hidden=1024, heads=8, kv_heads=8, ffn_hidden=2816, vocab=256000)
-    for model in (small,):
-        ctxs = [StepContext(model=model, hardware=h100, devices=128, global_batch=128, stack=stack,
-                            memory_fraction=float("inf")) for stack in (EVEN, SPLIT)]
-        layout = Layout(tp=1, pp=16, dp=8, micro_batch=1, zero="zero1")
-        lays = [as_layouts(layout.columns(), np.asarray([8.0]), ctx) for ctx in ctxs]
-        even, split = (float(step_plan(lay, ctx).compute["per_microbatch"][0]) for lay, ctx in zip(lays, ctxs))
-        t_output = float(output_layer_time(lays[0], ctxs[0])[0])
-        t_layer = (even - t_output) / 8.0
-        assert t_output > t_layer
-        assert even - split == pytest.approx(t_layer, rel=1e-9)
+    ctxs = [StepContext(model=small, hardware=h100, devices=128, global_batch=128, stack=stack,
+                        memory_fraction=float("inf")) for stack in (EVEN, SPLIT)]
+    layout = Layout(tp=1, pp=16, dp=8, micro_batch=1, zero="zero1")
+    lays = [as_layouts(layout.columns(), np.asarray([8.0]), ctx) for ctx in ctxs]
+    even, split = (float(step_plan(lay, ctx).compute["per_microbatch"][0]) for lay, ctx in zip(lays, ctxs))
+    t_output = float(output_layer_time(lays[0], ctxs[0])[0])
+    t_layer = (even - t_output) / 8.0
+    assert t_output > t_layer
+    assert even - split == pytest.approx(t_layer, rel=1e-9)
 
 
 def test_without_a_pipeline_the_split_changes_nothing(h100):
