@@ -20,6 +20,7 @@ from typing import FrozenSet, List, Tuple
 
 from sweeps.errors import UserError
 from tasks.model.collectives.dp_protocol import DP_ENGINES, dp_ranks_per_node
+from tasks.model.step.context import split_shortfall
 from tasks.model.terms.layout import Layout
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack, graph_scopes
@@ -139,10 +140,10 @@ def chunk_split(case: ExportCase) -> List[int]:
     the embedding and/or the loss as layers (``Stack.pipeline_split``), those count in the
     split and the first and/or the last chunk builds a layer fewer."""
     chunks = case.layout.pp * case.layout.virtual_stages
-    first, last = case.stack.split_shortfall if case.layout.pp > 1 else (0.0, 0.0)
-    size, extra = divmod(case.model.layers + int(first + last), chunks)
+    first, last = (int(short) for short in split_shortfall(case.layout.pp, case.stack))
+    size, extra = divmod(case.model.layers + first + last, chunks)
     split = [size + 1] * extra + [size] * (chunks - extra)
-    split[0], split[-1] = split[0] - int(first), split[-1] - int(last)
+    split[0], split[-1] = split[0] - first, split[-1] - last
     return split
 
 

@@ -106,7 +106,8 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     output_forward, output = _output_layer(lay, ctx, shapes)
     t_output = metrics.apply_flop_vs_bw(output, ctx.flop_vs_bw)
     repeated = lay.recomputed_share * cost.kernels_fwd + np.where(lay.selective, cost.kernels_core, 0)
-    forward_hide = lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw)
+    t_layer_forward = metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw)
+    forward_hide = lay.layers_per_stage * t_layer_forward
     flex = lay.dispatcher == code("dispatcher", "flex")
     graphed_fwd, graphed_bwd = graphed_kernels(ctx.stack.cuda_graph_scope, cost.kernels_attention, ctx.moe_share,
                                                flex)
@@ -117,7 +118,7 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
         + (3 + CROSS_ENTROPY_KERNELS[ctx.stack.cross_entropy] if ctx.vocab > 0 else 0)
     # A split counting the loss as a layer (Stack.pipeline_split) runs the output layer in
     # place of one of the last stage's layers: the busiest stage is the longer of the two.
-    short = split_shortfall(lay, ctx)[1]
+    short = split_shortfall(lay.pp, ctx.stack)[1]
     device = lay.layers_per_stage * t_layer + np.maximum(t_output - short * t_layer, 0.0)
     # The host launches every kernel (Stack.host_launch_us); the device cannot run ahead of it.
     # The host's path does not speed up with the device (flop_vs_bw scales the device only).
@@ -133,7 +134,7 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     return {
         "per_microbatch": per_microbatch,
         "forward": forward_hide + np.maximum(metrics.apply_flop_vs_bw(output_forward, ctx.flop_vs_bw)
-                                             - short * forward_hide / lay.layers_per_stage, 0.0),
+                                             - short * t_layer_forward, 0.0),
         "forward_hide": forward_hide,
         "backward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.gemm_bwd + cost.attention_bwd,
                                                                          ctx.flop_vs_bw),

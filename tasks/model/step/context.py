@@ -317,11 +317,11 @@ def busiest_stage_layers(layers: float, pp, virtual_stages, extra: float = 0.0):
     return np.ceil((layers + np.where(pp > 1, extra, 0.0)) / chunks) * virtual_stages
 
 
-def split_shortfall(lay: "StepLayouts", ctx: StepContext) -> Tuple[np.ndarray, np.ndarray]:
-    """(first, last) stage's layers fewer than the busiest (middle) stage's, per layout: the
+def split_shortfall(pp, stack: Stack) -> Tuple[np.ndarray, np.ndarray]:
+    """(first, last) stage's layers fewer than the busiest (middle) stage's, per PP degree: the
     stack's ``split_shortfall`` where PP > 1, else 0 (one stage builds every layer)."""
-    first, last = ctx.stack.split_shortfall
-    piped = np.asarray(lay.pp) > 1
+    first, last = stack.split_shortfall
+    piped = np.asarray(pp) > 1
     return np.where(piped, first, 0.0), np.where(piped, last, 0.0)
 
 

@@ -175,7 +175,7 @@ def stage_memory(lay: StepLayouts, ctx: StepContext):
     layer_params, expert_params = lay.layers_per_stage * split, lay.layers_per_stage * experts
     # Where the split gives both end stages a layer fewer (Stack.pipeline_split), the embedding
     # on either takes that layer's place: the busiest holds what of it exceeds a layer.
-    short_first, short_last = split_shortfall(lay, ctx)
+    short_first, short_last = split_shortfall(lay.pp, ctx.stack)
     embedding_params = np.maximum(embedding_matrices(lay) * vocab * h / lay.tp
                                   - np.minimum(short_first, short_last) * (split + experts), 0.0)
     stack = ctx.stack
