@@ -172,10 +172,10 @@ def held_out(runs: List[ValidationRecord]) -> None:
 
 def _sustained(runs: List[ValidationRecord]) -> None:
     """The held-out runs by the sustained rate their compute rests on and by the fused-attention
-    rate (each run's detail, ``validate.SUSTAINED_WORDS`` and ``ATTENTION_WORDS``): count, mean
-    |error| and lean of each kind."""
+    rate (each run's detail, ``validate.SUSTAINED_WORDS`` and ``ATTENTION_WORDS``, whatever
+    kernel a bracket names after them): count, mean |error| and lean of each kind."""
     for words in [*SUSTAINED_WORDS.values(), *ATTENTION_WORDS.values()]:
-        mine = [r for r in runs if words in r.detail.split("; ")]
+        mine = [r for r in runs if any(part.split(" (")[0] == words for part in r.detail.split("; "))]
         if mine:
             mean, worst = error_summary(mine)
             print(f"  {words:44s} {len(mine):2d} rows, mean {mean:.1%}, max {worst:.1%}, lean {_lean(mine):+.1%}")

@@ -25,7 +25,7 @@ from tasks.model.terms.layout import Layout
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
 from tasks.model.terms.stack import Stack, graph_scopes
 
-__all__ = ["Source", "ExportCase", "Unexpressible", "header", "chunk_split", "check_common"]
+__all__ = ["Source", "ExportCase", "Unexpressible", "header", "chunk_split", "check_common", "attention_backend"]
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,19 @@ def chunk_split(case: ExportCase) -> List[int]:
     split = [size + 1] * extra + [size] * (chunks - extra)
     split[0], split[-1] = split[0] - first, split[-1] - last
     return split
+
+
+def attention_backend(stack: Stack) -> str:
+    """Megatron-Core's attention backend (``AttnBackend``, ``--attention-backend``) for the
+    stack's attention: "unfused" materialised, "fused" cuDNN's kernel, "flash" FlashAttention
+    (megatron/core/models/common/language_module/language_module.py at 309ffca6 sets
+    NVTE_FUSED_ATTN 0 and NVTE_FLASH_ATTN 1 for it). Which FlashAttention runs is the
+    installed package's: Transformer Engine takes FlashAttention-3 on Hopper where its
+    flash_attn_interface is installed (``_use_flash_attn_3``, transformer_engine/pytorch/
+    attention.py at v1.13), FlashAttention-2 otherwise."""
+    if not stack.flash:
+        return "unfused"
+    return "fused" if stack.attention_impl == "cudnn" else "flash"
 
 
 def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,

@@ -29,20 +29,21 @@ before its arguments were generated from config dataclasses); the constraints qu
   ``--recompute-granularity full --recompute-method uniform --recompute-num-layers 1``
   (every layer), or ``block`` with N for the first N layers of each chunk.
 - Stack: ``--bf16``/``--fp16`` (``--fp8-format hybrid`` for fp8 GEMMs); materialised
-  attention is ``--attention-backend unfused``, a fused kernel ``fused`` (Transformer
-  Engine's); ``--overlap-grad-reduce`` where DP traffic hides behind the backward pass
-  (and ``--overlap-param-gather`` for zero3, whose gathers the step model prefetches, and
-  for zero1 where the stack overlaps its gather with the next forward pass,
+  attention is ``--attention-backend unfused``, cuDNN's fused kernel ``fused`` (Transformer
+  Engine's), FlashAttention ``flash`` (``case.attention_backend``);
+  ``--overlap-grad-reduce`` where DP traffic hides behind the backward pass (and
+  ``--overlap-param-gather`` for zero3, whose gathers the step model prefetches, and for
+  zero1 where the stack overlaps its gather with the next forward pass,
   ``param_gather_overlap``; otherwise zero1's gather after the optimizer step is costed
-  exposed, so it is not overlapped);
-  ``--tp-comm-overlap`` (which needs sequence parallelism); an interleaved pipeline
-  overlaps its sends by default, ``--no-overlap-p2p-communication`` where the stack does
-  not; the fp32 gradient buffer is forced for bf16, asked with
-  ``--accumulate-allreduce-grads-in-fp32`` for fp16; Transformer Engine's fused cross
-  entropy is ``--cross-entropy-loss-fusion --cross-entropy-fusion-impl te``; the attention
-  sublayer replayed from Transformer Engine's CUDA graphs (``Stack.cuda_graph_scope`` attn) is
-  ``--cuda-graph-impl transformer_engine --cuda-graph-scope attn`` (that release's scopes are
-  full, attn and full_iteration: a MoE router's or preprocessing's graph is refused).
+  exposed, so it is not overlapped); ``--tp-comm-overlap`` (which needs sequence
+  parallelism); an interleaved pipeline overlaps its sends by default,
+  ``--no-overlap-p2p-communication`` where the stack does not; the fp32 gradient buffer is
+  forced for bf16, asked with ``--accumulate-allreduce-grads-in-fp32`` for fp16; Transformer
+  Engine's fused cross entropy is ``--cross-entropy-loss-fusion --cross-entropy-fusion-impl
+  te``; the attention sublayer replayed from Transformer Engine's CUDA graphs
+  (``Stack.cuda_graph_scope`` attn) is ``--cuda-graph-impl transformer_engine
+  --cuda-graph-scope attn`` (that release's scopes are full, attn and full_iteration: a MoE
+  router's or preprocessing's graph is refused).
 - Mixture of experts: ``--num-experts``, ``--moe-router-topk``, ``--moe-ffn-hidden-size``,
   ``--moe-shared-expert-intermediate-size`` (shared experts x their width), ``--moe-layer-freq``
   (the leading dense layers as a list expression), ``--moe-grouped-gemm`` (the experts' GEMMs
@@ -62,7 +63,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from sweeps.export.case import ExportCase, Source, Unexpressible, check_common, chunk_split, header
+from sweeps.export.case import ExportCase, Source, Unexpressible, attention_backend, check_common, chunk_split, \
+    header
 from tasks.model.terms.stack import DEEPEP_SMS
 
 __all__ = ["NAME", "SOURCE", "check_core", "pipeline_layout", "recompute_setting", "flags", "moe_flags", "render"]
@@ -190,7 +192,7 @@ def _stack(case: ExportCase) -> List[Flag]:
         out.append(("--accumulate-allreduce-grads-in-fp32", None))
     elif stack.main_grad_bytes == 2 and stack.gemm_precision != "fp16":
         out.append(("--grad-reduce-in-bf16", None))
-    out.append(("--attention-backend", "fused" if stack.flash else "unfused"))
+    out.append(("--attention-backend", attention_backend(stack)))
     if stack.eager:
         out += [("--no-masked-softmax-fusion", None), ("--no-bias-dropout-fusion", None),
                 ("--no-bias-swiglu-fusion" if case.model.gated_mlp else "--no-bias-gelu-fusion", None)]

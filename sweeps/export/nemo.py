@@ -24,9 +24,10 @@ configs it pins (NVIDIA/Megatron-LM@03f77931, requirements/manifest.json):
   ``recompute_num_layers`` (TransformerConfig), as Megatron-LM's flags.
 - Stack: the precision plugin (``bf16_mixed``, ``fp16_mixed``, ``bf16_with_fp8_mixed``) and
   its ``grad_reduce_in_fp32``; ``model.config.attention_backend`` (AttnBackend.unfused for
-  materialised attention, fused otherwise); the fusions off for an eager stack; and the
-  overlaps through the recipe's own MegatronCommOverlapCallback (which sets them on the DDP
-  and model configs), each given explicitly so that its defaults decide none.
+  materialised attention, fused for cuDNN's kernel, flash for FlashAttention); the fusions
+  off for an eager stack; and the overlaps through the recipe's own
+  MegatronCommOverlapCallback (which sets them on the DDP and model configs), each given
+  explicitly so that its defaults decide none.
 - Mixture of experts: ``model.config.num_moe_experts``, ``moe_router_topk``,
   ``moe_ffn_hidden_size``, ``moe_shared_expert_intermediate_size``, ``moe_layer_freq``,
   ``moe_grouped_gemm``, ``moe_token_dispatcher_type`` (``moe_enable_deepep`` for flex), and
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 from typing import List
 
-from sweeps.export.case import ExportCase, Source, Unexpressible, check_common, header
+from sweeps.export.case import ExportCase, Source, Unexpressible, attention_backend, check_common, header
 from sweeps.export.megatron import check_core, pipeline_layout, recompute_setting
 
 __all__ = ["NAME", "SOURCE", "CORE", "edits", "render"]
@@ -113,7 +114,7 @@ def _stack(case: ExportCase) -> List[str]:
     stack, lay = case.stack, case.layout
     lines = [f"recipe.trainer.plugins = {_PLUGINS[stack.gemm_precision]}()",
              f"recipe.trainer.plugins.grad_reduce_in_fp32 = {stack.main_grad_bytes == 4!r}",
-             f"recipe.model.config.attention_backend = AttnBackend.{'fused' if stack.flash else 'unfused'}"]
+             f"recipe.model.config.attention_backend = AttnBackend.{attention_backend(stack)}"]
     if stack.eager:
         lines += [f"recipe.model.config.{name} = False"
                   for name in ("masked_softmax_fusion", "bias_activation_fusion", "bias_dropout_fusion")]

@@ -26,7 +26,8 @@ dims' (``torchtitan/distributed/parallel_dims.py``), its Llama 3 parallelisation
 - ``[activation_checkpoint] mode``: none or full; torchtitan's selective modes (every Nth
   layer, or by op, saving the attention's outputs) are not the attention-core recompute
   the layout costs.
-- Stack: attention is SDPA or flex (fused), so materialised attention is refused;
+- Stack: attention is SDPA or flex (fused), so materialised attention is refused, and a
+  named FlashAttention kernel too (the export does not choose SDPA's backend);
   ``[compile]`` fuses the element-wise kernels (an eager stack leaves it off); TP is
   always sequence-parallel and its overlap is ``enable_async_tensor_parallel`` (which needs
   compile); fp8 GEMMs are ``[model] converters = ["quantize.linear.float8"]`` (the name
@@ -62,6 +63,8 @@ def _refuse_stack(case: ExportCase) -> None:
     problems = [(bool(case.model.experts), f"a mixture of {case.model.experts} experts (its Llama model's MLP is "
                                            "dense)"),
                 (not stack.flash, "materialised attention (torchtitan's attention is SDPA or flex, fused)"),
+                (stack.attention_impl != "cudnn", f"stack.attention_impl={stack.attention_impl!r} (the export does "
+                                                  "not choose SDPA's kernel)"),
                 (stack.gemm_precision == "fp16", "fp16 (mixed_precision_param takes bfloat16 or float32)"),
                 (stack.main_grad_bytes != 4, "16-bit gradient reduction (mixed_precision_reduce takes float32 only)"),
                 (not stack.dp_overlap and lay.dp > 1, "DP communication after the backward pass (stack.dp_overlap="

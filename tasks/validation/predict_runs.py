@@ -85,12 +85,13 @@ def _main_grad_bytes(run: PublishedRun) -> float:
 
 
 def run_stack(run: PublishedRun) -> Stack:
-    """The run's stack: its attention kernel, GEMM precision, overlap switches, element-wise
+    """The run's stack: its attention and fused kernel, GEMM precision, overlap switches, element-wise
     kernels, gradient buffer (``_main_grad_bytes``), fp8 weights, offloaded layers, DP engine,
     weight-gather overlap, cross entropy, the host's launch path, whether a mixture of
     experts' all-to-alls overlap compute, the SMs its flex dispatcher holds and the pipeline's
     split."""
-    return Stack(attention="flash" if run.flash_attention else "materialised", gemm_precision=run.precision,
+    return Stack(attention="flash" if run.flash_attention else "materialised", attention_impl=run.attention_impl,
+                 gemm_precision=run.precision,
                  dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap, pp_overlap=run.pp_overlap,
                  elementwise=run.elementwise,
                  main_grad_bytes=_main_grad_bytes(run),

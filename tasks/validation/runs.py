@@ -66,6 +66,8 @@ Blank cells take these documented defaults (a blank cell means the source does n
   moe_router, moe_preprocess), whose kernels the host's launch path no longer paces;
 - ``pipeline_split`` (a column ``published_runs.csv`` need not have): layers; embedding, loss or
   embedding+loss count as layers in the split (``Stack.pipeline_split``, ``PIPELINE_SPLITS``);
+- ``attention_impl`` (a column ``published_runs.csv`` need not have): cudnn; the fused kernel of
+  a ``flash_attention`` row (``Stack.attention_impl``: flash2, flash3);
 - ``experts``, ``topk``, ``moe_ffn_hidden``, ``shared_experts``, ``dense_layers``, ``ep``,
   ``etp``, ``dispatcher``, ``moe_a2a_overlap``, ``dispatcher_sms``, ``expert_bias``,
   ``expert_clamp`` and ``moe_fused_mlp`` (columns ``published_runs.csv`` need not have): a
@@ -118,14 +120,14 @@ from typing import Dict, List, Optional
 
 from tasks.model.terms.layout import RECOMPUTE_MODES, ZERO_MODES, recompute_layers_problem
 from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
-from tasks.model.terms.stack import CROSS_ENTROPY_IMPLS, DEEPEP_SMS, DP_ENGINE_NAMES, ELEMENTWISE_STYLES, \
-    HOST_LAUNCH_US, PIPELINE_SPLITS, cuda_graph_scope_problem, offload_problem
+from tasks.model.terms.stack import DEEPEP_SMS, ELEMENTWISE_STYLES, HOST_LAUNCH_US, offload_problem
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
 from tasks.validation.run_layout import LAYOUT_COLUMNS, parallel_degrees
 from tasks.validation.run_mla import MLA_COLUMNS, mla_fields
 from tasks.validation.run_moe import MOE_COLUMNS, moe_fields
 from tasks.validation.run_scope import UNMODELLED, unmodelled
+from tasks.validation.run_stack import STACK_COLUMNS, stack_fields
 from tasks.validation.runs_csv import MAX_RUNS_BYTES, MAX_RUNS_ROWS, csv_header, csv_rows, regular_size, \
     runs_size_problem
 from tasks.validation.throughput import FLOPS_FORMULAS
@@ -145,9 +147,8 @@ REQUIRED_COLUMNS = ("source", "model", "layers", "hidden", "heads", "seq", "glob
 OPTIONAL_COLUMNS = ("params_b", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", *LAYOUT_COLUMNS, "vp", "micro_batch",
                     "zero", "recompute", "recompute_layers", "sequence_parallel", "flash_attention",
                     "dp_overlap", "tp_overlap", "pp_overlap", "elementwise", "dropout", "precision", "flops_formula",
-                    "grad_reduce_in_fp32", "dp_engine", "param_gather_overlap", "cross_entropy", "fp8_params",
-                    "offload_layers", "head_dim", "host_launch_us", "cuda_graph_scope", "pipeline_split",
-                    *MOE_COLUMNS, *MLA_COLUMNS, *CLUSTER_COLUMNS, "unit", "confidence", "notes")
+                    "head_dim", *STACK_COLUMNS, *MOE_COLUMNS, *MLA_COLUMNS, *CLUSTER_COLUMNS, "unit", "confidence",
+                    "notes")
 
 #: Metrics a run can report -> the unit it is compared in.
 METRICS: Dict[str, str] = {
@@ -225,6 +226,7 @@ class PublishedRun:
     host_launch_us: float = HOST_LAUNCH_US
     cuda_graph_scope: str = ""
     pipeline_split: str = "layers"
+    attention_impl: str = "cudnn"
     head_dim: Optional[int] = None
     cp: int = 1
     cp_comm: str = "p2p"
@@ -284,7 +286,7 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
     if problem:
         raise r.fail("recompute_layers", recompute_layers, problem)
     precision = r.choice("precision", _PRECISIONS, "bf16")
-    switches = _stack_switches(r, precision, flash)
+    switches = stack_fields(r, precision, flash)
     problem = offload_problem(switches["offload_layers"], r.number("layers", int), degrees["pp"], recompute)
     if problem:
         raise r.fail("offload_layers", switches["offload_layers"], problem)
@@ -306,39 +308,6 @@ def _run(path: str, row: int, cells: Dict[str, Optional[str]]) -> PublishedRun:
                                                       gated=gated),
         **mla_fields(r, layers=r.number("layers", int), hidden=hidden, heads=heads, head_dim=head_dim),
     )
-
-
-def _stack_switches(r: "RowCells", precision: str, flash: bool) -> Dict[str, object]:
-    """The row's stack switches that other cells constrain, by ``PublishedRun`` field: fp8
-    weights (which ask for precision fp8), offloaded layers, the DP overlap and the weight
-    gather's (which asks for it), the gradient width, the DP engine, the loss, the host's
-    launch path with the parts of each layer CUDA graphs capture, and the pipeline's split."""
-    fp8_params = r.flag("fp8_params", False)
-    if fp8_params and precision != "fp8":
-        raise r.fail("fp8_params", r.text("fp8_params"), f"needs precision fp8, not {precision}: fp8 weights feed "
-                                                          "fp8 GEMMs")
-    dp_overlap, param_gather_overlap = r.flag("dp_overlap", flash), r.flag("param_gather_overlap", False)
-    if param_gather_overlap and not dp_overlap:
-        raise r.fail("param_gather_overlap", r.text("param_gather_overlap"), "needs dp_overlap true: Megatron-LM "
-                                                                              "overlaps the weight gather only with "
-                                                                              "the gradient reduction")
-    return {"fp8_params": fp8_params, "offload_layers": r.number("offload_layers", int, 0, minimum=0),
-            "dp_overlap": dp_overlap, "param_gather_overlap": param_gather_overlap,
-            "grad_reduce_in_fp32": r.flag("grad_reduce_in_fp32", None),
-            "dp_engine": r.choice("dp_engine", DP_ENGINE_NAMES, "megatron"),
-            "cross_entropy": r.choice("cross_entropy", CROSS_ENTROPY_IMPLS, "unfused"),
-            "host_launch_us": r.number("host_launch_us", float, HOST_LAUNCH_US, minimum=0),
-            "cuda_graph_scope": _graph_scope(r),
-            "pipeline_split": r.choice("pipeline_split", PIPELINE_SPLITS, "layers")}
-
-
-def _graph_scope(r: "RowCells") -> str:
-    """The row's ``cuda_graph_scope`` ("" where blank), refused where ``stack`` would refuse it."""
-    text = r.text("cuda_graph_scope", "")
-    problem = cuda_graph_scope_problem(text)
-    if problem:
-        raise r.fail("cuda_graph_scope", text, problem)
-    return text
 
 
 def _cluster(r: "RowCells") -> Dict[str, float]:

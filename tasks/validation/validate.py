@@ -43,10 +43,12 @@ SUSTAINED_WORDS = dict(zip(SUSTAINED_BASES, ("sustained rate measured", "sustain
 ATTENTION_WORDS = dict(zip(ATTENTION_BASES, ("attention rate measured", "attention rate assumed"), strict=True))
 
 
-def attention_note(hw: HardwareProfile) -> str:
+def attention_note(hw: HardwareProfile, impl: str = "cudnn") -> str:
     """The words a run's detail gives the fused-attention rate it rests on: measured on its
-    device, or assumed (another device's rows as fractions of its peak)."""
-    return ATTENTION_WORDS[attention_basis(hw)]
+    device, or assumed (another device's rows as fractions of its peak), naming the kernel
+    where it is not cuDNN's (``Stack.attention_impl``)."""
+    words = ATTENTION_WORDS[attention_basis(hw, impl)]
+    return words if impl == "cudnn" else f"{words} ({impl})"
 
 
 def sustained_note(hw: HardwareProfile, precision: str) -> str:
@@ -68,7 +70,7 @@ def _run_record(run: PublishedRun, hw: HardwareProfile, dataset: str) -> Validat
     detail = (f"{pred.layout.describe()}; {pred.step_time_s:.3g} s/step; {pred.describe_memory()}; "
               f"{sustained_note(hw, run.precision)}")
     if run.flash_attention:
-        detail += f"; {attention_note(hw)}"
+        detail += f"; {attention_note(hw, run.attention_impl)}"
     if run.cluster:
         detail += "; its cluster: " + ", ".join(f"{name} {value:g}" for name, value in run.cluster.items())
     return ValidationRecord(dataset=dataset, source=run.source, row=run.row, model=run.model, hardware=hw.name,

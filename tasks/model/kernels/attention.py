@@ -8,9 +8,13 @@ costs are spread over more work. The curve
 
     efficiency(SL) = e_max * SL / (SL + SL_half)    (fraction of the device's dense 16-bit peak)
 
-is fitted per pass and head dimension to the cuDNN rows of ``conf/data/attention_kernels.csv``
+is fitted per kernel, pass and head dimension to the rows of ``conf/data/attention_kernels.csv``
 (H100 SXM, head dimensions 64 and 128, FlashAttention-3 paper's benchmark figures; residuals
-within 5 %; a test re-fits it from the file). Those rows count FLOPs as the benchmark does:
+within 6 %; a test re-fits it from the file) for each fused kernel a stack may run
+(``Stack.attention_impl``, ``stack.ATTENTION_IMPLS``): cuDNN's (Transformer Engine's choice on
+Hopper), FlashAttention-2 (its choice with cuDNN's switched off) and FlashAttention-3. At
+8,192 tokens and 128-wide heads FlashAttention-2 runs at 0.63 of cuDNN's rate causal forward
+and 0.61 backward, FlashAttention-3 at 1.14 and 1.08. Those rows count FLOPs as the benchmark does:
 forward 4 b SL^2 h (halved under a causal mask), backward 2.5 times the forward. A narrower
 head does less work per tile for the same loads (each of the kernel's two GEMMs is a head
 deep): at 4,096 tokens the 64-wide causal forward runs at 0.70 of the 128-wide one's rate,
@@ -21,8 +25,8 @@ published), a narrower one the 64-wide.
 
 A device whose profile names its own cuDNN rows (``HardwareProfile.attention_kernels``) runs
 at its own 128-wide causal curve (``DEVICE_EFFICIENCY``), fitted the same way to those rows,
-each other mask and head width keeping its H100 relation to that curve (an assumption: the
-rows measure one shape). GB200's rows (NVIDIA's cuDNN benchmark, cuDNN 9.17) reach more of
+each other mask, head width and kernel keeping its H100 relation to that curve (an assumption:
+the rows measure one shape and one kernel). GB200's rows (NVIDIA's cuDNN benchmark, cuDNN 9.17) reach more of
 the peak forward and less backward than H100's: at 4,096 tokens 0.54 and 0.40 against 0.52
 and 0.50, so a fused kernel's forward and backward take 18 % longer there, 4 % at 8,192.
 Beyond 32,768 tokens the measured rate falls again (6 and 13 % below its 32K rate at 64K and
@@ -44,17 +48,34 @@ __all__ = ["FUSED_EFFICIENCY", "DEVICE_EFFICIENCY", "FITTED_HEAD_DIMS", "BACKWAR
            "fused_attention_times", "REFERENCE_DEVICE", "ATTENTION_BASES", "attention_basis",
            "FUSED_STATS_BYTES_PER_ROW"]
 
-#: (e_max, SL_half) per pass, mask and head dimension, fitted to the cuDNN rows of
-#: attention_kernels.csv (the file does not say whether its backward is causal: one curve).
-FUSED_EFFICIENCY: Dict[Tuple[str, bool, int], Tuple[float, float]] = {
-    ("fwd", True, 128): (0.565, 375.0),
-    ("fwd", False, 128): (0.626, 106.0),
-    ("bwd", True, 128): (0.545, 360.0),
-    ("bwd", False, 128): (0.545, 360.0),
-    ("fwd", True, 64): (0.402, 391.0),
-    ("fwd", False, 64): (0.423, 126.0),
-    ("bwd", True, 64): (0.454, 325.0),
-    ("bwd", False, 64): (0.454, 325.0),
+#: (e_max, SL_half) per kernel (``stack.ATTENTION_IMPLS``), pass, mask and head dimension,
+#: fitted to that kernel's rows of attention_kernels.csv (the file does not say whether its
+#: backward is causal: one curve).
+FUSED_EFFICIENCY: Dict[Tuple[str, str, bool, int], Tuple[float, float]] = {
+    ("cudnn", "fwd", True, 128): (0.565, 375.0),
+    ("cudnn", "fwd", False, 128): (0.626, 106.0),
+    ("cudnn", "bwd", True, 128): (0.545, 360.0),
+    ("cudnn", "bwd", False, 128): (0.545, 360.0),
+    ("cudnn", "fwd", True, 64): (0.402, 391.0),
+    ("cudnn", "fwd", False, 64): (0.423, 126.0),
+    ("cudnn", "bwd", True, 64): (0.454, 325.0),
+    ("cudnn", "bwd", False, 64): (0.454, 325.0),
+    ("flash2", "fwd", True, 128): (0.352, 385.0),
+    ("flash2", "fwd", False, 128): (0.381, 102.0),
+    ("flash2", "bwd", True, 128): (0.333, 272.0),
+    ("flash2", "bwd", False, 128): (0.333, 272.0),
+    ("flash2", "fwd", True, 64): (0.311, 357.0),
+    ("flash2", "fwd", False, 64): (0.331, 78.0),
+    ("flash2", "bwd", True, 64): (0.299, 251.0),
+    ("flash2", "bwd", False, 64): (0.299, 251.0),
+    ("flash3", "fwd", True, 128): (0.656, 567.0),
+    ("flash3", "fwd", False, 128): (0.675, 202.0),
+    ("flash3", "bwd", True, 128): (0.594, 409.0),
+    ("flash3", "bwd", False, 128): (0.594, 409.0),
+    ("flash3", "fwd", True, 64): (0.509, 822.0),
+    ("flash3", "fwd", False, 64): (0.516, 278.0),
+    ("flash3", "bwd", True, 64): (0.499, 389.0),
+    ("flash3", "bwd", False, 64): (0.499, 389.0),
 }
 
 #: (e_max, SL_half) per pass of a device's own 128-wide causal cuDNN kernel, fitted to its rows
@@ -89,26 +110,28 @@ def _curve(e_max: float, sl_half: float, sl: np.ndarray) -> np.ndarray:
     return e_max * sl / (sl + sl_half)
 
 
-def fused_efficiency(pass_: str, causal: bool, sl, head_dim=128.0, kernels=None):
-    """Fraction of the dense 16-bit peak a fused attention kernel reaches at ``sl`` with heads
-    ``head_dim`` wide (module docstring: interpolated in log2 between the fitted widths,
-    clamped to them), on the device whose measured curve ``kernels`` names
-    (``DEVICE_EFFICIENCY``; None: the H100 curves)."""
+def fused_efficiency(pass_: str, causal: bool, sl, head_dim=128.0, kernels=None, impl: str = "cudnn"):
+    """Fraction of the dense 16-bit peak the fused kernel ``impl`` (``stack.ATTENTION_IMPLS``)
+    reaches at ``sl`` with heads ``head_dim`` wide (module docstring: interpolated in log2
+    between the fitted widths, clamped to them), on the device whose measured cuDNN curve
+    ``kernels`` names (``DEVICE_EFFICIENCY``; None: the H100 curves)."""
     sl = np.asarray(sl, dtype=np.float64)
     narrow, wide = FITTED_HEAD_DIMS
-    curves = [_curve(*FUSED_EFFICIENCY[(pass_, bool(causal), d)], sl) for d in FITTED_HEAD_DIMS]
+    curves = [_curve(*FUSED_EFFICIENCY[(impl, pass_, bool(causal), d)], sl) for d in FITTED_HEAD_DIMS]
     share = np.clip(np.log2(np.asarray(head_dim, dtype=np.float64) / narrow) / np.log2(wide / narrow), 0.0, 1.0)
     efficiency = curves[0] + share * (curves[1] - curves[0])
     if kernels is None:
         return efficiency
     return efficiency * _curve(*DEVICE_EFFICIENCY[kernels][pass_], sl) \
-        / _curve(*FUSED_EFFICIENCY[(pass_, True, wide)], sl)
+        / _curve(*FUSED_EFFICIENCY[("cudnn", pass_, True, wide)], sl)
 
 
-def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = True, head_dim=128.0):
-    """(forward, backward) seconds of one layer's fused attention on one of ``tp`` devices;
-    ``h``: the attention's width (``layer.Block.attention_width``), its heads ``head_dim``
-    wide (the depth of a head's scores and context: ``layer.Block.kv_dim``).
+def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = True, head_dim=128.0,
+                          impl: str = "cudnn"):
+    """(forward, backward) seconds of one layer's fused attention on one of ``tp`` devices, run
+    by the kernel ``impl`` (``stack.ATTENTION_IMPLS``); ``h``: the attention's width
+    (``layer.Block.attention_width``), its heads ``head_dim`` wide (the depth of a head's
+    scores and context: ``layer.Block.kv_dim``).
 
     Work = ``attention_core_flops`` (halved where a causal mask lets the kernel skip tiles),
     times ``BACKWARD_FLOP_FACTOR`` for the backward, at ``fused_efficiency`` of the peak (the
@@ -118,16 +141,17 @@ def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = T
     peak = hw.peak_tflops * 1e12
     floor = hw.kernel_launch_us * 1e-6
     kernels = hw.attention_kernels
-    forward = work / (fused_efficiency("fwd", causal, sl, head_dim, kernels) * peak)
-    backward = BACKWARD_FLOP_FACTOR * work / (fused_efficiency("bwd", causal, sl, head_dim, kernels) * peak)
+    forward = work / (fused_efficiency("fwd", causal, sl, head_dim, kernels, impl) * peak)
+    backward = BACKWARD_FLOP_FACTOR * work / (fused_efficiency("bwd", causal, sl, head_dim, kernels, impl) * peak)
     return np.maximum(forward, floor), np.maximum(backward, floor)
 
 
-def attention_basis(hw: HardwareProfile) -> str:
-    """One of ``ATTENTION_BASES`` for ``hw``'s fused attention: "measured" for the reference
-    device without rows of its own named, or for a profile naming rows whose source
-    (``sources['attention_kernels']``) is no assumption; "assumed" otherwise."""
+def attention_basis(hw: HardwareProfile, impl: str = "cudnn") -> str:
+    """One of ``ATTENTION_BASES`` for the fused kernel ``impl`` on ``hw``: "measured" on the
+    reference device without rows of its own named, or for cuDNN's kernel on a profile naming
+    rows whose source (``sources['attention_kernels']``) is no assumption; "assumed"
+    otherwise (another kernel there keeps its H100 relation to cuDNN's)."""
     if hw.attention_kernels is None:
         return "measured" if hw.accelerator == REFERENCE_DEVICE else "assumed"
     source = str(hw.sources.get("attention_kernels", "")).strip().lower()
-    return "assumed" if source.startswith("assumption") else "measured"
+    return "assumed" if source.startswith("assumption") or impl != "cudnn" else "measured"

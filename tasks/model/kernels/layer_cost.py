@@ -129,12 +129,14 @@ def _fp8_casts(linear_fwd_gemms, hw: HardwareProfile):
 
 def _fused_attention(width, sl, b, tp, hw: HardwareProfile, stack: Stack, cp, heads_split, *, head_dim):
     """(forward, backward) seconds of fused attention ``width`` wide, its heads ``head_dim``
-    wide (``layer_cost``'s CP rule: CP causal steps over the rank's ``sl`` tokens, or under
-    ``heads_split`` the whole sequence with 1/CP of the TP rank's heads)."""
-    fwd, bwd = (cp * t for t in fused_attention_times(width, sl, b, tp, hw, causal=stack.causal, head_dim=head_dim))
+    wide, run by the stack's kernel (``Stack.attention_impl``; ``layer_cost``'s CP rule: CP
+    causal steps over the rank's ``sl`` tokens, or under ``heads_split`` the whole sequence
+    with 1/CP of the TP rank's heads)."""
+    fwd, bwd = (cp * t for t in fused_attention_times(width, sl, b, tp, hw, causal=stack.causal, head_dim=head_dim,
+                                                      impl=stack.attention_impl))
     if np.any(heads_split):
         whole = fused_attention_times(width, np.multiply(sl, cp), b, np.multiply(tp, cp), hw, causal=stack.causal,
-                                      head_dim=head_dim)
+                                      head_dim=head_dim, impl=stack.attention_impl)
         fwd, bwd = np.where(heads_split, whole[0], fwd), np.where(heads_split, whole[1], bwd)
     return fwd, bwd
 

@@ -16,11 +16,19 @@ from typing import FrozenSet, Optional, Tuple
 
 __all__ = ["ATTENTION_KINDS", "CROSS_ENTROPY_IMPLS", "DEEPEP_SMS", "HYBRIDEP_SMS", "DP_ENGINE_NAMES",
            "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack", "offload_problem",
-           "CUDA_GRAPH_SCOPES", "graph_scopes", "cuda_graph_scope_problem", "PIPELINE_SPLITS"]
+           "CUDA_GRAPH_SCOPES", "graph_scopes", "cuda_graph_scope_problem", "PIPELINE_SPLITS", "ATTENTION_IMPLS"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
 ATTENTION_KINDS: Tuple[str, ...] = ("materialised", "flash")
+#: Which fused kernel runs a "flash" attention (``Stack.attention_impl``): "cudnn", cuDNN's
+#: fused attention, which Transformer Engine selects on Hopper when both are available
+#: ("Select FusedAttention on sm90 and FlashAttention on others for performance",
+#: ``DotProductAttention.forward`` in transformer_engine/pytorch/attention.py at v1.4);
+#: "flash2", Dao's FlashAttention-2, what Transformer Engine runs when cuDNN's is switched off
+#: (NVTE_FUSED_ATTN=0; Megatron-Core's --attention-backend flash); "flash3", Shah et al.'s
+#: FlashAttention-3 for Hopper. Each has its own curves (``kernels.attention.FUSED_EFFICIENCY``).
+ATTENTION_IMPLS: Tuple[str, ...] = ("cudnn", "flash2", "flash3")
 #: Precisions of the layer's linear GEMMs (QKV, attention output, MLP). Under "fp8" they run
 #: at the device's fp8 rate, as Transformer Engine runs them (Micikevicius et al. 2022, FP8
 #: formats); attention, element-wise kernels, communication and master weights keep 16/32 bits.
@@ -98,8 +106,9 @@ HOST_LAUNCH_US = 53.0
 class Stack:
     """The software stack's choices, each a switch of the cost model.
 
-    ``attention``: one of ``ATTENTION_KINDS``; ``causal``: a causal mask (a fused kernel skips
-    the masked half); ``gemm_precision``: one of ``GEMM_PRECISIONS``.
+    ``attention``: one of ``ATTENTION_KINDS``; ``attention_impl``: one of ``ATTENTION_IMPLS``,
+    the fused kernel (another than "cudnn" needs ``attention`` flash); ``causal``: a causal
+    mask (a fused kernel skips the masked half); ``gemm_precision``: one of ``GEMM_PRECISIONS``.
     ``dp_overlap``: DP gradient reduction bucketed and overlapped with the backward pass (as
     Megatron's DDP with overlap_grad_reduce, PyTorch DDP and FSDP do); off, it runs after it.
     ``tp_overlap``: TP collectives overlapped with the GEMMs they feed (Megatron-Core /
@@ -186,6 +195,7 @@ class Stack:
     """
 
     attention: str = "materialised"
+    attention_impl: str = "cudnn"
     causal: bool = True
     gemm_precision: str = "bf16"
     dp_overlap: bool = True
@@ -208,6 +218,12 @@ class Stack:
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:
             raise ValueError(f"stack.attention={self.attention!r}: choose one of {', '.join(ATTENTION_KINDS)}")
+        if self.attention_impl not in ATTENTION_IMPLS:
+            raise ValueError(f"stack.attention_impl={self.attention_impl!r}: choose one of "
+                             f"{', '.join(ATTENTION_IMPLS)}")
+        if self.attention_impl != ATTENTION_IMPLS[0] and not self.flash:
+            raise ValueError(f"stack.attention_impl={self.attention_impl!r} needs stack.attention=flash, not "
+                             f"{self.attention!r}: it names a fused kernel")
         if self.gemm_precision not in GEMM_PRECISIONS:
             raise ValueError(f"stack.gemm_precision={self.gemm_precision!r}: choose one of "
                              f"{', '.join(GEMM_PRECISIONS)}")

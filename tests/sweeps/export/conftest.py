@@ -39,7 +39,7 @@ def built_cases(cases) -> List[Tuple[str, ExportCase]]:
     """Layouts no search of these spaces yields: FSDP (no_sync), full recomputation of the
     first 3 layers of each chunk, sequence parallelism at TP 1, ZeRO-3 over one replica,
     hybrid FSDP, context parallelism (a ring of 2, an all-gather over 4, an all-to-all over 2),
-    and a model whose heads set their own width."""
+    FlashAttention-2's kernel, and a model whose heads set their own width."""
     base = next(case for label, case in cases if label == "core-2024" and case.layout.tp == 1
                 and case.layout.pp == 1 and case.layout.dp == 16)
     lay = base.layout
@@ -51,6 +51,8 @@ def built_cases(cases) -> List[Tuple[str, ExportCase]]:
                "cp-gather": dataclasses.replace(lay, cp=4, dp=4, cp_comm="all_gather"),
                "cp-a2a": dataclasses.replace(lay, cp=2, dp=8, cp_comm="a2a")}
     built = [(label, dataclasses.replace(base, layout=layout)) for label, layout in layouts.items()]
+    # FlashAttention-2 in place of cuDNN's kernel (NeMo's launcher of 2024)
+    built.append(("flash2", dataclasses.replace(base, stack=dataclasses.replace(base.stack, attention_impl="flash2"))))
     # heads wider than hidden / heads (Qwen3 32B: 64 x 128 against 5,120)
     built.append(("head-dim", dataclasses.replace(base, model=load_preset("model", "qwen3-32b"))))
     # hybrid sharding (two nodes of 8) at one micro-batch, which torchtitan's HSDP runs as costed

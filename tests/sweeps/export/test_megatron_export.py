@@ -140,7 +140,9 @@ def test_every_feasible_layout_round_trips_through_megatron_lms_own_arguments_or
         assert layout == expected(case), (label, case.layout, flags)
         assert split == chunk_split(case)
         assert int(flags["--global-batch-size"]) == case.global_batch
-        assert (flags["--attention-backend"] == "unfused") == (case.stack.attention == "materialised")
+        backend = {"materialised": "unfused"}.get(case.stack.attention) or \
+            {"cudnn": "fused"}.get(case.stack.attention_impl, "flash")
+        assert flags["--attention-backend"] == backend
         assert ("--tp-comm-overlap" in flags) == (case.stack.tp_overlap and case.layout.tp > 1)
         gathers_hidden = case.sharding == "zero3" or (case.sharding == "zero1" and case.stack.param_gather_overlap)
         assert ("--overlap-param-gather" in flags) == (case.dp_overlap and gathers_hidden)
@@ -153,6 +155,7 @@ def test_every_feasible_layout_round_trips_through_megatron_lms_own_arguments_or
     assert any(lay.recompute_layers for lay in exported)
     assert any(case.sharding == "zero1" and case.stack.param_gather_overlap for _, case, _ in exports("megatron"))
     assert {(lay.cp, lay.cp_comm) for lay in exported} >= {(1, "p2p"), (2, "p2p"), (4, "all_gather"), (2, "a2a")}
+    assert {case.stack.attention_impl for _, case, _ in exports("megatron")} == {"cudnn", "flash2"}
     assert len(exported) > len(cases) // 2
 
 

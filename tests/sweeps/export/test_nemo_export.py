@@ -152,6 +152,8 @@ def test_every_feasible_layout_round_trips_through_nemos_own_fields_or_is_refuse
         assert overlap["tp_comm_overlap"] == (case.stack.tp_overlap and case.layout.tp > 1)
         assert edits["trainer.plugins"] == {"bf16": "bf16_mixed", "fp16": "fp16_mixed",
                                             "fp8": "bf16_with_fp8_mixed"}[case.stack.gemm_precision]
+        backend = "unfused" if not case.stack.flash else {"cudnn": "fused"}.get(case.stack.attention_impl, "flash")
+        assert edits["model.config.attention_backend"] == backend
         exported.append(case.layout)
     assert {lay.zero for lay in exported} >= {"none", "zero1", "zero3"}
     assert {lay.recompute for lay in exported} == {"none", "selective", "full"}

@@ -117,6 +117,11 @@ def test_context_parallelism_is_refused_as_torchtitan_exchanges_kv_otherwise(bui
         export("torchtitan", dict(built_cases)[label])
 
 
+def test_a_named_flashattention_kernel_is_refused_as_the_export_does_not_choose_sdpas(built_cases):
+    with pytest.raises(Unexpressible, match="stack.attention_impl='flash2'"):
+        export("torchtitan", dict(built_cases)["flash2"])
+
+
 def test_hybrid_sharding_over_several_micro_batches_is_refused(built_cases):
     """torchtitan's HSDP reduces every micro-batch; the layout reduces once per step."""
     case = dict(built_cases)["hsdp"]

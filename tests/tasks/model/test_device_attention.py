@@ -85,15 +85,30 @@ def test_each_profile_says_whether_its_attention_rate_was_measured_on_it():
 
 
 def test_validate_says_which_runs_rest_on_an_assumed_attention_rate():
-    """A held-out run with fused attention names the basis of its attention rate, one without none."""
+    """A held-out run with fused attention names the basis of its attention rate, and the kernel
+    where it is not cuDNN's; one without names none."""
     profiles = {name: load_preset("hardware", name) for name in ("h100", "b200", "gb200", "a100-80gb")}
     runs = [r for r in read_runs(CONF_DIR / "data" / "holdout_runs.csv") if find_profile(r.hw, profiles)]
     said = {}
     for run, record in zip(runs, validate_runs(runs, profiles), strict=True):
-        words = [w for w in ATTENTION_WORDS.values() if w in record.detail.split("; ")]
+        parts = record.detail.split("; ")
+        words = [w for w in ATTENTION_WORDS.values() if w in parts or f"{w} ({run.attention_impl})" in parts]
         assert len(words) == (1 if run.flash_attention else 0), record.detail
+        assert (f"({run.attention_impl})" in record.detail) == (run.attention_impl != "cudnn"), record.detail
         for word in words:
             said.setdefault(record.hardware, set()).add(word)
     assert said["h100"] == said["gb200"] == {ATTENTION_WORDS["measured"]}
     assert said["b200"] == {ATTENTION_WORDS["assumed"]}
     assert not all(run.flash_attention for run in runs)      # a run without fused attention is among them
+    assert any(run.attention_impl == "flash2" for run in runs)
+
+
+def test_another_kernel_on_a_device_with_its_own_cudnn_rows_rests_on_an_assumption():
+    """GB200's rows time cuDNN's kernel: FlashAttention-2 there keeps its H100 relation to
+    cuDNN's (assumed), on H100 it is measured (the FlashAttention-3 paper's rows)."""
+    gb200, h100 = load_preset("hardware", "gb200"), load_preset("hardware", "h100")
+    assert (attention_basis(gb200), attention_basis(gb200, "flash2")) == ("measured", "assumed")
+    assert attention_basis(h100, "flash2") == attention_basis(h100, "flash3") == "measured"
+    on_gb200 = [fused_efficiency("fwd", True, 8192.0, 128.0, "GB200", impl) for impl in ("flash2", "cudnn")]
+    on_h100 = [fused_efficiency("fwd", True, 8192.0, 128.0, None, impl) for impl in ("flash2", "cudnn")]
+    assert on_gb200[0] / on_gb200[1] == pytest.approx(on_h100[0] / on_h100[1])

@@ -325,6 +325,33 @@ def test_maxtexts_minimal_flash_runs_the_fused_attention_again(profiles):
         assert predict_run(run, hw).step_time_s > predict_run(replace(run, recompute="none"), hw).step_time_s
 
 
+def test_nemos_launcher_runs_of_2024_ran_flashattention_2(profiles):
+    """NeMo-Framework-Launcher set NVTE_FUSED_ATTN=0 from 24.01 through 24.07, so the NeMo
+    24.03.01 long-sequence and 24.07 performance rows ran FlashAttention-2, not cuDNN's fused
+    attention: each is priced slower than as cuDNN, and the long-sequence rows, whose step is
+    mostly attention, come within 10 % where cuDNN's rate leaves them up to 49 % too fast."""
+    runs = [run for run in read_runs(DATA / "holdout_runs.csv") if run.source.startswith("nemo24")]
+    assert len(runs) == 16 and {run.attention_impl for run in runs} == {"flash2"}
+    hw = find_profile(runs[0].hw, profiles)
+    for run in runs:
+        assert predict_run(run, hw).value < predict_run(replace(run, attention_impl="cudnn"), hw).value
+    long_seq = [run for run in runs if run.source == "nemo2403_longseq_h100_fp8"]
+    flash2 = validate_runs(long_seq, profiles)
+    cudnn = validate_runs([replace(run, attention_impl="cudnn") for run in long_seq], profiles)
+    assert max(abs(r.error) for r in flash2) < 0.10 < max(r.error for r in cudnn)
+
+
+def test_a_row_names_its_fused_attention_kernel(tmp_path):
+    """attention_impl: blank is cuDNN's kernel; flash2 and flash3 are read; another name, or a
+    kernel on a row without fused attention, is refused naming the column."""
+    flash = dict(hw="H100-SXM5-80GB", flash_attention="true")
+    blank, fa3 = read_runs(_with(tmp_path, "attention_impl", _row(**flash) + ",", _row(**flash) + ",flash3"))
+    assert (run_stack(blank).attention_impl, run_stack(fa3).attention_impl) == ("cudnn", "flash3")
+    for row in (_row(**flash) + ",xformers", _row(hw="H100-SXM5-80GB") + ",flash2"):
+        with pytest.raises(RowError, match="attention_impl"):
+            read_runs(_with(tmp_path, "attention_impl", row))
+
+
 def test_an_fp16_run_accumulates_16_bit_gradients_and_a_bf16_run_fp32():
     runs = read_runs(DATA / "published_runs.csv")
     widths = {run.precision: run_stack(run).main_grad_bytes for run in runs}
