@@ -23,7 +23,7 @@ from tasks.model.collectives.dp_protocol import DP_ENGINES, dp_ranks_per_node
 from tasks.model.step.context import split_shortfall
 from tasks.model.terms.layout import Layout
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
-from tasks.model.terms.stack import Stack, graph_scopes
+from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL, Stack, graph_scopes
 
 __all__ = ["Source", "ExportCase", "Unexpressible", "header", "chunk_split", "check_common", "attention_backend"]
 
@@ -157,7 +157,7 @@ def attention_backend(stack: Stack) -> str:
     attention.py at v1.13), FlashAttention-2 otherwise."""
     if not stack.flash:
         return "unfused"
-    return "fused" if stack.attention_impl == "cudnn" else "flash"
+    return "fused" if stack.attention_impl == DEFAULT_ATTENTION_IMPL else "flash"
 
 
 def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,

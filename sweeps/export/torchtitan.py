@@ -48,6 +48,7 @@ import math
 from typing import Dict
 
 from sweeps.export.case import ExportCase, Source, Unexpressible, check_common, header
+from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL
 
 __all__ = ["NAME", "SOURCE", "sections", "render"]
 
@@ -63,8 +64,8 @@ def _refuse_stack(case: ExportCase) -> None:
     problems = [(bool(case.model.experts), f"a mixture of {case.model.experts} experts (its Llama model's MLP is "
                                            "dense)"),
                 (not stack.flash, "materialised attention (torchtitan's attention is SDPA or flex, fused)"),
-                (stack.attention_impl != "cudnn", f"stack.attention_impl={stack.attention_impl!r} (the export does "
-                                                  "not choose SDPA's kernel)"),
+                (stack.attention_impl != DEFAULT_ATTENTION_IMPL,
+                 f"stack.attention_impl={stack.attention_impl!r} (the export does not choose SDPA's kernel)"),
                 (stack.gemm_precision == "fp16", "fp16 (mixed_precision_param takes bfloat16 or float32)"),
                 (stack.main_grad_bytes != 4, "16-bit gradient reduction (mixed_precision_reduce takes float32 only)"),
                 (not stack.dp_overlap and lay.dp > 1, "DP communication after the backward pass (stack.dp_overlap="

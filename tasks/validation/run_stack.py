@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Dict
 
-from tasks.model.terms.stack import ATTENTION_IMPLS, CROSS_ENTROPY_IMPLS, DP_ENGINE_NAMES, HOST_LAUNCH_US, \
-    PIPELINE_SPLITS, cuda_graph_scope_problem
+from tasks.model.terms.stack import ATTENTION_IMPLS, CROSS_ENTROPY_IMPLS, DEFAULT_ATTENTION_IMPL, DP_ENGINE_NAMES, \
+    HOST_LAUNCH_US, PIPELINE_SPLITS, cuda_graph_scope_problem
 from tasks.validation.cells import RowCells
 
 __all__ = ["STACK_COLUMNS", "stack_fields"]
@@ -36,8 +36,8 @@ def stack_fields(r: RowCells, precision: str, flash: bool) -> Dict[str, object]:
         raise r.fail("param_gather_overlap", r.text("param_gather_overlap"), "needs dp_overlap true: Megatron-LM "
                                                                               "overlaps the weight gather only with "
                                                                               "the gradient reduction")
-    impl = r.choice("attention_impl", ATTENTION_IMPLS, ATTENTION_IMPLS[0])
-    if impl != ATTENTION_IMPLS[0] and not flash:
+    impl = r.choice("attention_impl", ATTENTION_IMPLS, DEFAULT_ATTENTION_IMPL)
+    if impl != DEFAULT_ATTENTION_IMPL and not flash:
         raise r.fail("attention_impl", impl, "needs flash_attention true: it names a fused attention kernel")
     return {"fp8_params": fp8_params, "offload_layers": r.number("offload_layers", int, 0, minimum=0),
             "dp_overlap": dp_overlap, "param_gather_overlap": param_gather_overlap,

@@ -120,7 +120,8 @@ from typing import Dict, List, Optional
 
 from tasks.model.terms.layout import RECOMPUTE_MODES, ZERO_MODES, recompute_layers_problem
 from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
-from tasks.model.terms.stack import DEEPEP_SMS, ELEMENTWISE_STYLES, HOST_LAUNCH_US, offload_problem
+from tasks.model.terms.stack import DEEPEP_SMS, DEFAULT_ATTENTION_IMPL, ELEMENTWISE_STYLES, HOST_LAUNCH_US, \
+    offload_problem
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
 from tasks.validation.run_layout import LAYOUT_COLUMNS, parallel_degrees
@@ -226,7 +227,7 @@ class PublishedRun:
     host_launch_us: float = HOST_LAUNCH_US
     cuda_graph_scope: str = ""
     pipeline_split: str = "layers"
-    attention_impl: str = "cudnn"
+    attention_impl: str = DEFAULT_ATTENTION_IMPL
     head_dim: Optional[int] = None
     cp: int = 1
     cp_comm: str = "p2p"

@@ -23,6 +23,7 @@ from tasks.model.kernels.attention import ATTENTION_BASES, attention_basis
 from tasks.model.kernels.roofline import MissingFigure, gemm_ceiling, peak_flops
 from tasks.model.kernels.sustained import SUSTAINED_BASES, sustained_basis
 from tasks.model.terms.specs import HardwareProfile
+from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL
 from tasks.validation import layers_check, microbench_check
 from tasks.validation.predict_runs import find_profile, predict_run
 from tasks.validation.records import (DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, HELD_OUT, MODEL_VERSION,
@@ -43,12 +44,12 @@ SUSTAINED_WORDS = dict(zip(SUSTAINED_BASES, ("sustained rate measured", "sustain
 ATTENTION_WORDS = dict(zip(ATTENTION_BASES, ("attention rate measured", "attention rate assumed"), strict=True))
 
 
-def attention_note(hw: HardwareProfile, impl: str = "cudnn") -> str:
+def attention_note(hw: HardwareProfile, impl: str = DEFAULT_ATTENTION_IMPL) -> str:
     """The words a run's detail gives the fused-attention rate it rests on: measured on its
     device, or assumed (another device's rows as fractions of its peak), naming the kernel
     where it is not cuDNN's (``Stack.attention_impl``)."""
     words = ATTENTION_WORDS[attention_basis(hw, impl)]
-    return words if impl == "cudnn" else f"{words} ({impl})"
+    return words if impl == DEFAULT_ATTENTION_IMPL else f"{words} ({impl})"
 
 
 def sustained_note(hw: HardwareProfile, precision: str) -> str:

@@ -43,6 +43,7 @@ import numpy as np
 
 from tasks.model.kernels.layer import attention_core_flops
 from tasks.model.terms.specs import HardwareProfile
+from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL
 
 __all__ = ["FUSED_EFFICIENCY", "DEVICE_EFFICIENCY", "FITTED_HEAD_DIMS", "BACKWARD_FLOP_FACTOR", "fused_efficiency",
            "fused_attention_times", "REFERENCE_DEVICE", "ATTENTION_BASES", "attention_basis",
@@ -110,7 +111,7 @@ def _curve(e_max: float, sl_half: float, sl: np.ndarray) -> np.ndarray:
     return e_max * sl / (sl + sl_half)
 
 
-def fused_efficiency(pass_: str, causal: bool, sl, head_dim=128.0, kernels=None, impl: str = "cudnn"):
+def fused_efficiency(pass_: str, causal: bool, sl, head_dim=128.0, kernels=None, impl: str = DEFAULT_ATTENTION_IMPL):
     """Fraction of the dense 16-bit peak the fused kernel ``impl`` (``stack.ATTENTION_IMPLS``)
     reaches at ``sl`` with heads ``head_dim`` wide (module docstring: interpolated in log2
     between the fitted widths, clamped to them), on the device whose measured cuDNN curve
@@ -123,11 +124,11 @@ def fused_efficiency(pass_: str, causal: bool, sl, head_dim=128.0, kernels=None,
     if kernels is None:
         return efficiency
     return efficiency * _curve(*DEVICE_EFFICIENCY[kernels][pass_], sl) \
-        / _curve(*FUSED_EFFICIENCY[("cudnn", pass_, True, wide)], sl)
+        / _curve(*FUSED_EFFICIENCY[(DEFAULT_ATTENTION_IMPL, pass_, True, wide)], sl)
 
 
 def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = True, head_dim=128.0,
-                          impl: str = "cudnn"):
+                          impl: str = DEFAULT_ATTENTION_IMPL):
     """(forward, backward) seconds of one layer's fused attention on one of ``tp`` devices, run
     by the kernel ``impl`` (``stack.ATTENTION_IMPLS``); ``h``: the attention's width
     (``layer.Block.attention_width``), its heads ``head_dim`` wide (the depth of a head's
@@ -146,7 +147,7 @@ def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = T
     return np.maximum(forward, floor), np.maximum(backward, floor)
 
 
-def attention_basis(hw: HardwareProfile, impl: str = "cudnn") -> str:
+def attention_basis(hw: HardwareProfile, impl: str = DEFAULT_ATTENTION_IMPL) -> str:
     """One of ``ATTENTION_BASES`` for the fused kernel ``impl`` on ``hw``: "measured" on the
     reference device without rows of its own named, or for cuDNN's kernel on a profile naming
     rows whose source (``sources['attention_kernels']``) is no assumption; "assumed"
@@ -154,4 +155,4 @@ def attention_basis(hw: HardwareProfile, impl: str = "cudnn") -> str:
     if hw.attention_kernels is None:
         return "measured" if hw.accelerator == REFERENCE_DEVICE else "assumed"
     source = str(hw.sources.get("attention_kernels", "")).strip().lower()
-    return "assumed" if source.startswith("assumption") or impl != "cudnn" else "measured"
+    return "assumed" if source.startswith("assumption") or impl != DEFAULT_ATTENTION_IMPL else "measured"

@@ -16,7 +16,8 @@ from typing import FrozenSet, Optional, Tuple
 
 __all__ = ["ATTENTION_KINDS", "CROSS_ENTROPY_IMPLS", "DEEPEP_SMS", "HYBRIDEP_SMS", "DP_ENGINE_NAMES",
            "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack", "offload_problem",
-           "CUDA_GRAPH_SCOPES", "graph_scopes", "cuda_graph_scope_problem", "PIPELINE_SPLITS", "ATTENTION_IMPLS"]
+           "CUDA_GRAPH_SCOPES", "graph_scopes", "cuda_graph_scope_problem", "PIPELINE_SPLITS", "ATTENTION_IMPLS",
+           "DEFAULT_ATTENTION_IMPL"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
@@ -29,6 +30,8 @@ ATTENTION_KINDS: Tuple[str, ...] = ("materialised", "flash")
 #: (NVTE_FUSED_ATTN=0; Megatron-Core's --attention-backend flash); "flash3", Shah et al.'s
 #: FlashAttention-3 for Hopper. Each has its own curves (``kernels.attention.FUSED_EFFICIENCY``).
 ATTENTION_IMPLS: Tuple[str, ...] = ("cudnn", "flash2", "flash3")
+#: The fused kernel of a stack that names none (``Stack.attention_impl``, a runs file's blank cell).
+DEFAULT_ATTENTION_IMPL = ATTENTION_IMPLS[0]
 #: Precisions of the layer's linear GEMMs (QKV, attention output, MLP). Under "fp8" they run
 #: at the device's fp8 rate, as Transformer Engine runs them (Micikevicius et al. 2022, FP8
 #: formats); attention, element-wise kernels, communication and master weights keep 16/32 bits.
@@ -195,7 +198,7 @@ class Stack:
     """
 
     attention: str = "materialised"
-    attention_impl: str = "cudnn"
+    attention_impl: str = DEFAULT_ATTENTION_IMPL
     causal: bool = True
     gemm_precision: str = "bf16"
     dp_overlap: bool = True
@@ -221,7 +224,7 @@ class Stack:
         if self.attention_impl not in ATTENTION_IMPLS:
             raise ValueError(f"stack.attention_impl={self.attention_impl!r}: choose one of "
                              f"{', '.join(ATTENTION_IMPLS)}")
-        if self.attention_impl != ATTENTION_IMPLS[0] and not self.flash:
+        if self.attention_impl != DEFAULT_ATTENTION_IMPL and not self.flash:
             raise ValueError(f"stack.attention_impl={self.attention_impl!r} needs stack.attention=flash, not "
                              f"{self.attention!r}: it names a fused kernel")
         if self.gemm_precision not in GEMM_PRECISIONS:
