@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
 import sys
@@ -12,7 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["LOOPBACK", "RESERVED_RESOURCES", "MIN_OBJECT_STORE_BYTES", "check_settings", "check_int", "check_resources",
-           "find_ray_bin", "free_port", "write_private", "write_json_atomic", "read_json_record", "same_dir", "tail"]
+           "find_ray_bin", "free_port", "ephemeral_ports", "EXPLICIT_PORTS_FROM", "DEFAULT_EPHEMERAL_PORTS",
+           "write_private", "write_json_atomic", "read_json_record", "same_dir", "tail"]
 
 #: The address every node is started on, and the host part of the address handed out.
 LOOPBACK = "127.0.0.1"
@@ -63,7 +65,39 @@ def find_ray_bin(ray_bin: str | None) -> str:
     return str(Path(found).absolute())
 
 
+#: Where ``free_port`` looks: above Ray's default worker ports (10002-19999, which an embedded
+#: Ray binds by number) and below the kernel's ephemeral range (``ephemeral_ports``).
+EXPLICIT_PORTS_FROM = 20000
+#: Linux's ephemeral range when the kernel does not say (its default; macOS starts at 49152).
+DEFAULT_EPHEMERAL_PORTS = (32768, 60999)
+
+
+def ephemeral_ports(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> tuple[int, int]:
+    """The range the kernel hands out for port 0 and for every outgoing connection's local
+    end (Linux's ``ip_local_port_range``; ``DEFAULT_EPHEMERAL_PORTS`` where it cannot be read)."""
+    try:
+        low, high = (int(x) for x in path.read_text().split()[:2])
+    except (OSError, ValueError):
+        return DEFAULT_EPHEMERAL_PORTS
+    return low, high
+
+
 def free_port() -> int:
+    """A loopback TCP port free now, chosen below the kernel's ephemeral range: a node is told
+    the port and binds it seconds later, and a port the kernel picked for port 0 could be handed
+    to another process in between (each of Ray's servers binding port 0, each outgoing
+    connection), as a GCS once found its port taken. Falls back to the kernel's pick when every
+    try in the range is taken."""
+    high = max(EXPLICIT_PORTS_FROM + 1, min(ephemeral_ports()[0], 65536))
+    chooser = random.SystemRandom()
+    for _ in range(200):
+        port = chooser.randrange(EXPLICIT_PORTS_FROM, high)
+        with socket.socket() as s:
+            try:
+                s.bind((LOOPBACK, port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind((LOOPBACK, 0))
         return s.getsockname()[1]
