@@ -37,7 +37,7 @@ from tasks.model.kernels.gemm_published import CURVE_FROM, read_gemm_rows
 from tasks.validation.headline import headline_lines, headline_of
 from tasks.validation.microbench_check import AT_SCALE_RANKS, JUDGED_FROM_BYTES, ladder_row_bytes, ladder_row_ranks
 from tasks.validation.records import DATA_FILES, HELD_OUT, ValidationRecord, error_summary, lean
-from tasks.validation.validate import ATTENTION_WORDS, SUSTAINED_WORDS
+from tasks.validation.validate import ATTENTION_WORDS, SUSTAINED_WORDS, detail_parts
 
 
 def _line(name: str, figure: str, met: bool, target: str) -> None:
@@ -175,7 +175,7 @@ def _sustained(runs: List[ValidationRecord]) -> None:
     rate (each run's detail, ``validate.SUSTAINED_WORDS`` and ``ATTENTION_WORDS``, whatever
     kernel a bracket names after them): count, mean |error| and lean of each kind."""
     for words in [*SUSTAINED_WORDS.values(), *ATTENTION_WORDS.values()]:
-        mine = [r for r in runs if any(part.split(" (")[0] == words for part in r.detail.split("; "))]
+        mine = [r for r in runs if words in detail_parts(r.detail)]
         if mine:
             mean, worst = error_summary(mine)
             print(f"  {words:44s} {len(mine):2d} rows, mean {mean:.1%}, max {worst:.1%}, lean {_lean(mine):+.1%}")

@@ -31,7 +31,7 @@ from tasks.validation.records import (DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, HE
 from tasks.validation.runs import METRICS, PublishedRun, read_runs
 
 __all__ = ["Validation", "validate_runs", "validate_all", "SUSTAINED_WORDS", "sustained_note", "ATTENTION_WORDS",
-           "attention_note"]
+           "attention_note", "detail_parts"]
 
 #: How a run's detail names the sustained rate its compute rests on
 #: (``tasks.model.kernels.sustained.sustained_basis``).
@@ -50,6 +50,12 @@ def attention_note(hw: HardwareProfile, impl: str = DEFAULT_ATTENTION_IMPL) -> s
     where it is not cuDNN's (``Stack.attention_impl``)."""
     words = ATTENTION_WORDS[attention_basis(hw, impl)]
     return words if impl == DEFAULT_ATTENTION_IMPL else f"{words} ({impl})"
+
+
+def detail_parts(detail: str) -> List[str]:
+    """A record's detail cut at its "; ", each part without the bracket ``attention_note`` adds
+    after a kernel's basis: the words ``SUSTAINED_WORDS`` and ``ATTENTION_WORDS`` hold stand alone."""
+    return [part.split(" (")[0] for part in detail.split("; ")]
 
 
 def sustained_note(hw: HardwareProfile, precision: str) -> str:
