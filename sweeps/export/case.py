@@ -163,9 +163,10 @@ def attention_backend(stack: Stack) -> str:
 def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
                  graph_scopes_written: FrozenSet[str] = frozenset(), split_written: bool = False) -> None:
     """What no export expresses: a model that is not a decoder (each writes causal GPT-style
-    pretraining), a stack without a causal mask, a sharding mode run by another framework's
-    DP engine (``dp_protocol.DP_ENGINES``, ``DpEngine.export``), and fp8 weights, offloaded
-    layers, a fused MoE MLP or GPT-OSS's expert biases and clamp (not written yet); a fused
+    pretraining), a stack without a causal mask, the ``dots`` recomputation (JAX's), a
+    sharding mode run by another framework's DP engine (``dp_protocol.DP_ENGINES``,
+    ``DpEngine.export``), and fp8 weights, offloaded layers, a fused MoE MLP or GPT-OSS's
+    expert biases and clamp (not written yet); a fused
     cross entropy (``Stack.cross_entropy``) where the export does not write it
     (``fused_loss``); CUDA-graphed parts of a layer (``Stack.cuda_graph_scope``) beyond those
     the export writes (``graph_scopes_written``); a pipeline whose split counts the embedding
@@ -180,6 +181,9 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
                                        "writes decoder (GPT-style) pretraining")
     if not case.stack.causal:
         raise Unexpressible(framework, "stack.causal=false: decoder pretraining masks attention causally")
+    if case.layout.recompute == "dots":
+        raise Unexpressible(framework, "recompute=dots is JAX's checkpoint_dots_with_no_batch_dims policy (MaxText's "
+                                       "remat_policy minimal); the export writes none, selective or full")
     engine = DP_ENGINES[case.stack.dp_engine]
     if case.layout.zero in engine.modes and engine.export != framework:
         raise Unexpressible(framework, f"stack.dp_engine={engine.name} with zero={case.layout.zero}: that engine is "

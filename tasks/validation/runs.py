@@ -17,10 +17,11 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``zero``: 0. A ZeRO stage (0 to 3; ZeRO-2 communicates as ZeRO-1) or a sharding mode by
   name (``layout.ZERO_MODES``: none, zero1, zero3, fsdp for FULL_SHARD reducing once per step,
   hsdp for hybrid sharding, FSDP inside a node replicated across nodes);
-  ``recompute``: none; ``recompute_layers`` (a column ``published_runs.csv`` need
-  not have): 0, full recomputation repeats every layer; N > 0 repeats the first N layers of
-  each model chunk (Megatron-LM's --recompute-method block --recompute-num-layers N), and
-  asks for ``recompute`` full; ``sequence_parallel``, ``flash_attention``, ``tp_overlap``:
+  ``recompute``: none (``layout.RECOMPUTE_MODES``: none, selective, full, dots);
+  ``recompute_layers`` (a column ``published_runs.csv`` need not have): 0, full
+  recomputation repeats every layer; N > 0 repeats the first N layers of each model chunk
+  (Megatron-LM's --recompute-method block --recompute-num-layers N), and asks for
+  ``recompute`` full; ``sequence_parallel``, ``flash_attention``, ``tp_overlap``:
   false;
 - ``dp_overlap``: the row's ``flash_attention``. A run with fused attention ran a 2023 or
   later stack, where bucketed gradient reduction behind the backward pass is the default

@@ -53,9 +53,9 @@ class LayerCost:
     attention core's forward (what selective recomputation repeats); ``kernels_fwd``:
     kernels launched in the forward pass, ``kernels_core`` of them the attention core's and
     ``kernels_attention`` the attention sublayer's (its input norm, projections, core and
-    residual add: what Megatron-Core's "attn" CUDA-graph scope captures) (a mixture of experts'
-    MLP's are not among them: ``moe_kernels`` counts them as Megatron-Core launches them, by
-    dispatcher and local experts)."""
+    residual add: what Megatron-Core's "attn" CUDA-graph scope captures) and ``kernels_linear``
+    the linear layers' GEMMs (a mixture of experts' MLP's are not among them: ``moe_kernels``
+    counts them as Megatron-Core launches them, by dispatcher and local experts)."""
 
     gemm_fwd: np.ndarray
     gemm_bwd: np.ndarray
@@ -69,6 +69,7 @@ class LayerCost:
     kernels_fwd: int
     kernels_core: int
     kernels_attention: int = 0
+    kernels_linear: int = 0
 
     @cached_property
     def forward(self) -> np.ndarray:
@@ -190,13 +191,12 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
 
     ``cp`` (scalar or array): context-parallel ranks, with ``sl`` each device's share of the
     sequence (SL / CP). Its fused attention is CP steps of causal attention over ``sl`` tokens:
-    under Megatron's load-balanced split each step (the ring's, ``collectives.cp_exchange``) is as much work
-    as that, and CP of them are the 1/CP of the whole sequence's causal attention each rank
-    owns. Under ``heads_split`` (bool or bool array: the all-to-all exchange, ``layout.CP_COMMS``
-    a2a) a rank instead attends whole sequences, SL = CP x ``sl`` tokens, with 1/CP of its TP
-    rank's heads: as much work, in one kernel over the whole length. Context parallelism needs
-    fused attention (Transformer Engine's is the only one Megatron-Core runs it with). ``ep``,
-    ``etp``: a mixture of experts' EP and ETP ranks (``layer.gemm_shapes``)."""
+    under Megatron's load-balanced split each step (the ring's, ``collectives.cp_exchange``) is
+    as much work as that, and CP of them are the 1/CP of the causal attention each rank owns.
+    Under ``heads_split`` (bool or bool array: the all-to-all exchange, ``layout.CP_COMMS`` a2a)
+    a rank instead attends whole sequences, SL = CP x ``sl`` tokens, with 1/CP of its TP rank's
+    heads: as much work, in one kernel. Context parallelism needs fused attention (Megatron-Core
+    runs it in Transformer Engine's only). ``ep``, ``etp``: EP and ETP ranks (``layer.gemm_shapes``)."""
     if block.flash != stack.flash:
         raise ValueError(f"block.flash={block.flash} disagrees with stack.attention={stack.attention!r}")
     if not block.flash and np.any(np.asarray(cp) > 1):
@@ -222,10 +222,11 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
             core_kernels += kernel.fwd_count
     elem_bwd = elem_bwd + grad_accumulation_time(layer.layer_params(h, heads, block) / tp
                                                  + layer.expert_params(h, block) / np.multiply(ep, etp), hw, stack)
+    linear_kernels = sum(1 for g in linear_fwd_gemms if g.name not in counted_apart)
     if stack.fp8:
         cast_fwd, cast_bwd = _fp8_casts(linear_fwd_gemms, hw)
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd
-        kernels += sum(1 for g in linear_fwd_gemms if g.name not in counted_apart)
+        kernels += linear_kernels
     if block.flash:
         attn_fwd, attn_bwd = _fused_attention(block.core_width(h, heads), sl, b, tp, hw, stack, cp, heads_split,
                                               head_dim=block.kv_dim(h, heads))
@@ -240,4 +241,4 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     return LayerCost(gemm_fwd=gemm_fwd, gemm_bwd=gemm_bwd, linear_fwd=linear_fwd, linear_bwd=linear_bwd,
                      attention_fwd=attn_fwd, attention_bwd=attn_bwd, elementwise_fwd=elem_fwd,
                      elementwise_bwd=elem_bwd, core_fwd=core, kernels_fwd=kernels,
-                     kernels_core=core_kernels, kernels_attention=attention)
+                     kernels_core=core_kernels, kernels_attention=attention, kernels_linear=linear_kernels)

@@ -17,7 +17,7 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 from tasks.model.terms.layout import (
-    RECOMPUTE_MODES,
+    SEARCHED_RECOMPUTE_MODES,
     SCHEDULES,
     STRUCTURAL_CONSTRAINTS,
     ZERO_MODES,
@@ -50,7 +50,7 @@ class LayoutSpace:
     virtual_stages: List[int] = field(default_factory=lambda: [2, 4])
     zero: List[str] = field(default_factory=lambda: list(ZERO_MODES))
     sequence_parallel: List[bool] = field(default_factory=lambda: [False, True])
-    recompute: List[str] = field(default_factory=lambda: list(RECOMPUTE_MODES))
+    recompute: List[str] = field(default_factory=lambda: list(SEARCHED_RECOMPUTE_MODES))
     cp: List[int] = field(default_factory=lambda: [1])
     cp_comm: List[str] = field(default_factory=lambda: ["p2p"])
     ep: List[int] = field(default_factory=lambda: [1])

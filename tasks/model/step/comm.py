@@ -97,7 +97,7 @@ def cp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost) -> Dict[str, np
                            float(ctx.dtype_bytes))
     step_fwd = metrics.apply_flop_vs_bw(cost.attention_fwd, ctx.flop_vs_bw) / lay.cp
     step_bwd = metrics.apply_flop_vs_bw(cost.attention_bwd, ctx.flop_vs_bw) / lay.cp
-    repeats = lay.recomputed_share + np.where(lay.selective, 1.0, 0.0)
+    repeats = lay.recomputed_share + np.where(lay.core_recomputed, 1.0, 0.0)
     layer_figures = cp_layer_exchange(lay.cp, lay.cp_comm, chunk, lay.cp_crosses(ctx.hardware), step_fwd, step_bwd,
                                       repeats, ctx.hardware, tp=lay.tp,
                                       q_bytes=tokens * block.attention_width(h, heads) / lay.tp

@@ -175,8 +175,24 @@ class StepLayouts:
         return local_seq(seq_len, self.cp)
 
     @property
-    def selective(self) -> np.ndarray:
-        return self.recompute == code("recompute", "selective")
+    def core_recomputed(self) -> np.ndarray:
+        """Where the backward pass runs the attention core's forward again (selective
+        recomputation, and the ``dots`` policy, which keeps only the linear layers' outputs);
+        full recomputation's repeat is ``recomputed_share``."""
+        return (self.recompute == code("recompute", "selective")) | (self.recompute == code("recompute", "dots"))
+
+    def recomputed(self, forward, core, linear):
+        """What the backward pass runs again of one layer's forward, given its ``forward``,
+        its attention core's ``core`` and its linear layers' ``linear`` (seconds or kernel
+        counts): the whole forward for ``recomputed_share`` of the layers (full), the core
+        (selective), everything but the linear layers (``dots``: JAX's
+        ``checkpoint_dots_with_no_batch_dims`` keeps the outputs of GEMMs without batch
+        dimensions, the linear layers', and recomputes the rest, attention and element-wise
+        kernels alike)."""
+        selective = self.recompute == code("recompute", "selective")
+        repeat = self.recomputed_share * forward + np.where(selective, core, 0)
+        dots = self.recompute == code("recompute", "dots")
+        return repeat + np.where(dots, np.subtract(forward, linear), 0) if np.any(dots) else repeat
 
     @property
     def sharded(self) -> np.ndarray:

@@ -28,6 +28,7 @@ __all__ = [
     "FP8_WEIGHT_BYTES",
     "fp8_weight_copy_bytes",
     "layer_activation_bytes",
+    "dots_activation_bytes",
     "in_flight_microbatches",
     "resident_layers",
     "logits_bytes",
@@ -117,9 +118,9 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     10*SL*B*H (LayerNorms, dropouts, the inputs of the QKV and FC1 GEMMs); sequence
     parallelism splits those too. Selective recomputation drops the 5*A*SL/H attention
     core; full recomputation keeps only the layer's input, 2*SL*B*H (split by TP under
-    sequence parallelism). When full recomputation covers only ``recomputed_share`` of the
-    layers (``step.context.recomputed_share``), the others keep everything, and the result is
-    the mean over the layers.
+    sequence parallelism); the ``dots`` policy, ``dots_activation_bytes``. When full
+    recomputation covers only ``recomputed_share`` of the layers
+    (``step.context.recomputed_share``), the others keep everything: the mean over the layers.
 
     The same accounting for any ``block``: of the 24 split terms, 4*SL*B*H are K and V
     (scaled by kv_heads / heads under grouped-query attention, by kv_heads x head_dim / H in
@@ -165,7 +166,23 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     stored = sbh * (replicated + split / tp + np.where(recompute == code("recompute", "selective"), 0.0, core))
     full = 2.0 * sbh / np.where(sp, tp, 1.0)
     share = np.asarray(recomputed_share, dtype=np.float64)
-    return np.where(recompute == code("recompute", "full"), share * full + (1.0 - share) * stored, stored)
+    stored = np.where(recompute == code("recompute", "full"), share * full + (1.0 - share) * stored, stored)
+    dots = recompute == code("recompute", "dots")
+    return np.where(dots, dots_activation_bytes(sbh, h, heads, tp, sp, block), stored) if np.any(dots) else stored
+
+
+def dots_activation_bytes(sbh, h, heads, tp, sequence_parallel, block: Block = STUDY_BLOCK):
+    """Activations one layer keeps under the ``dots`` policy (``layout.RECOMPUTE_MODES``), per
+    micro-batch of ``sbh`` = SL*B*H elements, per device: the linear layers' outputs its
+    backward needs, as JAX's ``checkpoint_dots_with_no_batch_dims`` saves them around a layer,
+    each 16-bit: the layer's input and the output projection's output (the residual stream's
+    two terms, 2*SL*B*H each, split by TP under sequence parallelism), and Q, K, V and the
+    MLP's first GEMM's outputs (two under a gated MLP), split by TP. The rest (norms, the
+    attention core, the activation function's output) is recomputed."""
+    fc1 = (4.0 if block.gated else 2.0) * block.activation_width(h) / h
+    q_share = block.attention_width(h, heads) / h
+    kv_share = block.kv(heads) * block.kv_dim(h, heads) / h
+    return sbh * (4.0 / np.where(sequence_parallel, tp, 1.0) + (2.0 * q_share + 4.0 * kv_share + fc1) / tp)
 
 
 def in_flight_microbatches(microbatches, pp, virtual_stages, interleaved):

@@ -24,6 +24,7 @@ __all__ = [
     "SCHEDULES",
     "ZERO_MODES",
     "RECOMPUTE_MODES",
+    "SEARCHED_RECOMPUTE_MODES",
     "CP_COMMS",
     "MOE_DISPATCHERS",
     "CODED_FIELDS",
@@ -57,8 +58,15 @@ SCHEDULES: Tuple[str, ...] = ("1f1b", "interleaved")
 #: gradient shards all-reduced across nodes).
 ZERO_MODES: Tuple[str, ...] = ("none", "zero1", "zero3", "fsdp", "hsdp")
 #: Activation recomputation (Korthikanti et al., arXiv 2205.05198): none, selective
-#: (the attention core: scores, softmax, dropout, context), full (the whole layer).
-RECOMPUTE_MODES: Tuple[str, ...] = ("none", "selective", "full")
+#: (the attention core: scores, softmax, dropout, context), full (the whole layer); and
+#: "dots", JAX's ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` around each
+#: layer (MaxText's remat policies "minimal" and, where nothing is named "context",
+#: "minimal_flash", MaxText/layers/models.py): the linear layers' GEMM outputs and the layer's
+#: input are kept, and everything else of the forward (the attention core, whose GEMMs have
+#: batch dimensions, and every element-wise kernel) runs again in the backward pass.
+RECOMPUTE_MODES: Tuple[str, ...] = ("none", "selective", "full", "dots")
+#: The recomputation modes a search space varies unless it names its own: Megatron's three.
+SEARCHED_RECOMPUTE_MODES: Tuple[str, ...] = RECOMPUTE_MODES[:3]
 
 #: How context-parallel ranks exchange keys and values (Megatron-Core's ``cp_comm_type``, run by
 #: Transformer Engine's ``attention/dot_product_attention/context_parallel.py`` at d0067d0da):
@@ -120,7 +128,8 @@ LAYOUT_LEGEND = ("tpN/ppN/dpN: tensor-, pipeline-, data-parallel degree; pp2(i5)
                  "states; cpN: context-parallel degree, cpN(ag) exchanging K/V by all-gather, cpN(a2a) by "
                  "all-to-all of Q, K, V and the output; epN: expert-parallel degree, epN(etpM) with M-way expert "
                  "tensor parallelism, (flex) dispatching a token once per node; sp: sequence parallel; "
-                 "sele/full: selective/full activation recomputation; full(5): full "
+                 "sele/full: selective/full activation recomputation; dots: the linear layers' outputs kept, all "
+                 "else recomputed; full(5): full "
                  "recomputation of 5 layers per model chunk, the others keep their activations")
 
 #: Structural constraints, checked before any cost: name -> what must hold.

@@ -234,3 +234,12 @@ def test_heads_of_their_own_width_are_written_as_kv_channels(built_cases, framew
     assert setting in export(framework, case)
     plain = dict(built_cases)["cp-ring"]
     assert "kv-channels" not in export(framework, plain) and "kv_channels" not in export(framework, plain)
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo", "torchtitan"])
+def test_no_export_writes_jaxs_dots_recomputation(built_cases, framework):
+    """The ``dots`` policy keeps the linear layers' outputs: no PyTorch framework's setting."""
+    case = next(case for _, case in built_cases)
+    dots = dataclasses.replace(case, layout=dataclasses.replace(case.layout, recompute="dots"))
+    with pytest.raises(Unexpressible, match="recompute=dots is JAX's"):
+        export(framework, dots)
