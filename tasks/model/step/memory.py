@@ -152,8 +152,7 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     sbh = sl * b * h
     # the score matrix: softmax output (2 bytes), dropout mask (1) and dropped-out copy (2); without dropout, the first
     core = 0.0 if block.flash else (5.0 * heads if block.dropout else 2.0 * heads) * sl / h / tp
-    q_share = block.attention_width(h, heads) / h          # Q and the context, in units of H
-    kv_share = block.kv(heads) * block.kv_dim(h, heads) / h    # K or V, in units of H
+    q_share, kv_share = _attention_shares(h, heads, block)
     saved_input = 1.0 if fp8_inputs else 2.0            # bytes per element of a GEMM input kept
     mlp = ((4.0 if block.gated else 2.0) + saved_input) * block.activation_width(h) / h
     if block.moe:
@@ -180,9 +179,14 @@ def dots_activation_bytes(sbh, h, heads, tp, sequence_parallel, block: Block = S
     MLP's first GEMM's outputs (two under a gated MLP), split by TP. The rest (norms, the
     attention core, the activation function's output) is recomputed."""
     fc1 = (4.0 if block.gated else 2.0) * block.activation_width(h) / h
-    q_share = block.attention_width(h, heads) / h
-    kv_share = block.kv(heads) * block.kv_dim(h, heads) / h
+    q_share, kv_share = _attention_shares(h, heads, block)
     return sbh * (4.0 / np.where(sequence_parallel, tp, 1.0) + (2.0 * q_share + 4.0 * kv_share + fc1) / tp)
+
+
+def _attention_shares(h, heads, block: Block):
+    """(Q's width, and K's or V's, in units of H): ``block``'s heads x head width, and its
+    key-value heads x their width (grouped-query attention's fewer)."""
+    return block.attention_width(h, heads) / h, block.kv(heads) * block.kv_dim(h, heads) / h
 
 
 def in_flight_microbatches(microbatches, pp, virtual_stages, interleaved):
