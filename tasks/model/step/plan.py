@@ -236,10 +236,11 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
     valid = np.flatnonzero(status == 0)
     costed = valid if valid.size else np.zeros(1, dtype=np.int64)
     rows = len(status)
-    subset = {name: (np.asarray(values)[costed] if np.ndim(values) and len(values) == rows else values)
-              for name, values in layouts.items()}
+    # The costed rows' columns live only until ``as_layouts`` has read them: a whole table of them
+    # held through the step would add to every call's peak memory, which the allocator hands back
+    # and takes again, page by page, each call.
     with np.errstate(divide="ignore", invalid="ignore"):
-        part = _step(as_layouts(subset, dp[costed], ctx), ctx)
+        part = _step(as_layouts(_rows_at(layouts, costed, rows), dp[costed], ctx), ctx)
     # One table, a column a row: the metrics, then memory and the step time had it fit (which
     # stay where a layout is over memory); rows not costed are NaN.
     names = [name for name in part if name != "memory_per_device_bytes"]
@@ -255,6 +256,12 @@ def step_columns(layouts: Mapping[str, np.ndarray], ctx: StepContext) -> Dict[st
     microbatches = microbatches_per_step(ctx.global_batch, dp, np.asarray(layouts["micro_batch"]))
     out.update(dp=dp_int.astype(np.int64), microbatches=microbatches.astype(np.int64), status_code=status)
     return out
+
+
+def _rows_at(layouts: Mapping[str, np.ndarray], index: np.ndarray, rows: int) -> Dict[str, np.ndarray]:
+    """The columns of ``layouts`` (``rows`` long; a scalar stays as it is) at the rows ``index``."""
+    return {name: (np.asarray(values)[index] if np.ndim(values) and len(values) == rows else values)
+            for name, values in layouts.items()}
 
 
 def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
