@@ -9,6 +9,7 @@ the layouts (``step_sum``, ``per_pass``, ``waited``). Seconds and bytes, as the 
 
 from __future__ import annotations
 
+import functools
 from functools import reduce
 from typing import Dict, List, Optional, Tuple
 
@@ -55,30 +56,45 @@ def mode_sums(zero, table: Dict[str, dp_protocol.ShardingMode],
     key, where some mode has one:
     (figure, per micro-batch, repeated) for ``SUMMED``; ("window", per micro-batch, hidden by,
     needs DP overlap, repeated): the window's time; ("tail", the same): the longest tail among
-    the window's collectives whose tail waits (``unhidden_tail``)."""
-    modes = list(table.values())
+    the window's collectives whose tail waits (``unhidden_tail``). Which collectives each class
+    holds in each mode depends on ``table`` alone (``_class_members``, found once a table)."""
+    zero = np.asarray(zero)
     out: Dict[tuple, np.ndarray] = {}
+    for key, (name, members) in _class_members(tuple(table.values())).items():
+        combine = np.maximum if key[0] == "tail" else np.add
+        values = [reduce(combine, (figure(figures[name], c) for c in chosen), 0.0) for chosen in members]
+        out[key] = np.choose(zero, [np.asarray(v, dtype=np.float64) for v in values])
+    return out
 
-    def add(key: tuple, chosen, value) -> None:
-        if any(chosen(mode) for mode in modes):
-            out[key] = dp_protocol.by_mode(zero, lambda mode: value(chosen(mode)), table)
+
+@functools.lru_cache(maxsize=32)
+def _class_members(modes: Tuple[dp_protocol.ShardingMode, ...]) -> Dict[tuple, Tuple[str, tuple]]:
+    """Each class ``mode_sums`` keys that some mode of ``modes`` has: (the figure it reads, the
+    collectives it combines in each mode, in the modes' order); a tail's members are those whose
+    tail waits (``unhidden_tail``)."""
+    out: Dict[tuple, Tuple[str, tuple]] = {}
+
+    def add(key: tuple, name: str, chosen) -> None:
+        members = tuple(tuple(chosen(mode)) for mode in modes)
+        if any(members):
+            out[key] = (name, members)
 
     for name in SUMMED:
         for per_mb in (True, False):
             for repeated in (False, True):
-                add((name, per_mb, repeated),
+                add((name, per_mb, repeated), name,
                     lambda mode, p=per_mb, r=repeated: [c for c in mode.collectives
-                                                        if c.per_microbatch == p and c.under_recompute == r],
-                    lambda chosen, n=name: sum(figure(figures[n], c) for c in chosen))
-    for per_mb, hidden_by, needs_overlap in _windows(modes):
+                                                        if c.per_microbatch == p and c.under_recompute == r])
+    for per_mb, hidden_by, needs_overlap in _windows(list(modes)):
         for repeated in (False, True):
             def in_window(mode, key=(hidden_by, needs_overlap), p=per_mb, r=repeated):
                 return [c for c in dp_protocol.windows(mode, p).get(key, ()) if c.under_recompute == r]
-            add(("window", per_mb, hidden_by, needs_overlap, repeated), in_window,
-                lambda chosen: sum(figure(figures["times"], c) for c in chosen))
-            add(("tail", per_mb, hidden_by, needs_overlap, repeated), in_window,
-                lambda chosen, h=hidden_by: reduce(np.maximum, (figure(figures["tails"], c) for c in chosen
-                                                                if unhidden_tail(c, h)), 0.0))
+            window = ("window", per_mb, hidden_by, needs_overlap, repeated)
+            if any(in_window(mode) for mode in modes):
+                out[window] = ("times", tuple(tuple(in_window(mode)) for mode in modes))
+                out[("tail", *window[1:])] = ("tails", tuple(tuple(c for c in in_window(mode)
+                                                                   if unhidden_tail(c, hidden_by))
+                                                             for mode in modes))
     return out
 
 

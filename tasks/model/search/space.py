@@ -25,6 +25,7 @@ from tasks.model.terms.layout import (
     encode,
     structural_violations,
 )
+from tasks.model.search.heap import retain_freed_heap
 from tasks.model.step.plan import StepContext, step_columns
 
 __all__ = ["LayoutSpace", "enumerate_layouts", "cartesian_columns", "constraint_counts", "exhaustive", "best_index",
@@ -152,7 +153,9 @@ def constraint_counts(layouts: Dict[str, np.ndarray], *, heads: int, layers: int
 
 
 def exhaustive(space: LayoutSpace, ctx: StepContext) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
-    """The whole space costed: (layout columns, ``step_columns`` output), row-aligned."""
+    """The whole space costed: (layout columns, ``step_columns`` output), row-aligned. The
+    process keeps the heap a call frees for the next (``heap.retain_freed_heap``)."""
+    retain_freed_heap()
     layouts = enumerate_layouts(space, ctx.devices)
     return layouts, step_columns(layouts, ctx)
 
