@@ -58,25 +58,24 @@ def mode_sums(zero, table: Dict[str, dp_protocol.ShardingMode],
     needs DP overlap, repeated): the window's time; ("tail", the same): the longest tail among
     the window's collectives whose tail waits (``unhidden_tail``). Which collectives each class
     holds in each mode depends on ``table`` alone (``_class_members``, found once a table)."""
-    zero = np.asarray(zero)
     out: Dict[tuple, np.ndarray] = {}
     for key, (name, members) in _class_members(tuple(table.values())).items():
         combine = np.maximum if key[0] == "tail" else np.add
-        values = [reduce(combine, (figure(figures[name], c) for c in chosen), 0.0) for chosen in members]
-        out[key] = np.choose(zero, [np.asarray(v, dtype=np.float64) for v in values])
+        out[key] = dp_protocol.by_mode(zero, lambda mode, n=name, m=members, f=combine: reduce(
+            f, (figure(figures[n], c) for c in m[mode.name]), 0.0), table)
     return out
 
 
 @functools.lru_cache(maxsize=32)
-def _class_members(modes: Tuple[dp_protocol.ShardingMode, ...]) -> Dict[tuple, Tuple[str, tuple]]:
+def _class_members(modes: Tuple[dp_protocol.ShardingMode, ...]) -> Dict[tuple, Tuple[str, Dict[str, tuple]]]:
     """Each class ``mode_sums`` keys that some mode of ``modes`` has: (the figure it reads, the
-    collectives it combines in each mode, in the modes' order); a tail's members are those whose
+    collectives it combines in each mode, by the mode's name); a tail's members are those whose
     tail waits (``unhidden_tail``)."""
-    out: Dict[tuple, Tuple[str, tuple]] = {}
+    out: Dict[tuple, Tuple[str, Dict[str, tuple]]] = {}
 
     def add(key: tuple, name: str, chosen) -> None:
-        members = tuple(tuple(chosen(mode)) for mode in modes)
-        if any(members):
+        members = {mode.name: tuple(chosen(mode)) for mode in modes}
+        if any(members.values()):
             out[key] = (name, members)
 
     for name in SUMMED:
@@ -91,10 +90,10 @@ def _class_members(modes: Tuple[dp_protocol.ShardingMode, ...]) -> Dict[tuple, T
                 return [c for c in dp_protocol.windows(mode, p).get(key, ()) if c.under_recompute == r]
             window = ("window", per_mb, hidden_by, needs_overlap, repeated)
             if any(in_window(mode) for mode in modes):
-                out[window] = ("times", tuple(tuple(in_window(mode)) for mode in modes))
-                out[("tail", *window[1:])] = ("tails", tuple(tuple(c for c in in_window(mode)
-                                                                   if unhidden_tail(c, hidden_by))
-                                                             for mode in modes))
+                add(window, "times", in_window)
+                out[("tail", *window[1:])] = ("tails", {mode.name: tuple(c for c in in_window(mode)
+                                                                         if unhidden_tail(c, hidden_by))
+                                                        for mode in modes})
     return out
 
 
