@@ -29,6 +29,7 @@ LADDER_SYSTEM_PROFILES: Dict[str, str] = {
     "4 nodes x 8xB200 (8x400G EFA per node)": "b200",
     "8xMI300X (XGMI)": "mi300x",
     "2 racks x 64 GB200 (NVL72 racks; 32 trays of 4)": "gb200",
+    "2 nodes x 8xH100 A3 High (4x200G GPUDirect-TCPX)": "h100-a3-high",
 }
 #: The ladder target judges every point from this size up (1 MiB).
 JUDGED_FROM_BYTES = 1 << 20

@@ -20,7 +20,7 @@ from tasks.validation.runs import PublishedRun
 from tasks.validation.throughput import flops_per_step, metric_value
 
 __all__ = ["MICRO_BATCH_CANDIDATES", "RunPrediction", "run_model", "run_stack", "run_hardware", "predict_run",
-           "find_profile"]
+           "find_profile", "cluster_preset"]
 
 #: Micro-batches tried where a run does not say which it used (the fastest that fits wins).
 MICRO_BATCH_CANDIDATES = (1, 2, 4, 8, 16)
@@ -205,6 +205,13 @@ def _same_part(words: List[str], hw: HardwareProfile) -> bool:
             and not _pcie(words))
 
 
+def cluster_preset(hw: HardwareProfile, profiles: Dict[str, HardwareProfile]) -> bool:
+    """Whether ``hw`` is a cluster preset of another profile's device: its name is that
+    profile's name and a suffix ('h100-a3-high' of 'h100'), its accelerator the same."""
+    return any(hw.name.startswith(f"{other.name}-") and other.accelerator == hw.accelerator
+               for other in profiles.values())
+
+
 def find_profile(name: str, profiles: Dict[str, HardwareProfile]) -> Optional[HardwareProfile]:
     """The profile of the hardware ``name`` calls, or None.
 
@@ -214,16 +221,21 @@ def find_profile(name: str, profiles: Dict[str, HardwareProfile]) -> Optional[Ha
     size (an 'A100' is the 80 GB part); else the one profile whose accelerator name starts
     with it or it with the accelerator's ('H100SXM'), a name shorter than the accelerator's
     family word excepted ('MI250' is not the MI250X). 'A100-PCIe', 'V100 16GB' and 'TPU-Z'
-    call none."""
+    call none. A cluster preset of a device (``cluster_preset``: 'h100-a3-high') answers to its
+    own name only, never to its accelerator's."""
     key = _plain(name)
-    exact = [p for p in profiles.values() if key in (_plain(p.name), _plain(p.accelerator))]
+    named = [p for p in profiles.values() if key == _plain(p.name)]
+    if named:
+        return named[0]
+    devices = [p for p in profiles.values() if not cluster_preset(p, profiles)]
+    exact = [p for p in devices if key == _plain(p.accelerator)]
     if exact:
         return exact[0]
     words = _words(name)
-    same = [p for p in profiles.values() if words and _same_part(words, p)]
+    same = [p for p in devices if words and _same_part(words, p)]
     if same:
         return max(same, key=lambda p: p.hbm_gb)
-    near = [p for p in profiles.values()
+    near = [p for p in devices
             if (_plain(p.accelerator).startswith(key) and len(key) >= len(_words(p.accelerator)[0]))
             or key.startswith(_plain(p.accelerator))]
     return near[0] if len(near) == 1 and not _pcie(words) else None
