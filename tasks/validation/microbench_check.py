@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, FrozenSet, List, Optional
 
 from tasks.model.collectives.nccl import predicted_busbw
 from tasks.model.kernels.gemm_published import predict_row, read_gemm_rows
@@ -18,7 +18,7 @@ from tasks.validation.records import MODEL_VERSION, ValidationRecord, fitted_fig
 
 __all__ = ["LADDER_SYSTEM_PROFILES", "JUDGED_FROM_BYTES", "AT_SCALE_RANKS", "ladder_algorithm", "size_label",
            "read_ladder_rows", "ladder_row_bytes", "ladder_row_ranks", "fitted_cells", "validate_ladders",
-           "validate_gemms"]
+           "validate_gemms", "NETWORK_BASES", "measured_networks", "network_basis"]
 
 #: Ladder systems of ``collective_ladders.csv`` -> hardware profiles (``conf/hardware``), one by one.
 LADDER_SYSTEM_PROFILES: Dict[str, str] = {
@@ -31,6 +31,9 @@ LADDER_SYSTEM_PROFILES: Dict[str, str] = {
     "2 racks x 64 GB200 (NVL72 racks; 32 trays of 4)": "gb200",
     "2 nodes x 8xH100 A3 High (4x200G GPUDirect-TCPX)": "h100-a3-high",
 }
+#: Where a profile's scale-out efficiency (``inter_node.efficiency``) comes from: "measured"
+#: (fitted to a ladder of its own system) or "assumed" (another system's ladder, or none).
+NETWORK_BASES = ("measured", "assumed")
 #: The ladder target judges every point from this size up (1 MiB).
 JUDGED_FROM_BYTES = 1 << 20
 #: Ladders of at least this many ranks are the at-scale check, shown apart without a target
@@ -113,3 +116,17 @@ def validate_gemms(path: Path, profiles: Dict[str, HardwareProfile], out, *, swe
             model=row.dtype, hardware=hw.name, metric="gemm_tflops", unit="TF", published=row.tflops,
             predicted=predicted, error=signed_error(predicted, row.tflops), detail=shape_text,
             cost_model_version=MODEL_VERSION, fitted_to=fitted.get(row.row, "")))
+
+
+def measured_networks(path: Path) -> FrozenSet[str]:
+    """The profiles whose scale-out efficiency is fitted to a ladder of their own system: a
+    row of ``path`` whose system ``LADDER_SYSTEM_PROFILES`` maps to the profile and whose
+    ``fitted_to`` names ``PROFILE.inter_node.efficiency``."""
+    return frozenset(profile for row in read_ladder_rows(path)
+                     if (profile := LADDER_SYSTEM_PROFILES.get(row["system"]))
+                     and f"{profile}.inter_node.efficiency" in fitted_figures(row.get("fitted_to")).split())
+
+
+def network_basis(hw: HardwareProfile, measured: FrozenSet[str]) -> str:
+    """One of ``NETWORK_BASES`` for ``hw``'s scale-out efficiency, given ``measured_networks``."""
+    return NETWORK_BASES[0] if hw.name in measured else NETWORK_BASES[1]

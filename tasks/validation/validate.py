@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, FrozenSet, List, Optional, Sequence
 
 from tasks.model.kernels.attention import ATTENTION_BASES, attention_basis
 from tasks.model.kernels.roofline import MissingFigure, gemm_ceiling, peak_flops
@@ -25,13 +25,13 @@ from tasks.model.kernels.sustained import SUSTAINED_BASES, sustained_basis
 from tasks.model.terms.specs import HardwareProfile
 from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL
 from tasks.validation import layers_check, microbench_check
-from tasks.validation.predict_runs import find_profile, predict_run
+from tasks.validation.predict_runs import find_profile, predict_run, run_hardware
 from tasks.validation.records import (DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, HELD_OUT, MODEL_VERSION,
                                       ValidationRecord, signed_error)
 from tasks.validation.runs import METRICS, PublishedRun, read_runs
 
 __all__ = ["Validation", "validate_runs", "validate_all", "SUSTAINED_WORDS", "sustained_note", "ATTENTION_WORDS",
-           "attention_note", "detail_parts"]
+           "attention_note", "NETWORK_WORDS", "detail_parts"]
 
 #: How a run's detail names the sustained rate its compute rests on
 #: (``tasks.model.kernels.sustained.sustained_basis``).
@@ -42,6 +42,11 @@ SUSTAINED_WORDS = dict(zip(SUSTAINED_BASES, ("sustained rate measured", "sustain
 #: How a run's detail names the fused-attention rate it rests on
 #: (``tasks.model.kernels.attention.attention_basis``).
 ATTENTION_WORDS = dict(zip(ATTENTION_BASES, ("attention rate measured", "attention rate assumed"), strict=True))
+
+#: How the detail of a run across nodes names the scale-out rate it rests on
+#: (``microbench_check.network_basis``).
+NETWORK_WORDS = dict(zip(microbench_check.NETWORK_BASES, ("network rate measured", "network rate assumed"),
+                         strict=True))
 
 
 def attention_note(hw: HardwareProfile, impl: str = DEFAULT_ATTENTION_IMPL) -> str:
@@ -72,12 +77,15 @@ class Validation:
     skipped: List[str] = field(default_factory=list)
 
 
-def _run_record(run: PublishedRun, hw: HardwareProfile, dataset: str) -> ValidationRecord:
+def _run_record(run: PublishedRun, hw: HardwareProfile, dataset: str,
+                networks: Optional[FrozenSet[str]]) -> ValidationRecord:
     pred = predict_run(run, hw)
     detail = (f"{pred.layout.describe()}; {pred.step_time_s:.3g} s/step; {pred.describe_memory()}; "
               f"{sustained_note(hw, run.precision)}")
     if run.flash_attention:
         detail += f"; {attention_note(hw, run.attention_impl)}"
+    if networks is not None and run.gpus > run_hardware(run, hw).devices_per_node:
+        detail += f"; {NETWORK_WORDS[microbench_check.network_basis(hw, networks)]}"
     if run.cluster:
         detail += "; its cluster: " + ", ".join(f"{name} {value:g}" for name, value in run.cluster.items())
     return ValidationRecord(dataset=dataset, source=run.source, row=run.row, model=run.model, hardware=hw.name,
@@ -87,10 +95,12 @@ def _run_record(run: PublishedRun, hw: HardwareProfile, dataset: str) -> Validat
 
 
 def validate_runs(runs: Sequence[PublishedRun], profiles: Dict[str, HardwareProfile], *,
-                  dataset: str = "runs") -> List[ValidationRecord]:
+                  dataset: str = "runs", networks: Optional[FrozenSet[str]] = None) -> List[ValidationRecord]:
     """A record of ``dataset`` per run; ``RowError`` naming the first row whose hardware has no profile,
     whose precision its profile lacks (fp8 on A100), or whose layout cannot run (hardware and
-    precision checked for every row before any is predicted)."""
+    precision checked for every row before any is predicted). Given ``networks``
+    (``microbench_check.measured_networks``), a run across nodes says whether its profile's
+    scale-out rate is measured (a profile of them) or assumed."""
     matched = []
     for run in runs:
         hw = find_profile(run.hw, profiles)
@@ -101,7 +111,7 @@ def validate_runs(runs: Sequence[PublishedRun], profiles: Dict[str, HardwareProf
         except MissingFigure as exc:
             raise run.error("precision", run.precision, f"cannot run on {hw.name}: {exc}") from None
         matched.append((run, hw))
-    return [_run_record(run, hw, dataset) for run, hw in matched]
+    return [_run_record(run, hw, dataset, networks) for run, hw in matched]
 
 
 def validate_all(profiles: Dict[str, HardwareProfile], data_dir: Path, *, runs_file: Optional[Path] = None,
@@ -109,8 +119,10 @@ def validate_all(profiles: Dict[str, HardwareProfile], data_dir: Path, *, runs_f
     """Validate the shipped data in ``data_dir`` (``runs_file`` stands in for its runs, not
     for the held-out ones)."""
     out = Validation()
+    networks = microbench_check.measured_networks(data_dir / DATA_FILES["collectives"])
     if "runs" in datasets:
-        out.records += validate_runs(read_runs(runs_file or data_dir / DATA_FILES["runs"], out.skipped), profiles)
+        out.records += validate_runs(read_runs(runs_file or data_dir / DATA_FILES["runs"], out.skipped), profiles,
+                                     networks=networks)
     if "layers" in datasets:
         layers_check.validate_layers(data_dir / DATA_FILES["layers"], profiles, out)
     if "collectives" in datasets:
@@ -120,5 +132,5 @@ def validate_all(profiles: Dict[str, HardwareProfile], data_dir: Path, *, runs_f
         microbench_check.validate_gemms(data_dir / GEMM_SWEEPS_FILE, profiles, out, sweep=True)
     if HELD_OUT in datasets:
         out.records += validate_runs(read_runs(data_dir / DATA_FILES[HELD_OUT], out.skipped), profiles,
-                                     dataset=HELD_OUT)
+                                     dataset=HELD_OUT, networks=networks)
     return out

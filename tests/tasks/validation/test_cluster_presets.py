@@ -1,6 +1,7 @@
 """A cluster preset of a device (``conf/hardware/h100-a3-high.yaml``: H100 nodes whose network
 is GPUDirect-TCPX) answers to its own name only, meets the all-gather ladder of its machine
-type where the InfiniBand figures it replaces miss it, and is what MaxText's A3 rows run on."""
+type where the InfiniBand figures it replaces miss it, and is what MaxText's A3 rows run on;
+a run across nodes says whether the network rate it rests on is measured or assumed."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import pytest
 
 from sweeps.config import load_preset
 from tasks.model.collectives.nccl import predicted_busbw
+from tasks.validation.microbench_check import measured_networks
 from tasks.validation.predict_runs import cluster_preset, find_profile, run_hardware
 from tasks.validation.runs import read_runs
+from tasks.validation.validate import NETWORK_WORDS, detail_parts, validate_runs
 
 DATA = Path(__file__).resolve().parents[3] / "conf" / "data"
 A3_LADDER = "2 nodes x 8xH100 A3 High (4x200G GPUDirect-TCPX)"
@@ -59,3 +62,18 @@ def test_maxtexts_a3_rows_run_on_the_preset_and_its_network(a3):
         hw = run_hardware(run, find_profile(run.hw, profiles))
         assert hw.name == "h100-a3-high" and hw.inter_node == a3.inter_node
         assert hw.inter_node.bandwidth_GBps == pytest.approx(4 * 200 / 8 / 8)
+
+
+def test_a_run_across_nodes_says_whether_its_network_rate_is_measured():
+    """Measured where the profile's scale-out efficiency is fitted to a ladder of its own
+    system (A3 High's TCPX ladder, the four-node B200 one), assumed where it is borrowed; a
+    run inside one node says nothing of it, and without the ladders nothing is said."""
+    assert measured_networks(DATA / "collective_ladders.csv") == {"b200", "h100-a3-high"}
+    profiles = {name: load_preset("hardware", name) for name in ("h100", "h100-a3-high", "b200")}
+    runs = [r for r in read_runs(DATA / "holdout_runs.csv") if r.source == "maxtext2404_a3"]
+    runs.append(replace(runs[-1], hw="H100-SXM5-80GB"))
+    networks = measured_networks(DATA / "collective_ladders.csv")
+    notes = [[part for part in detail_parts(r.detail) if part in NETWORK_WORDS.values()]
+             for r in validate_runs(runs, profiles, networks=networks)]
+    assert notes == [[]] + [["network rate measured"]] * 4 + [["network rate assumed"]]
+    assert not [r for r in validate_runs(runs, profiles) if "network rate" in r.detail]
