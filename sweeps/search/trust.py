@@ -65,16 +65,18 @@ def _switches(stack: Stack) -> Tuple:
 def _class_profile(hardware: HardwareProfile) -> HardwareProfile:
     """The shipped profile of ``hardware``'s device class: the preset of its name, else the
     preset of its accelerator (a cluster file with ``base: a100-80gb`` and its own nodes and
-    network), else ``hardware`` itself. A published run is predicted on the cluster it ran
-    on, as ``commscale validate`` predicts it: a user's 4-GPU nodes or 100 Gb/s NICs would
-    price other clusters' runs on the wrong network, and call that the model's error."""
+    network, or a shipped cluster preset such as h100-a3-high), else ``hardware`` itself. A
+    published run is predicted on the cluster it ran on, as ``commscale validate`` predicts
+    it: a user's 4-GPU nodes or 100 Gb/s NICs would price other clusters' runs on the wrong
+    network, and call that the model's error."""
     from sweeps.config import list_presets, load_preset
     from sweeps.jobs.validation import load_profiles
-    from tasks.validation.predict_runs import find_profile
+    from tasks.validation.predict_runs import cluster_preset, find_profile
 
-    if hardware.name in list_presets("hardware"):
+    profiles = load_profiles()
+    if hardware.name in list_presets("hardware") and not cluster_preset(hardware, profiles):
         return load_preset("hardware", hardware.name)
-    return find_profile(hardware.accelerator, load_profiles()) or hardware
+    return find_profile(hardware.accelerator, profiles) or hardware
 
 
 def _run_errors(profile: HardwareProfile, moe: bool = False) -> List[Tuple[Tuple, float]]:

@@ -44,6 +44,15 @@ def test_a_cluster_file_is_trusted_as_its_device_class_not_by_pricing_other_clus
     assert error.hardware == "a100-80gb" and error.mean < 0.2
 
 
+def test_a_shipped_cluster_preset_is_trusted_as_its_device_class_too():
+    """h100-a3-high (H100 nodes on GPUDirect-TCPX) is a preset, but the published H100 runs
+    are priced on their own clusters, as h100's are (on its network they were 24 % off)."""
+    a3 = load_search(["small", "hardware=h100-a3-high"])
+    h100 = load_search(["small", "hardware=h100"])
+    error = published_error(a3.hardware, a3.stack)
+    assert error == published_error(h100.hardware, h100.stack) and error.hardware == "h100"
+
+
 def test_layouts_within_the_error_are_a_tie_and_beyond_it_the_ranking_stands():
     setup = load_search(SPACE)
     e = published_error(setup.hardware, setup.stack).mean
