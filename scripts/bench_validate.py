@@ -20,7 +20,8 @@ the figure reached, the target, and whether it is met.
   generations), per source: mean and max |error|, and each row's signed error (no target;
   nothing is fitted to them);
 - Megatron-Bridge's mixture-of-experts runs (moe_bridge_runs.csv, written from moe_runs.csv by
-  scripts/moe_runs_to_runs.py): per source, and mean, max and lean against the MoE targets;
+  scripts/moe_runs_to_runs.py): per source, grouped as the held-out runs are by the rates each
+  rests on, and mean, max and lean against the MoE targets;
 - the headline (``tasks.validation.headline``): the shipped rows no figure was fitted to,
   the same with the fitted rows (each microbenchmark file's ``fitted_to`` column), and the
   held-out runs apart.
@@ -158,6 +159,7 @@ def mixtures_of_experts(profiles) -> None:
     print(f"\nmixture-of-experts runs (moe_bridge_runs.csv; {len(moe.validation.skipped)} token-dropping rows "
           "skipped)")
     _per_source(runs)
+    _sustained(runs)
     mean, worst = error_summary(runs)
     _line("Megatron-Bridge MoE runs", f"mean {mean:.1%}, max {worst:.1%}, lean {_lean(runs):+.1%}",
           mean <= 0.10 and worst <= 0.20 and abs(_lean(runs)) <= 0.05, "mean <= 10%, max <= 20%, lean +-5%")
@@ -171,10 +173,10 @@ def held_out(runs: List[ValidationRecord]) -> None:
 
 
 def _sustained(runs: List[ValidationRecord]) -> None:
-    """The held-out runs by the sustained rate their compute rests on, by the fused-attention
-    rate and, across nodes, by the scale-out rate (each run's detail, ``validate.SUSTAINED_WORDS``,
-    ``ATTENTION_WORDS`` and ``NETWORK_WORDS``, whatever kernel a bracket names after them):
-    count, mean |error| and lean of each kind."""
+    """Runs (the held-out ones, the MoE ones) by the sustained rate their compute rests on, by
+    the fused-attention rate and, across nodes, by the scale-out rate (each run's detail,
+    ``validate.SUSTAINED_WORDS``, ``ATTENTION_WORDS`` and ``NETWORK_WORDS``, whatever kernel a
+    bracket names after them): count, mean |error| and lean of each kind."""
     for words in [*SUSTAINED_WORDS.values(), *ATTENTION_WORDS.values(), *NETWORK_WORDS.values()]:
         mine = [r for r in runs if words in detail_parts(r.detail)]
         if mine:

@@ -25,7 +25,8 @@ from tasks.model.kernels.sustained import SUSTAINED_BASES, sustained_basis
 from tasks.model.terms.specs import HardwareProfile
 from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL
 from tasks.validation import layers_check, microbench_check
-from tasks.validation.predict_runs import find_profile, predict_run, run_hardware
+from tasks.model.kernels.model_blocks import model_block
+from tasks.validation.predict_runs import find_profile, predict_run, run_hardware, run_model
 from tasks.validation.records import (DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, HELD_OUT, MODEL_VERSION,
                                       ValidationRecord, signed_error)
 from tasks.validation.runs import METRICS, PublishedRun, read_runs
@@ -49,11 +50,11 @@ NETWORK_WORDS = dict(zip(microbench_check.NETWORK_BASES, ("network rate measured
                          strict=True))
 
 
-def attention_note(hw: HardwareProfile, impl: str = DEFAULT_ATTENTION_IMPL) -> str:
+def attention_note(hw: HardwareProfile, impl: str = DEFAULT_ATTENTION_IMPL, head_dim=128.0) -> str:
     """The words a run's detail gives the fused-attention rate it rests on: measured on its
-    device, or assumed (another device's rows as fractions of its peak), naming the kernel
-    where it is not cuDNN's (``Stack.attention_impl``)."""
-    words = ATTENTION_WORDS[attention_basis(hw, impl)]
+    device for its heads' width, or assumed (another device's rows as fractions of its peak,
+    or another width's), naming the kernel where it is not cuDNN's (``Stack.attention_impl``)."""
+    words = ATTENTION_WORDS[attention_basis(hw, impl, head_dim)]
     return words if impl == DEFAULT_ATTENTION_IMPL else f"{words} ({impl})"
 
 
@@ -83,7 +84,8 @@ def _run_record(run: PublishedRun, hw: HardwareProfile, dataset: str,
     detail = (f"{pred.layout.describe()}; {pred.step_time_s:.3g} s/step; {pred.describe_memory()}; "
               f"{sustained_note(hw, run.precision)}")
     if run.flash_attention:
-        detail += f"; {attention_note(hw, run.attention_impl)}"
+        block = model_block(run_model(run), flash=True)
+        detail += f"; {attention_note(hw, run.attention_impl, block.kv_dim(run.hidden, run.heads))}"
     if networks is not None and run.gpus > run_hardware(run, hw).devices_per_node:
         detail += f"; {NETWORK_WORDS[microbench_check.network_basis(hw, networks)]}"
     if run.cluster:

@@ -47,7 +47,7 @@ from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL
 
 __all__ = ["FUSED_EFFICIENCY", "DEVICE_EFFICIENCY", "FITTED_HEAD_DIMS", "BACKWARD_FLOP_FACTOR", "fused_efficiency",
            "fused_attention_times", "REFERENCE_DEVICE", "ATTENTION_BASES", "attention_basis",
-           "FUSED_STATS_BYTES_PER_ROW"]
+           "FUSED_STATS_BYTES_PER_ROW", "DEVICE_ROWS_HEAD_DIM"]
 
 #: (e_max, SL_half) per kernel (``stack.ATTENTION_IMPLS``), pass, mask and head dimension,
 #: fitted to that kernel's rows of attention_kernels.csv (the file does not say whether its
@@ -147,12 +147,21 @@ def fused_attention_times(h, sl, b, tp, hw: HardwareProfile, *, causal: bool = T
     return np.maximum(forward, floor), np.maximum(backward, floor)
 
 
-def attention_basis(hw: HardwareProfile, impl: str = DEFAULT_ATTENTION_IMPL) -> str:
-    """One of ``ATTENTION_BASES`` for the fused kernel ``impl`` on ``hw``: "measured" on the
-    reference device without rows of its own named, or for cuDNN's kernel on a profile naming
-    rows whose source (``sources['attention_kernels']``) is no assumption; "assumed"
-    otherwise (another kernel there keeps its H100 relation to cuDNN's)."""
+#: The head width of a device's own rows (``DEVICE_EFFICIENCY``: 128-wide causal cuDNN rows).
+DEVICE_ROWS_HEAD_DIM = 128.0
+
+
+def attention_basis(hw: HardwareProfile, impl: str = DEFAULT_ATTENTION_IMPL, head_dim=128.0) -> str:
+    """One of ``ATTENTION_BASES`` for the fused kernel ``impl`` on ``hw`` with heads ``head_dim``
+    wide: "measured" on the reference device without rows of its own named, for heads within
+    its rows' widths (``FITTED_HEAD_DIMS``, interpolated between), or for cuDNN's kernel with
+    heads as wide as its rows (``DEVICE_ROWS_HEAD_DIM``) on a profile naming rows whose source
+    (``sources['attention_kernels']``) is no assumption; "assumed" otherwise (another kernel,
+    or another head width, keeps its H100 relation to the rows' kernel and width)."""
+    width = float(head_dim)
     if hw.attention_kernels is None:
-        return "measured" if hw.accelerator == REFERENCE_DEVICE else "assumed"
+        within = FITTED_HEAD_DIMS[0] <= width <= FITTED_HEAD_DIMS[1]
+        return "measured" if hw.accelerator == REFERENCE_DEVICE and within else "assumed"
     source = str(hw.sources.get("attention_kernels", "")).strip().lower()
-    return "assumed" if source.startswith("assumption") or impl != DEFAULT_ATTENTION_IMPL else "measured"
+    own_rows = impl == DEFAULT_ATTENTION_IMPL and width == DEVICE_ROWS_HEAD_DIM
+    return "measured" if own_rows and not source.startswith("assumption") else "assumed"

@@ -112,3 +112,17 @@ def test_another_kernel_on_a_device_with_its_own_cudnn_rows_rests_on_an_assumpti
     on_gb200 = [fused_efficiency("fwd", True, 8192.0, 128.0, "GB200", impl) for impl in ("flash2", "cudnn")]
     on_h100 = [fused_efficiency("fwd", True, 8192.0, 128.0, None, impl) for impl in ("flash2", "cudnn")]
     assert on_gb200[0] / on_gb200[1] == pytest.approx(on_h100[0] / on_h100[1])
+
+
+def test_a_head_width_the_rows_do_not_measure_rests_on_an_assumption():
+    """GB200's rows are 128-wide: GPT-OSS's 64-wide heads there keep H100's 64/128 relation
+    (assumed); H100's rows span 64 to 128 (measured between), and DeepSeek-V3's latent heads
+    (192-wide keys, 128-wide values) lie beyond them (assumed)."""
+    gb200, h100 = load_preset("hardware", "gb200"), load_preset("hardware", "h100")
+    assert [attention_basis(gb200, "cudnn", d) for d in (64.0, 128.0)] == ["assumed", "measured"]
+    assert [attention_basis(h100, "cudnn", d) for d in (64.0, 96.0, 128.0, 160.0)] == ["measured"] * 3 + ["assumed"]
+    profiles = {name: load_preset("hardware", name) for name in ("h100", "gb200")}
+    runs = [r for r in read_runs(CONF_DIR / "data" / "moe_bridge_runs.csv", skipped=[])
+            if r.source == "bridge2604" and r.hw.lower() == "gb200"]
+    said = {r.model: ATTENTION_WORDS["assumed"] in r.detail for r in validate_runs(runs, profiles)}
+    assert said == {"DeepSeek-V3": True, "GPT-OSS-120B": True, "Qwen3-30B-A3B": False, "Qwen3-235B-A22B": False}
