@@ -31,7 +31,9 @@ class RunPrediction:
     """What the step model says of one run: its metric, step time, layout and memory.
 
     ``memory_limit_gb``: the usable share of the device's HBM (``memory.usable_memory_bytes``,
-    the margin the search plans with); ``hbm_gb``: all of it. Both in 10^9 bytes."""
+    the margin the search plans with); ``hbm_gb``: all of it. Both in 10^9 bytes.
+    ``devices_per_node``: the run's cluster's (``run_hardware``); ``head_dim``: the attention
+    head width the model priced (``Block.kv_dim``)."""
 
     value: float
     step_time_s: float
@@ -40,6 +42,8 @@ class RunPrediction:
     fits_memory: bool
     memory_limit_gb: float
     hbm_gb: float = math.inf
+    devices_per_node: int = 1
+    head_dim: float = 128.0
 
     @property
     def memory_verdict(self) -> str:
@@ -174,7 +178,8 @@ def predict_run(run: PublishedRun, hw: HardwareProfile) -> RunPrediction:
     memory_gb = float(out["memory_per_device_bytes"][pick]) / 1e9
     return RunPrediction(value=value, step_time_s=step_s, layout=layouts[pick], memory_gb=memory_gb,
                          fits_memory=bool(fits[pick]), memory_limit_gb=limit,
-                         hbm_gb=float(usable_memory_bytes(hw.hbm_gb, 1.0)) / 1e9)
+                         hbm_gb=float(usable_memory_bytes(hw.hbm_gb, 1.0)) / 1e9,
+                         devices_per_node=hw.devices_per_node, head_dim=float(ctx.block.kv_dim(run.hidden, run.heads)))
 
 
 def _plain(name: str) -> str:

@@ -25,8 +25,7 @@ from tasks.model.kernels.sustained import SUSTAINED_BASES, sustained_basis
 from tasks.model.terms.specs import HardwareProfile
 from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL
 from tasks.validation import layers_check, microbench_check
-from tasks.model.kernels.model_blocks import model_block
-from tasks.validation.predict_runs import find_profile, predict_run, run_hardware, run_model
+from tasks.validation.predict_runs import find_profile, predict_run
 from tasks.validation.records import (DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, HELD_OUT, MODEL_VERSION,
                                       ValidationRecord, signed_error)
 from tasks.validation.runs import METRICS, PublishedRun, read_runs
@@ -84,9 +83,8 @@ def _run_record(run: PublishedRun, hw: HardwareProfile, dataset: str,
     detail = (f"{pred.layout.describe()}; {pred.step_time_s:.3g} s/step; {pred.describe_memory()}; "
               f"{sustained_note(hw, run.precision)}")
     if run.flash_attention:
-        block = model_block(run_model(run), flash=True)
-        detail += f"; {attention_note(hw, run.attention_impl, block.kv_dim(run.hidden, run.heads))}"
-    if networks is not None and run.gpus > run_hardware(run, hw).devices_per_node:
+        detail += f"; {attention_note(hw, run.attention_impl, pred.head_dim)}"
+    if networks is not None and run.gpus > pred.devices_per_node:
         detail += f"; {NETWORK_WORDS[microbench_check.network_basis(hw, networks)]}"
     if run.cluster:
         detail += "; its cluster: " + ", ".join(f"{name} {value:g}" for name, value in run.cluster.items())

@@ -9,8 +9,7 @@ the layouts (``step_sum``, ``per_pass``, ``waited``). Seconds and bytes, as the 
 
 from __future__ import annotations
 
-import functools
-from functools import reduce
+from functools import lru_cache, reduce
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -66,7 +65,7 @@ def mode_sums(zero, table: Dict[str, dp_protocol.ShardingMode],
     return out
 
 
-@functools.lru_cache(maxsize=32)
+@lru_cache(maxsize=32)
 def _class_members(modes: Tuple[dp_protocol.ShardingMode, ...]) -> Dict[tuple, Tuple[str, Dict[str, tuple]]]:
     """Each class ``mode_sums`` keys that some mode of ``modes`` has: (the figure it reads, the
     collectives it combines in each mode, by the mode's name); a tail's members are those whose
@@ -88,12 +87,11 @@ def _class_members(modes: Tuple[dp_protocol.ShardingMode, ...]) -> Dict[tuple, T
         for repeated in (False, True):
             def in_window(mode, key=(hidden_by, needs_overlap), p=per_mb, r=repeated):
                 return [c for c in dp_protocol.windows(mode, p).get(key, ()) if c.under_recompute == r]
-            window = ("window", per_mb, hidden_by, needs_overlap, repeated)
-            if any(in_window(mode) for mode in modes):
-                add(window, "times", in_window)
-                out[("tail", *window[1:])] = ("tails", {mode.name: tuple(c for c in in_window(mode)
-                                                                         if unhidden_tail(c, hidden_by))
-                                                        for mode in modes})
+            members = {mode.name: tuple(in_window(mode)) for mode in modes}
+            if any(members.values()):
+                out[("window", per_mb, hidden_by, needs_overlap, repeated)] = ("times", members)
+                out[("tail", per_mb, hidden_by, needs_overlap, repeated)] = ("tails", {
+                    mode: tuple(c for c in chosen if unhidden_tail(c, hidden_by)) for mode, chosen in members.items()})
     return out
 
 
