@@ -87,11 +87,11 @@ def _class_members(modes: Tuple[dp_protocol.ShardingMode, ...]) -> Dict[tuple, T
         for repeated in (False, True):
             def in_window(mode, key=(hidden_by, needs_overlap), p=per_mb, r=repeated):
                 return [c for c in dp_protocol.windows(mode, p).get(key, ()) if c.under_recompute == r]
-            members = {mode.name: tuple(in_window(mode)) for mode in modes}
-            if any(members.values()):
-                out[("window", per_mb, hidden_by, needs_overlap, repeated)] = ("times", members)
-                out[("tail", per_mb, hidden_by, needs_overlap, repeated)] = ("tails", {
-                    mode: tuple(c for c in chosen if unhidden_tail(c, hidden_by)) for mode, chosen in members.items()})
+            window = ("window", per_mb, hidden_by, needs_overlap, repeated)
+            add(window, "times", in_window)
+            if window in out:
+                out[("tail", *window[1:])] = ("tails", {mode: tuple(c for c in chosen if unhidden_tail(c, hidden_by))
+                                                        for mode, chosen in out[window][1].items()})
     return out
 
 
