@@ -64,6 +64,7 @@ HARDWARE: Dict[str, Range] = {"devices_per_node": DEVICES, "peak_tflops": Range(
                               "memory_efficiency": FRACTION, "kernel_launch_us": Range(0, 1e6),
                               "compute_units": Range(1, 1e6), "peak_fp8_tflops": Range(0, 1e9, True),
                               "gemm_tile_overhead_us": Range(0, 1e6), "tdp_w": Range(0, 1e5, True),
+                              "gemm_sustained_w": Range(0, 1e5, True),
                               "power_limit_w": Range(0, 1e5, True)}
 LINK_TIER: Dict[str, Range] = {"bandwidth_GBps": Range(0, 1e9, True), "latency_us": Range(0, 1e7),
                                "efficiency": FRACTION, "nvls_efficiency": Range(0, 1), "nvls_latency_us": Range(0, 1e7)}

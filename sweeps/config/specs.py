@@ -44,7 +44,11 @@ def validate_hardware(hw: HardwareProfile) -> None:
 
 
 def _check_power_limit(hw: HardwareProfile) -> None:
-    """A ``power_limit_w`` the profile can price (``sustained.power_limit_problem``)."""
+    """A ``power_limit_w`` the profile can price (``sustained.power_limit_problem``), and a
+    ``gemm_sustained_w`` with the datasheet limit it is compared with."""
+    if hw.gemm_sustained_w is not None and hw.tdp_w is None:
+        raise ConfigError("hardware.gemm_sustained_w", hw.gemm_sustained_w,
+                          "needs hardware.tdp_w, the limit the device runs at, to compare it with")
     problem = power_limit_problem(hw)
     if problem:
         raise ConfigError("hardware.power_limit_w", hw.power_limit_w, problem)

@@ -21,27 +21,32 @@ SM clock). A dtype without a ``gemm_sustained`` entry sustains its ceiling: an a
 which ``sustained_basis`` names so that ``validate`` can show the rows resting on it.
 
 A device capped below its datasheet's limit (``HardwareProfile.power_limit_w`` under
-``tdp_w``) settles lower still. ``power_scale`` takes the sustained clock to scale as the
-cube root of the power left once the part that does not follow the SM clock is paid (CMOS
-dynamic power is C·V²·f, and across the DVFS range the voltage rises with the clock, so it
-grows as f³; memory, I/O and leakage do not follow the SM clock). Both figures,
-``DVFS_EXPONENT`` and ``STATIC_POWER_SHARE``, are assumptions: no GEMM rate measured on a
-capped device is on hand, so ``sustained_basis`` names a capped device's rate "assumed".
+``tdp_w``) settles lower still, and a device whose figure is a sibling's measured at a
+lower limit (``gemm_sustained_w`` under ``tdp_w``: GB200 runs the B200 die at 1,200 W,
+where the B200's MSMF was measured at its own 1,000 W) settles higher. ``power_scale``
+takes the sustained clock to scale as the cube root of the power left once the part that
+does not follow the SM clock is paid (CMOS dynamic power is C·V²·f, and across the DVFS
+range the voltage rises with the clock, so it grows as f³; memory, I/O and leakage do not
+follow the SM clock). Both figures, ``DVFS_EXPONENT`` and ``STATIC_POWER_SHARE``, are
+assumptions: no GEMM rate measured at two limits of one device is on hand, so
+``sustained_basis`` names a rate moved by them "assumed". A device never sustains more than
+its burst ceiling.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict
+from typing import Dict, Optional
 
 from tasks.model.kernels.roofline import gemm_ceiling
 from tasks.model.terms.specs import HardwareProfile
 
 __all__ = ["SUSTAINED_BASES", "STATIC_POWER_SHARE", "DVFS_EXPONENT", "sustained_ratio", "sustained_basis",
-           "static_power_w", "power_scale", "power_limit_problem", "training_device"]
+           "measured_at_w", "runs_at_w", "static_power_w", "power_scale", "power_limit_problem", "training_device"]
 
-#: Assumption: the share of the datasheet's board limit (``tdp_w``) that does not follow the
-#: SM clock while a GEMM runs at the limit (HBM, NVLink and host I/O, leakage).
+#: Assumption: the share of the board limit the sustained figure was measured at
+#: (``gemm_sustained_w``, else ``tdp_w``) that does not follow the SM clock while a GEMM runs
+#: at the limit (HBM, NVLink and host I/O, leakage).
 STATIC_POWER_SHARE = 0.25
 
 #: Assumption: the power that follows the SM clock grows as its cube (dynamic power C·V²·f
@@ -74,7 +79,7 @@ def sustained_basis(hw: HardwareProfile, dtype: str = "bf16") -> str:
     where the entry's source (``sources['gemm_sustained.<dtype>']``) starts with
     "assumption", else "measured"."""
     key = _entry(hw, dtype)
-    if power_scale(hw) < 1.0:
+    if power_scale(hw) != 1.0:
         return "assumed"
     if key not in hw.gemm_sustained:
         return "none"
@@ -82,24 +87,41 @@ def sustained_basis(hw: HardwareProfile, dtype: str = "bf16") -> str:
     return "assumed" if source.startswith("assumption") else "measured"
 
 
+def measured_at_w(hw: HardwareProfile) -> Optional[float]:
+    """The board limit (W) ``hw``'s ``gemm_sustained`` was measured at: ``gemm_sustained_w``,
+    else ``tdp_w`` (``None`` without either)."""
+    return hw.gemm_sustained_w if hw.gemm_sustained_w is not None else hw.tdp_w
+
+
+def runs_at_w(hw: HardwareProfile) -> Optional[float]:
+    """The board limit (W) ``hw``'s devices run at: ``power_limit_w`` where it is under
+    ``tdp_w`` (a limit above the datasheet's is not granted), else ``tdp_w``."""
+    cap, tdp = hw.power_limit_w, hw.tdp_w
+    if cap is None or tdp is None:
+        return tdp
+    return min(cap, tdp)
+
+
 def static_power_w(hw: HardwareProfile) -> float:
-    """Watts of the board's limit that do not follow the SM clock (``STATIC_POWER_SHARE`` of
-    ``tdp_w``; 0 without one)."""
-    return STATIC_POWER_SHARE * float(hw.tdp_w or 0.0)
+    """Watts of the measured board's limit that do not follow the SM clock
+    (``STATIC_POWER_SHARE`` of ``measured_at_w``; 0 without one)."""
+    return STATIC_POWER_SHARE * float(measured_at_w(hw) or 0.0)
 
 
 def power_scale(hw: HardwareProfile) -> float:
-    """The sustained clock at ``power_limit_w`` over the one at ``tdp_w``, in (0, 1]:
-    ((cap - static) / (tdp - static)) ** (1 / ``DVFS_EXPONENT``); 1 where no cap below the
-    datasheet's limit is set. Raises ``ValueError`` for a cap at or below the static part."""
-    cap, tdp = hw.power_limit_w, hw.tdp_w
-    if cap is None or tdp is None or cap >= tdp:
+    """The sustained clock at the limit ``hw`` runs at over the one its figure was measured
+    at (``runs_at_w`` over ``measured_at_w``): ((runs - static) / (measured - static)) **
+    (1 / ``DVFS_EXPONENT``); below 1 for a capped device, above 1 for a sibling's figure
+    measured at a lower limit, 1 where both are the same or either is unknown. Raises
+    ``ValueError`` for a cap at or below the static part."""
+    runs, measured = runs_at_w(hw), measured_at_w(hw)
+    if runs is None or measured is None or runs == measured:
         return 1.0
     problem = power_limit_problem(hw)
     if problem:
-        raise ValueError(f"hardware.power_limit_w={cap:g}: {problem}")
+        raise ValueError(f"hardware.power_limit_w={hw.power_limit_w:g}: {problem}")
     static = static_power_w(hw)
-    return float(((cap - static) / (tdp - static)) ** (1.0 / DVFS_EXPONENT))
+    return float(((runs - static) / (measured - static)) ** (1.0 / DVFS_EXPONENT))
 
 
 def power_limit_problem(hw: HardwareProfile) -> str:
@@ -117,16 +139,17 @@ def power_limit_problem(hw: HardwareProfile) -> str:
 
 def training_device(hw: HardwareProfile) -> HardwareProfile:
     """``hw`` as a training step's compute sees it: the bf16/fp16 and fp8 peaks scaled by
-    their ``sustained_ratio`` and the ``power_scale`` of a capped device, and a wave's fixed
+    their ``sustained_ratio`` times the ``power_scale`` of the limit it runs at (at most its
+    burst ceiling), and a wave's fixed
     overhead (``gemm_tile_overhead_us``, a time at the burst clock) stretched by the 16-bit
     scale. ``hw`` itself where nothing is sustained below its ceiling."""
-    capped = power_scale(hw)
-    if not hw.gemm_sustained and capped == 1.0:
+    scale = power_scale(hw)
+    if not hw.gemm_sustained and scale == 1.0:
         return hw
-    ratio16 = sustained_ratio(hw, "bf16") * capped
+    ratio16 = min(1.0, sustained_ratio(hw, "bf16") * scale)
     changes: Dict[str, object] = {"peak_tflops": hw.peak_tflops * ratio16}
     if hw.peak_fp8_tflops is not None and "fp8" in hw.gemm_ceiling:
-        changes["peak_fp8_tflops"] = hw.peak_fp8_tflops * sustained_ratio(hw, "fp8") * capped
+        changes["peak_fp8_tflops"] = hw.peak_fp8_tflops * min(1.0, sustained_ratio(hw, "fp8") * scale)
     if hw.gemm_tile_overhead_us is not None:
         changes["gemm_tile_overhead_us"] = hw.gemm_tile_overhead_us / ratio16
     return replace(hw, **changes)

@@ -142,10 +142,13 @@ class HardwareProfile:
     maximum sustainable matmul FLOP/s), at or below ``gemm_ceiling``; a training step runs
     its compute at this rate (``tasks.model.kernels.sustained``). A dtype without an entry
     is taken to sustain its ceiling.
-    ``tdp_w``: the board power limit (W) of the datasheet, at which ``gemm_sustained`` was
-    measured; ``power_limit_w``: the limit the cluster's devices run at where it is lower (a
-    power-capped or lower-power variant; ``None``: ``tdp_w``), which slows the clock the
-    compute settles at (``sustained.power_scale``).
+    ``tdp_w``: the board power limit (W) of the datasheet; ``gemm_sustained_w``: the board
+    limit at which ``gemm_sustained`` was measured where that is not ``tdp_w`` (a sibling
+    device's measurement: the same die run at another limit; ``None``: ``tdp_w``);
+    ``power_limit_w``: the limit the cluster's devices run at where it is lower (a
+    power-capped or lower-power variant; ``None``: ``tdp_w``). The clock the compute settles
+    at follows the limit it runs at against the one it was measured at
+    (``sustained.power_scale``).
     ``attention_kernels``: the device whose cuDNN rows of conf/data/attention_kernels.csv time
     this one's fused attention (a key of ``kernels.attention.DEVICE_EFFICIENCY``); ``None``:
     the H100 rows' curves, as fractions of this device's peak.
@@ -167,6 +170,7 @@ class HardwareProfile:
     gemm_tile_overhead_us: Optional[float] = None
     gemm_sustained: Dict[str, float] = field(default_factory=dict)
     tdp_w: Optional[float] = None
+    gemm_sustained_w: Optional[float] = None
     power_limit_w: Optional[float] = None
     attention_kernels: Optional[str] = None
     intra_node: LinkTier = field(default_factory=LinkTier)
@@ -183,7 +187,8 @@ def fingerprint(spec: object) -> str:
     content = asdict(spec)  # type: ignore[arg-type]
     for prose in ("description", "sources", "source"):
         content.pop(prose, None)
-    for unset in ("tdp_w", "power_limit_w", "attention_kernels"):   # added later: a profile without them keeps its hash
+    # Fields added later: a profile without them keeps its hash.
+    for unset in ("tdp_w", "gemm_sustained_w", "power_limit_w", "attention_kernels"):
         if content.get(unset, 0) is None:
             content.pop(unset)
     return content_hash(content)

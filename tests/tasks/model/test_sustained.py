@@ -162,4 +162,34 @@ def test_a_power_capped_device_settles_lower_as_the_stated_law_has_it():
             validate_hardware(dataclasses.replace(h100, power_limit_w=limit))
         assert error.value.field == "hardware.power_limit_w"
     with pytest.raises(ConfigError, match="needs hardware.tdp_w"):
-        validate_hardware(dataclasses.replace(load_preset("hardware", "gb200"), power_limit_w=900.0))
+        validate_hardware(dataclasses.replace(load_preset("hardware", "a100-80gb"), power_limit_w=300.0))
+
+
+def test_a_siblings_figure_measured_at_a_lower_limit_settles_higher_by_the_same_law():
+    """GB200 runs the B200 die at 1,200 W; its sustained figure is B200's MSMF, measured at
+    1,000 W. Its compute runs at that rate times the stated law's scale from 1,000 to 1,200 W,
+    with the static quarter of the measured board's limit: never B200's fraction of GB200's
+    higher peak, which counts a boost clock a power-saturated device does not hold."""
+    from tasks.model.kernels.sustained import DVFS_EXPONENT, STATIC_POWER_SHARE, power_scale
+
+    gb200, b200 = PROFILES["gb200"], PROFILES["b200"]
+    assert (gb200.tdp_w, gb200.gemm_sustained_w, b200.tdp_w) == (1200, 1000, 1000)
+    static = STATIC_POWER_SHARE * 1000.0
+    scale = ((1200.0 - static) / (1000.0 - static)) ** (1.0 / DVFS_EXPONENT)
+    assert power_scale(gb200) == pytest.approx(scale) and 1.05 < scale < 1.10
+    for dtype in ("bf16", "fp8"):
+        b200_rate = peak_of(training_device(b200), dtype) * b200.gemm_ceiling[dtype]
+        assert peak_of(gb200, dtype) * gb200.gemm_sustained[dtype] == pytest.approx(b200_rate, rel=1e-3)
+        gb200_rate = peak_of(training_device(gb200), dtype) * gb200.gemm_ceiling[dtype]
+        assert gb200_rate == pytest.approx(b200_rate * scale, rel=1e-3)
+        assert gb200_rate < peak_of(gb200, dtype) * b200.gemm_sustained[dtype]  # below the old assumption
+    assert sustained_basis(gb200) == "assumed"
+    # Capped below the limit it was measured at, it settles below the sibling's rate.
+    capped = dataclasses.replace(gb200, power_limit_w=900.0)
+    assert power_scale(capped) == pytest.approx(((900.0 - static) / (1000.0 - static)) ** (1.0 / DVFS_EXPONENT))
+    # A device sustains no more than its burst ceiling, whatever the law gives.
+    hot = dataclasses.replace(gb200, gemm_sustained_w=300.0)
+    assert peak_of(training_device(hot), "bf16") == pytest.approx(peak_of(gb200, "bf16"))
+    with pytest.raises(ConfigError, match="needs hardware.tdp_w") as error:
+        validate_hardware(dataclasses.replace(gb200, tdp_w=None))
+    assert error.value.field == "hardware.gemm_sustained_w"

@@ -476,9 +476,9 @@ def test_a_run_on_power_capped_gpus_is_priced_at_their_limit(tmp_path, profiles)
     (low,) = read_runs(_with(tmp_path, "power_limit_w", _row(**h100) + ",150"))
     with pytest.raises(RowError, match=re.escape("power_limit_w=150.0 at or below the 175 W")):
         predict_run(low, hw)
-    (gb200,) = read_runs(_with(tmp_path, "power_limit_w", _row(**{**h100, "hw": "GB200"}) + ",900"))
+    (a100,) = read_runs(_with(tmp_path, "power_limit_w", _row(**{**h100, "hw": "A100-SXM-80GB"}) + ",300"))
     with pytest.raises(RowError, match="states no datasheet limit"):
-        predict_run(gb200, find_profile(gb200.hw, profiles))
+        predict_run(a100, find_profile(a100.hw, profiles))
 
 
 def test_a_row_says_whether_gradients_are_reduced_in_fp32(tmp_path, profiles):
