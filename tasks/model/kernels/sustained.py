@@ -146,10 +146,14 @@ def training_device(hw: HardwareProfile) -> HardwareProfile:
     scale = power_scale(hw)
     if not hw.gemm_sustained and scale == 1.0:
         return hw
-    ratio16 = min(1.0, sustained_ratio(hw, "bf16") * scale)
+
+    def ratio(dtype: str) -> float:  # at most the burst ceiling
+        return min(1.0, sustained_ratio(hw, dtype) * scale)
+
+    ratio16 = ratio("bf16")
     changes: Dict[str, object] = {"peak_tflops": hw.peak_tflops * ratio16}
     if hw.peak_fp8_tflops is not None and "fp8" in hw.gemm_ceiling:
-        changes["peak_fp8_tflops"] = hw.peak_fp8_tflops * min(1.0, sustained_ratio(hw, "fp8") * scale)
+        changes["peak_fp8_tflops"] = hw.peak_fp8_tflops * ratio("fp8")
     if hw.gemm_tile_overhead_us is not None:
         changes["gemm_tile_overhead_us"] = hw.gemm_tile_overhead_us / ratio16
     return replace(hw, **changes)
