@@ -148,7 +148,11 @@ class DpEngine:
     DP) of a stage's weights (counted in parameters, filled from the stage's last layer
     back), where the stack overlaps the reduction with the backward (``Stack.dp_overlap``;
     otherwise one call on the whole stage); its other modes run one collective per layer.
-    ``export``: the ``--export`` framework that runs it ("" for none)."""
+    ``overlap_kernels``: how many of its window's kernels one asynchronous collective call
+    hides behind at most, where the framework's scheduler gives each call a fixed budget of
+    compute rather than the whole window (0: the whole window, as far as it lasts; a call
+    longer than its budget waits for the rest). ``export``: the ``--export`` framework that
+    runs it ("" for none)."""
 
     name: str
     modes: FrozenSet[str] = frozenset()
@@ -161,6 +165,7 @@ class DpEngine:
     bucket_modes: FrozenSet[str] = frozenset()
     bucket_min_params: float = 0.0
     bucket_params_per_rank: float = 0.0
+    overlap_kernels: float = 0.0
     export: str = ""
 
 
@@ -217,7 +222,19 @@ class DpEngine:
 #: to 2 GiB in those configs), charged as one per layer. Under ``remat_policy`` full the
 #: backward repeats a layer's forward, gather included, and its dots read that gather: one
 #: gather per layer in the backward, as ``SHARDING``'s ZeRO-3 has it. Gathers read no copy: the
-#: gathered buffer is the dot's operand.
+#: gathered buffer is the dot's operand. XLA's latency-hiding scheduler, with neither a profile
+#: (``xla_gpu_pgle_profile_file_or_directory_path``) nor ``xla_gpu_enable_analytical_latency_estimator``
+#: set, as MaxText's GPU configs leave them, prices a schedule with its approximate estimator
+#: (openxla/xla, xla/service/latency_hiding_scheduler.cc ``ApproximateLatencyEstimator`` and
+#: xla/service/gpu/gpu_hlo_schedule.cc ``GpuLatencyEstimator``, unchanged from 2023 to 2025):
+#: an asynchronous collective's start-to-done latency is 5,000 units (``kHighLatency``), a
+#: cuBLAS GEMM, a cuDNN or other custom call and a loop fusion cost 1,000 (``kMediumCost``),
+#: "so the LHS will try to schedule approximately 5 of these in between each start/end pair"
+#: (the source's own comment); the costly-all-reduce multiplier is off by default
+#: (``xla_gpu_enable_approx_costly_collectives`` false), and one all-reduce is in flight at a
+#: time (``all_reduce_overlap_limit`` 1). So each call hides behind about five kernels, however
+#: long it lasts: ``overlap_kernels`` 5, the kernels counted as the layer's (an approximation:
+#: XLA's reduction fusions cost 1 unit and its fusion boundaries are its own).
 DP_ENGINES: Dict[str, DpEngine] = {
     "megatron": DpEngine("megatron", bucket_modes=frozenset({"none", "zero1"}), bucket_min_params=40e6,
                          bucket_params_per_rank=1e6),
@@ -225,7 +242,7 @@ DP_ENGINES: Dict[str, DpEngine] = {
                                      serialized_gathers=True, regather_under_recompute=True, copy_per_rank=True),
     "pytorch-fsdp2": DpEngine("pytorch-fsdp2", frozenset({"zero3"}), gather_copy_out=True, reduce_copy_in=True,
                               export="torchtitan"),
-    "xla": DpEngine("xla", frozenset(ZERO_MODES)),
+    "xla": DpEngine("xla", frozenset(ZERO_MODES), overlap_kernels=5.0),
 }
 assert tuple(DP_ENGINES) == DP_ENGINE_NAMES, "one engine per stack.DP_ENGINE_NAMES entry, in its order"
 

@@ -48,17 +48,20 @@ def _windows(modes: List[dp_protocol.ShardingMode]) -> List[Tuple[bool, str, boo
 
 
 def mode_sums(zero, table: Dict[str, dp_protocol.ShardingMode],
-              figures: Dict[str, Dict[DpKey, np.ndarray]]) -> Dict[tuple, np.ndarray]:
-    """``figures`` (per collective: ``times``, ``tails``, ``bytes``, ``latency``, arrays over the
-    layouts) summed over the collectives of each layout's mode (``zero``: codes, as
-    ``dp_protocol.by_mode`` reads them; ``table``: the modes as the engine runs them), a class a
-    key, where some mode has one:
+              figures: Dict[str, Dict[DpKey, np.ndarray]], *, per_call: bool = False) -> Dict[tuple, np.ndarray]:
+    """``figures`` (per collective: ``times``, ``tails``, ``bytes``, ``latency`` and, with
+    ``per_call``, ``calls``: arrays over the layouts) summed over the collectives of each
+    layout's mode (``zero``: codes, as ``dp_protocol.by_mode`` reads them; ``table``: the modes
+    as the engine runs them), a class a key, where some mode has one:
     (figure, per micro-batch, repeated) for ``SUMMED``; ("window", per micro-batch, hidden by,
     needs DP overlap, repeated): the window's time; ("tail", the same): the longest tail among
-    the window's collectives whose tail waits (``unhidden_tail``). Which collectives each class
-    holds in each mode depends on ``table`` alone (``_class_members``, found once a table)."""
+    the window's collectives whose tail waits (``unhidden_tail``). With ``per_call``, also each
+    window's i-th collective alone: ("member", i, per micro-batch, hidden by, needs DP overlap,
+    repeated) its time and ("member_calls", i, ...) its calls (``waited``'s ``call_cap``).
+    Which collectives each class holds in each mode depends on ``table`` alone
+    (``_class_members``, found once a table)."""
     out: Dict[tuple, np.ndarray] = {}
-    for key, (name, members) in _class_members(tuple(table.values())).items():
+    for key, (name, members) in _class_members(tuple(table.values()), per_call).items():
         combine = np.maximum if key[0] == "tail" else np.add
         out[key] = dp_protocol.by_mode(zero, lambda mode, n=name, m=members, f=combine: reduce(
             f, (figure(figures[n], c) for c in m[mode.name]), 0.0), table)
@@ -66,10 +69,11 @@ def mode_sums(zero, table: Dict[str, dp_protocol.ShardingMode],
 
 
 @lru_cache(maxsize=32)
-def _class_members(modes: Tuple[dp_protocol.ShardingMode, ...]) -> Dict[tuple, Tuple[str, Dict[str, tuple]]]:
+def _class_members(modes: Tuple[dp_protocol.ShardingMode, ...],
+                   per_call: bool = False) -> Dict[tuple, Tuple[str, Dict[str, tuple]]]:
     """Each class ``mode_sums`` keys that some mode of ``modes`` has: (the figure it reads, the
     collectives it combines in each mode, by the mode's name); a tail's members are those whose
-    tail waits (``unhidden_tail``)."""
+    tail waits (``unhidden_tail``); with ``per_call``, a window's i-th collective's time and calls."""
     out: Dict[tuple, Tuple[str, Dict[str, tuple]]] = {}
 
     def add(key: tuple, name: str, chosen) -> None:
@@ -92,6 +96,12 @@ def _class_members(modes: Tuple[dp_protocol.ShardingMode, ...]) -> Dict[tuple, T
             if window in out:
                 out[("tail", *window[1:])] = ("tails", {mode: tuple(c for c in chosen if unhidden_tail(c, hidden_by))
                                                         for mode, chosen in out[window][1].items()})
+            if per_call and window in out and hidden_by != "none":
+                for i in range(max(len(chosen) for chosen in out[window][1].values())):
+                    def nth(mode, w=in_window, n=i):
+                        return w(mode)[n:n + 1]
+                    add(("member", i, *window[1:]), "times", nth)
+                    add(("member_calls", i, *window[1:]), "calls", nth)
     return out
 
 
@@ -121,13 +131,17 @@ def per_pass(sums: Dict[tuple, np.ndarray], name: str, *, recomputed_share) -> T
 
 
 def waited(sums: Dict[tuple, np.ndarray], per_microbatch: bool, *, hide: Dict[str, np.ndarray], recomputed_share,
-           dp_overlap: bool, slowdown: float = 1.0, only: Optional[str] = None, exposed: bool = True) -> np.ndarray:
+           dp_overlap: bool, slowdown: float = 1.0, only: Optional[str] = None, exposed: bool = True,
+           call_cap: Optional[Dict[str, np.ndarray]] = None) -> np.ndarray:
     """What of each layout's DP collectives run per micro-batch (or once per step) the step
     waits for, window by window (``only``: that window alone): all of a window's time beyond
     what its compute hides (``hide``, seconds by window; overlapped communication slowed by
     ``slowdown``), and never less than the longest tail of its collectives (``unhidden_tail``);
-    a window needing DP overlap hides only under ``dp_overlap``. With ``exposed`` False, all of
-    their time. A window a layout's mode does not run adds 0."""
+    a window needing DP overlap hides only under ``dp_overlap``. With ``call_cap`` (seconds by
+    window: what one call may hide behind, ``dp_protocol.DpEngine.overlap_kernels``; the sums
+    need ``mode_sums``' ``per_call``), never less than what each collective's calls last beyond
+    their caps either. With ``exposed`` False, all of their time. A window a layout's mode does
+    not run adds 0."""
     out = np.zeros(np.shape(recomputed_share))
     for per_mb, hidden_by, needs_overlap in dict.fromkeys(key[1:4] for key in sums if key[0] == "window"):
         if per_mb != per_microbatch or (only is not None and hidden_by != only):
@@ -139,5 +153,22 @@ def waited(sums: Dict[tuple, np.ndarray], per_microbatch: bool, *, hide: Dict[st
             if again is not None:
                 tail = np.maximum(tail, again * (np.asarray(recomputed_share) > 0))
             t = np.maximum(metrics.exposed_communication(0.0, t, hide[hidden_by], slowdown), tail)
+            if call_cap is not None:
+                t = np.maximum(t, _beyond_caps(sums, (per_mb, hidden_by, needs_overlap), call_cap[hidden_by],
+                                               recomputed_share, slowdown))
         out = out + t
+    return out
+
+
+def _beyond_caps(sums: Dict[tuple, np.ndarray], window: tuple, cap, recomputed_share, slowdown: float) -> np.ndarray:
+    """What a window's collectives last beyond the compute each call may hide behind (``cap``
+    seconds a call): each collective's time (slowed by ``slowdown``) less its calls times the
+    cap, at least 0, summed over the window's collectives (``mode_sums``' ``member`` classes)."""
+    out = np.zeros(np.shape(recomputed_share))
+    i = 0
+    while any(key[:2] == ("member", i) for key in sums):
+        t = _with_repeats(sums, ("member", i, *window), recomputed_share)
+        calls = _with_repeats(sums, ("member_calls", i, *window), recomputed_share)
+        out = out + np.maximum(metrics.overlapped_communication(t, slowdown) - np.asarray(calls) * cap, 0.0)
+        i += 1
     return out

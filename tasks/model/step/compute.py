@@ -97,11 +97,11 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     launches (a mixture of experts' MLP's as Megatron-Core launches them,
     ``kernels.moe_kernels``, for the layout's local experts and dispatcher, its forward's again
     where full recomputation repeats it), less what the stack's CUDA graphs replay
-    (``kernels.cuda_graphs``). The micro-batch lasts the longer of the device's time
-    and the host's time to launch its kernels (``Stack.host_launch_us`` each); a mixture of
-    experts' host waits for the device in every MoE layer (``moe_kernels.HOST_SYNCS``), so its
-    forward and backward passes each last the longer of the two, and each wait leaves the
-    device idle until the next launch."""
+    (``kernels.cuda_graphs``), in all and by pass (``forward_kernels``, ``backward_kernels``).
+    The micro-batch lasts the longer of the device's time and the host's time to launch its
+    kernels (``Stack.host_launch_us`` each); a mixture of experts' host waits for the device
+    in every MoE layer (``moe_kernels.HOST_SYNCS``), so its forward and backward passes each
+    last the longer of the two, and each wait leaves the device idle until the next launch."""
     repeat = lay.recomputed(cost.forward, cost.core_fwd, cost.linear_fwd)
     t_layer = metrics.apply_flop_vs_bw(cost.total + repeat, ctx.flop_vs_bw)
     output_forward, output = _output_layer(lay, ctx, shapes)
@@ -140,6 +140,8 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
         "backward_hide": lay.layers_per_stage * metrics.apply_flop_vs_bw(cost.gemm_bwd + cost.attention_bwd,
                                                                          ctx.flop_vs_bw),
         "kernels_per_microbatch": kernels_fwd + kernels_bwd,
+        "forward_kernels": kernels_fwd + np.zeros(np.shape(lay.tp)),
+        "backward_kernels": kernels_bwd + np.zeros(np.shape(lay.tp)),
     }
 
 

@@ -99,7 +99,13 @@ def _dp_sums(lay: StepLayouts, ctx: StepContext) -> Dict[tuple, np.ndarray]:
 def _distinct_dp_sums(lay: StepLayouts, ctx: StepContext) -> Dict[tuple, np.ndarray]:
     """``_group_dp_figures`` of ``lay`` summed by class over each layout's mode as the stack's
     engine runs it (``dp_protocol.sharding_of``)."""
-    return mode_sums(lay.zero, dp_protocol.sharding_of(ctx.stack), _group_dp_figures(lay, ctx))
+    return mode_sums(lay.zero, dp_protocol.sharding_of(ctx.stack), _group_dp_figures(lay, ctx),
+                     per_call=_overlap_kernels(ctx) > 0)
+
+
+def _overlap_kernels(ctx: StepContext) -> float:
+    """The stack's DP engine's ``overlap_kernels`` (0: a call hides behind its whole window)."""
+    return dp_protocol.DP_ENGINES[ctx.stack.dp_engine].overlap_kernels
 
 
 def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKey, np.ndarray]]:
@@ -115,7 +121,8 @@ def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKe
     - ``bytes``: what one device sends over the group's rings (nccl-tests' bus bytes), however
       it is split into calls, the routed experts' added;
     - ``latency``: its calls' latency steps alone, each call its group's least latency over the
-      algorithms and protocols NCCL may run (``collectives.nccl.lowest_latency``)."""
+      algorithms and protocols NCCL may run (``collectives.nccl.lowest_latency``);
+    - ``calls``: how many calls it makes over the stage (0 for a group of one rank)."""
     hw = ctx.hardware
     per_layer, embed = _stage_elements(lay, ctx)
     widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
@@ -125,7 +132,7 @@ def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKe
     buckets = _buckets(lay, ctx, per_layer, embed) if any("bucket" in g for g in keys.values()) else None
     if buckets is not None:
         calls["bucket"] = buckets[0]
-    out: Dict[str, Dict[DpKey, np.ndarray]] = {"times": {}, "tails": {}, "bytes": {}, "latency": {}}
+    out: Dict[str, Dict[DpKey, np.ndarray]] = {"times": {}, "tails": {}, "bytes": {}, "latency": {}, "calls": {}}
     groups = {group: lay.dp_group(group, hw) for group in dict.fromkeys(group for _, group in keys)}
     nccl_figures = {(op, group): group_figures(op, groups[group][0], groups[group][2], hw, local_ranks=groups[group][1])
                     for op, group in dict.fromkeys((figures_op(op), group) for op, group in keys)}
@@ -150,6 +157,7 @@ def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKe
             out["tails"][key] = np.where(ranks > 1, tail, 0.0)
             out["bytes"][key] = moved
             out["latency"][key] = calls[granularity] * one
+            out["calls"][key] = np.where(ranks > 1, calls[granularity], 0.0)
     return out
 
 
@@ -261,7 +269,22 @@ def _waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray], 
     window hidden by ``compute``'s ``forward_hide`` or ``backward_hide``."""
     hide = {"forward": compute["forward_hide"], "backward": compute["backward_hide"]}
     return waited(sums, per_microbatch, hide=hide, recomputed_share=lay.recomputed_share,
-                  dp_overlap=ctx.stack.dp_overlap, slowdown=ctx.dp_slowdown, only=only, exposed=exposed)
+                  dp_overlap=ctx.stack.dp_overlap, slowdown=ctx.dp_slowdown, only=only, exposed=exposed,
+                  call_cap=_call_cap(ctx, compute))
+
+
+def _call_cap(ctx: StepContext, compute: Dict[str, np.ndarray]) -> Optional[Dict[str, np.ndarray]]:
+    """Seconds of compute one DP call may hide behind, by window, where the stack's DP engine
+    gives each call a budget of kernels (``DpEngine.overlap_kernels``): that many of the pass's
+    kernels at their mean time, the pass's time over its kernels (``compute``'s
+    ``forward`` and ``forward_kernels``; the rest of the micro-batch and ``backward_kernels``);
+    None where a call may hide behind its whole window."""
+    k = _overlap_kernels(ctx)
+    if k <= 0:
+        return None
+    backward = compute["per_microbatch"] - compute["forward"]
+    return {"forward": k * compute["forward"] / np.maximum(compute["forward_kernels"], 1.0),
+            "backward": k * backward / np.maximum(compute["backward_kernels"], 1.0)}
 
 
 def _step_sum(lay: StepLayouts, sums: Dict[tuple, np.ndarray], name: str) -> np.ndarray:

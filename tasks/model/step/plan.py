@@ -70,7 +70,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-38"
+STEP_MODEL_VERSION = "step-39"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -84,7 +84,8 @@ class StepPlan:
     ``layouts`` and ``ctx``: what was costed. ``cost``: one layer's compute pieces
     (``layer_cost.LayerCost``). ``compute``: one micro-batch on the busiest stage
     (``step.compute.compute_per_microbatch``: ``per_microbatch``, ``forward``,
-    ``forward_hide``, ``backward_hide``, ``kernels_per_microbatch``; ``per_microbatch`` with
+    ``forward_hide``, ``backward_hide``, ``kernels_per_microbatch``, ``forward_kernels``,
+    ``backward_kernels``; ``per_microbatch`` with
     the SMs a flex dispatcher takes from the compute it hides behind, ``ep``'s
     ``contention``, which the timeline draws in the backward pass). ``tp``, ``pp``: one
     micro-batch's TP and PP communication (``step.comm.tp_comm``, ``pp_comm``); ``cp``: its

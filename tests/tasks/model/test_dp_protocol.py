@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sweeps.config import load_preset
 from tasks.model.collectives import dp_protocol
 from tasks.model.step import memory
 from tasks.model.collectives.dp_protocol import SHARDING, DpCollective, ShardingMode
@@ -23,6 +24,14 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def _row(layout: Layout, ctx: StepContext) -> dict:
     return {name: values[0] for name, values in step_columns(layout.columns(), ctx).items()}
+
+
+def _xla_unbudgeted(monkeypatch) -> None:
+    """The xla engine with its calls hiding behind their whole window, as the other engines'
+    do (``DpEngine.overlap_kernels`` 0), to compare what it runs alone."""
+    from dataclasses import replace
+
+    monkeypatch.setitem(dp_protocol.DP_ENGINES, "xla", replace(dp_protocol.DP_ENGINES["xla"], overlap_kernels=0.0))
 
 
 def test_one_mode_per_zero_mode_each_running_known_ops_in_known_windows():
@@ -252,7 +261,7 @@ def test_hybrid_sharding_inside_one_node_is_fsdp(gpt3, h100):
         assert one[column] == pytest.approx(whole[column], rel=1e-12), column
 
 
-def test_fsdp2_copies_each_gathered_layer_and_each_gradient_on_the_compute_stream(gpt3, h100):
+def test_fsdp2_copies_each_gathered_layer_and_each_gradient_on_the_compute_stream(gpt3, h100, monkeypatch):
     """torch 2.13.0's fully_shard: after each gather the layer is copied out into its
     parameters (bytes read and written), before each reduce-scatter the gradient copied in at
     the reduce dtype (2 bytes read, 4 written), both on the compute stream; ZeRO-3 only."""
@@ -274,11 +283,13 @@ def test_fsdp2_copies_each_gathered_layer_and_each_gradient_on_the_compute_strea
     assert fsdp2["dp_traffic_bytes"] == megatron["dp_traffic_bytes"]
     for zero in ("fsdp", "hsdp"):                                     # the modes it does not run
         assert row("pytorch-fsdp2", zero) == row("megatron", zero)
+    _xla_unbudgeted(monkeypatch)
     for zero in ("none", "zero1"):                                    # a layer a call, not Megatron's buckets
         assert row("pytorch-fsdp2", zero) == row("xla", zero)
 
 
-def test_xla_runs_every_mode_as_the_protocol_states_it_and_moves_bf16_at_the_maxtext_preset(gpt3, h100):
+def test_xla_runs_every_mode_as_the_protocol_states_it_and_moves_bf16_at_the_maxtext_preset(gpt3, h100,
+                                                                                           monkeypatch):
     """XLA's partitioner gathers the cast 16-bit kernel a layer ahead and reduce-scatters the
     16-bit gradient behind the backward, no copies: every mode costs what the protocol says;
     the MaxText preset's 16-bit gradients halve the reduce-scatter's bytes against fp32's."""
@@ -290,11 +301,48 @@ def test_xla_runs_every_mode_as_the_protocol_states_it_and_moves_bf16_at_the_max
                           stack=Stack(dp_engine=engine, main_grad_bytes=grad_bytes))
         return _row(Layout(tp=1, pp=8, dp=8, micro_batch=1, zero=zero), ctx)
 
-    for zero in ZERO_MODES:                                           # Megatron buckets plain DP and ZeRO-1
-        assert row("xla", zero) == row("megatron" if zero not in ("none", "zero1") else "pytorch-fsdp2", zero), zero
+    with monkeypatch.context() as patched:                            # each call behind its whole window
+        _xla_unbudgeted(patched)
+        for zero in ZERO_MODES:                                       # Megatron buckets plain DP and ZeRO-1
+            assert row("xla", zero) == row("megatron" if zero not in ("none", "zero1") else "pytorch-fsdp2",
+                                           zero), zero
     maxtext = load_stack("maxtext-xla-2025", h100)
     assert (maxtext.dp_engine, maxtext.main_grad_bytes, maxtext.attention) == ("xla", 2.0, "flash")
     bf16, fp32 = row("xla", "zero3", 2.0), row("xla", "zero3", 4.0)
     # two 16-bit gathers and one reduce-scatter of the same weights: 2 + 2 + 2 bytes against 2 + 2 + 4
     assert fp32["dp_traffic_bytes"] / bf16["dp_traffic_bytes"] == pytest.approx(8.0 / 6.0, rel=1e-9)
     assert fp32["step_time_s"] >= bf16["step_time_s"]
+
+
+def test_xla_hides_each_call_behind_about_five_kernels_so_a_slow_cross_node_reduction_waits(monkeypatch):
+    """XLA's approximate latency estimator budgets an async collective 5,000 units and a GEMM,
+    custom call or loop fusion 1,000, so each call hides behind about five kernels: Llama 2 7B's
+    per-layer gradient all-reduce across four A3 nodes (TCP at half the NICs' line rate) lasts
+    longer than five of its backward's kernels, and the step waits for each call's excess,
+    where an engine hiding every call behind the whole backward waits for none of it."""
+    from tasks.model.step.context import as_layouts
+    from tasks.model.step.plan import step_plan
+    from tasks.model.terms.metrics import overlapped_communication
+    from tasks.model.terms.stack import Stack
+
+    model, a3 = load_preset("model", "llama2-7b"), load_preset("hardware", "h100-a3-high")
+    ctx = StepContext(model, a3, devices=32, global_batch=128, memory_fraction=1e6,
+                      stack=Stack(dp_engine="xla", main_grad_bytes=2.0))
+    layout = Layout(tp=1, pp=1, dp=32, micro_batch=4, zero="none")   # one all-reduce a layer, once a step
+
+    def plan():
+        return step_plan(as_layouts(layout.columns(), np.asarray([32.0]), ctx), ctx)
+
+    budgeted = plan()
+    with monkeypatch.context() as patched:
+        _xla_unbudgeted(patched)
+        whole = plan()
+    compute = budgeted.compute
+    cap = 5.0 * (compute["per_microbatch"] - compute["forward"]) / compute["backward_kernels"]
+    calls = model.layers + 1                                          # a layer a call, and the embedding's
+    beyond = overlapped_communication(budgeted.dp["total"], ctx.dp_slowdown) - calls * cap
+    assert float(beyond[0]) > 0.0
+    assert float(budgeted.dp["per_step"][0]) == pytest.approx(max(float(whole.dp["per_step"][0]), float(beyond[0])),
+                                                              rel=1e-9)
+    assert float(budgeted.dp["per_step"][0]) > 2.0 * float(whole.dp["per_step"][0])
+    assert float(budgeted.step_time[0]) > float(whole.step_time[0])
