@@ -165,10 +165,8 @@ def _beyond_caps(sums: Dict[tuple, np.ndarray], window: tuple, cap, recomputed_s
     seconds a call): each collective's time (slowed by ``slowdown``) less its calls times the
     cap, at least 0, summed over the window's collectives (``mode_sums``' ``member`` classes)."""
     out = np.zeros(np.shape(recomputed_share))
-    i = 0
-    while any(key[:2] == ("member", i) for key in sums):
+    for i in dict.fromkeys(key[1] for key in sums if key[0] == "member" and key[2:5] == window):
         t = _with_repeats(sums, ("member", i, *window), recomputed_share)
         calls = _with_repeats(sums, ("member_calls", i, *window), recomputed_share)
         out = out + np.maximum(metrics.overlapped_communication(t, slowdown) - np.asarray(calls) * cap, 0.0)
-        i += 1
     return out
