@@ -120,11 +120,15 @@ FP8_CAST_TRANSPOSE_BYTES = 4.0
 
 def _fp8_casts(linear_fwd_gemms, hw: HardwareProfile):
     """(forward, backward) seconds of the fp8 casts the linear GEMMs need: the forward casts
-    each GEMM's activation input (m x k), the backward its incoming gradient (m x n), each
-    with its transpose (Transformer Engine's cast_transpose; Micikevicius et al. 2022, FP8
-    formats for deep learning). Weights are cast once per step and left out."""
-    fwd = sum(roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * g.m * g.k, hw) for g in linear_fwd_gemms)
-    bwd = sum(roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * g.m * g.n, hw) for g in linear_fwd_gemms)
+    each GEMM's activation input (batch x m x k), the backward its incoming gradient
+    (batch x m x n), each with its transpose (Transformer Engine's cast_transpose; Micikevicius
+    et al. 2022, FP8 formats for deep learning). A grouped GEMM's batch is the device's local
+    experts: Transformer Engine's ``GroupedLinear`` quantizes the inputs of all of them, every
+    routed row the device holds (``tex.split_quantize`` of the input over ``m_splits`` forward,
+    of the output gradient backward: transformer_engine/pytorch/module/grouped_linear.py at
+    v2.9). Weights are cast once per step and left out."""
+    fwd = sum(roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * g.batch * g.m * g.k, hw) for g in linear_fwd_gemms)
+    bwd = sum(roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * g.batch * g.m * g.n, hw) for g in linear_fwd_gemms)
     return fwd, bwd
 
 

@@ -161,6 +161,30 @@ def test_a_moe_layer_launches_megatron_cores_kernels_one_expert_gemm_each():
     assert [float(x) for x in moe_mlp_kernels(16.0, False, shared=True)] == [30 + 32 + 4, 19 + 64 + 6]
 
 
+def test_fp8_casts_every_routed_row_a_device_holds_whatever_the_ep(h100):
+    """Under fp8 Transformer Engine's grouped linear casts the inputs (and, backward, the output
+    gradients) of all of a device's local experts: tokens/TP x topk rows, however EP spreads
+    the experts. So the casts' time does not depend on EP, and it is the rows' bytes at
+    ``FP8_CAST_TRANSPOSE_BYTES`` each (before step-40 one expert's rows were counted)."""
+    from tasks.model.kernels import roofline
+    from tasks.model.kernels.layer_cost import FP8_CAST_TRANSPOSE_BYTES, layer_cost
+
+    block = model_block(QWEN3_30B, flash=True)
+    fp8 = dataclasses.replace(STACK, gemm_precision="fp8")
+
+    def casts(ep):
+        def elementwise(stack):
+            cost = layer_cost(2048.0, 32.0, 4096.0, 1.0, 1.0, h100, block=block, stack=stack, ep=ep)
+            return float(cost.elementwise_fwd), float(cost.elementwise_bwd)
+        (f8, b8), (f16, b16) = elementwise(fp8), elementwise(STACK)
+        return f8 - f16, b8 - b16
+
+    assert casts(8.0) == pytest.approx(casts(1.0)) and casts(32.0) == pytest.approx(casts(1.0))
+    rows = 4096 * 8
+    fc1_input = roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * rows * 2048, h100)
+    assert casts(8.0)[0] > fc1_input
+
+
 def test_the_host_paces_a_small_moe_layer_and_more_ep_launches_fewer_kernels(h100):
     """Qwen3-30B-A3B's layers are small: with 128 / EP expert GEMMs each, an eager step is the
     host's (53 us a kernel), and splitting the experts over more ranks shortens it; replayed
