@@ -31,8 +31,8 @@ The alltoall dispatcher also synchronises the host with the device once per laye
 the flex one four times forward (``_indices_to_multihot``'s two boolean-mask indexings and
 its ``repeat_interleave``, 1034-1039; DeepEP's dispatch, whose CPU waits for the receive
 counts, ``fused_a2a.py`` 102-104) and once backward (``HOST_SYNCS``); the waits of a forward
-that full recomputation repeats are not counted. The fp8 casts of the expert GEMMs' inputs are
-not counted.
+that full recomputation repeats are not counted. The launches of the fp8 casts of the expert
+GEMMs' inputs are not counted (their bytes are: ``layer_cost._fp8_casts``).
 """
 
 from __future__ import annotations
