@@ -122,7 +122,8 @@ def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKe
       it is split into calls, the routed experts' added;
     - ``latency``: its calls' latency steps alone, each call its group's least latency over the
       algorithms and protocols NCCL may run (``collectives.nccl.lowest_latency``);
-    - ``calls``: how many calls it makes over the stage (0 for a group of one rank)."""
+    - ``calls``: how many calls it makes over the stage (0 for a group of one rank), where the
+      stack's DP engine budgets each call (``_overlap_kernels``; only ``waited``'s cap reads it)."""
     hw = ctx.hardware
     per_layer, embed = _stage_elements(lay, ctx)
     widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
@@ -133,6 +134,7 @@ def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKe
     if buckets is not None:
         calls["bucket"] = buckets[0]
     out: Dict[str, Dict[DpKey, np.ndarray]] = {"times": {}, "tails": {}, "bytes": {}, "latency": {}, "calls": {}}
+    budgeted = _overlap_kernels(ctx) > 0
     groups = {group: lay.dp_group(group, hw) for group in dict.fromkeys(group for _, group in keys)}
     nccl_figures = {(op, group): group_figures(op, groups[group][0], groups[group][2], hw, local_ranks=groups[group][1])
                     for op, group in dict.fromkeys((figures_op(op), group) for op, group in keys)}
@@ -157,7 +159,8 @@ def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKe
             out["tails"][key] = np.where(ranks > 1, tail, 0.0)
             out["bytes"][key] = moved
             out["latency"][key] = calls[granularity] * one
-            out["calls"][key] = np.where(ranks > 1, calls[granularity], 0.0)
+            if budgeted:
+                out["calls"][key] = np.where(ranks > 1, calls[granularity], 0.0)
     return out
 
 
