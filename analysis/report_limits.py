@@ -27,7 +27,8 @@ def limits_topic(cache: FigureCache, con, rows: Optional[pd.DataFrame],
                        lambda: figures.draw_limits(rows),
                        lambda: ("Each point the fewest devices whose best layout finishes the member's training in "
                                 "time; a cross where none does. Dotted: where each curve stays under its share of "
-                                "the smallest run's utilisation, and where runs stop finishing; dashed: the paper's."))
+                                "the smallest run's utilisation, and where runs stop finishing; dash-dotted: where the "
+                                "runs' latency floors alone stop fitting; dashed: the paper's."))
     return figure_topic(section, entry, rows, "sweep", lambda: _lines(rows), when)
 
 
@@ -39,5 +40,6 @@ def _lines(rows: pd.DataFrame) -> List[str]:
     paper = ", ".join(f"{label} {flop:.0e}" for label, flop in PAPER_THRESHOLDS.items())
     lines = [f"{sweep}, {scenario}: utilisation {turn.plateau:.0%} at the smallest run, under {turn.drop:.0%} of it "
              f"from {_flop(turn.drop_flop)}; no layout finishes within {curve['duration_days'].iloc[0]:g} days "
-             f"beyond {_flop(turn.wall_flop)}." for sweep, scenario, curve, turn in limit_curves(rows)]
+             f"beyond {_flop(turn.wall_flop)}; its runs' latency floors alone outlast that beyond "
+             f"{_flop(turn.floor_wall_flop)}." for sweep, scenario, curve, turn in limit_curves(rows)]
     return lines + [f"Erdil and Schneider-Joseph: {paper}."]

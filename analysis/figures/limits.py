@@ -1,6 +1,7 @@
 """How far training can scale: the best utilisation of a family's run against its training
 compute, a line per scenario (``limits`` rows, ``commscale limits``), with where each falls
-and where no layout finishes in time, beside Erdil and Schneider-Joseph's thresholds."""
+where no layout finishes in time and where the runs' latency floors alone outlast the
+duration, beside Erdil and Schneider-Joseph's thresholds."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pandas as pd
 
 from analysis.figures.common import MARK, SERIES, caption, finish, new_figure, require
 from sweeps.lake.kinds import LIMITS
-from tasks.model.limits.curve import thresholds
+from tasks.model.limits.curve import curve_thresholds
 
 __all__ = ["draw_limits", "limit_curves", "PAPER_THRESHOLDS"]
 
@@ -16,22 +17,23 @@ __all__ = ["draw_limits", "limit_curves", "PAPER_THRESHOLDS"]
 #: begins to lower utilisation beyond about 1e28 FLOP; beyond about 1e31 no run is feasible.
 PAPER_THRESHOLDS = {"utilisation falls (paper)": 1e28, "latency wall (paper)": 1e31}
 
-_COLUMNS = ["sweep", "scenario", "flop", "utilization", "status", "utilization_drop"]
+_COLUMNS = ["sweep", "scenario", "flop", "utilization", "status", "utilization_drop", "latency_s", "steps",
+            "duration_days"]
 
 
 def limit_curves(rows: pd.DataFrame):
     """(sweep, scenario, curve rows by FLOP, ``curve.thresholds``) of each curve the rows hold."""
     for (sweep, scenario), curve in rows.groupby(["sweep", "scenario"], sort=True):
         curve = curve.sort_values("flop")
-        turn = thresholds(curve["flop"].tolist(), curve["utilization"].tolist(), (curve["status"] == "ok").tolist(),
-                          float(curve["utilization_drop"].iloc[0]))
+        turn = curve_thresholds(curve, float(curve["utilization_drop"].iloc[0]))
         yield sweep, scenario, curve, turn
 
 
 def draw_limits(rows: pd.DataFrame):
     """Utilisation (% of the 16-bit dense peak) against training FLOP, log-scaled, one line per
     (preset, scenario); a run that does not finish within the duration is a cross at 0; each
-    curve's fall and wall dotted in its colour, the paper's dashed in grey."""
+    curve's fall and wall dotted in its colour, where its runs' latency floors alone stop
+    fitting dash-dotted, the paper's dashed in grey."""
     rows = require(rows, LIMITS, _COLUMNS, "limits rows")
     fig, ax = new_figure(7.5, 5.0)
     for sweep, scenario, curve, turn in limit_curves(rows):
@@ -39,9 +41,9 @@ def draw_limits(rows: pd.DataFrame):
         line, = ax.plot(curve["flop"][finished], 100 * curve["utilization"][finished], marker="o", lw=1.6, gid=SERIES,
                         label=f"{sweep}: {scenario}")
         ax.plot(curve["flop"][~finished], [0.0] * int((~finished).sum()), "x", color=line.get_color(), gid=MARK)
-        for flop in (turn.drop_flop, turn.wall_flop):
+        for flop, style in ((turn.drop_flop, ":"), (turn.wall_flop, ":"), (turn.floor_wall_flop, "-.")):
             if flop is not None:
-                ax.axvline(flop, color=line.get_color(), ls=":", lw=1.0)
+                ax.axvline(flop, color=line.get_color(), ls=style, lw=1.0)
     for label, flop in PAPER_THRESHOLDS.items():
         ax.axvline(flop, color="0.55", ls="--", lw=1.0)
         ax.annotate(label, (flop, 1.0), xycoords=("data", "axes fraction"), rotation=90, fontsize=6.5, va="top",

@@ -65,7 +65,9 @@ def limits(*, overrides: Sequence[str], lake_root: str, address: Optional[str], 
         out.print(table)
         out.print(f"  {name}: utilisation of the smallest run {scenario['plateau_utilization']:.1%}; under "
                   f"{spec.utilization_drop:.0%} of it from {_flop(scenario['utilization_drop_flop'])}; no layout "
-                  f"finishes within {spec.duration_days:g} days beyond {_flop(scenario['latency_wall_flop'])}",
+                  f"finishes within {spec.duration_days:g} days beyond {_flop(scenario['latency_wall_flop'])}; "
+                  f"the latency floor alone of its fastest runs outlasts that beyond "
+                  f"{_flop(scenario['latency_floor_wall_flop'])}",
                   soft_wrap=True, highlight=False)
     out.print(f"\nLake: {lake} (kind=limits/sweep={spec.name}/hardware={setup.hardware.name})", soft_wrap=True)
 

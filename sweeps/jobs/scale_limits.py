@@ -19,7 +19,7 @@ from sweeps.config.scale_limits import LimitsSetup, flop_grid
 from sweeps.jobs.job import SweepJob
 from sweeps.jobs.work import Resources, Workload, fingerprint_of, key_of
 from sweeps.lake.kinds import LIMITS
-from tasks.model.limits.curve import thresholds
+from tasks.model.limits.curve import curve_thresholds
 from tasks.model.limits.rows import LIMITS_POINT_FIELDS, LIMITS_SCHEMA, LIMITS_SCHEMA_VERSION, LimitsContext, limit_rows
 from tasks.model.projection.grid import COST_MODEL_VERSION
 from tasks.model.step.plan import STEP_MODEL_VERSION
@@ -62,21 +62,24 @@ def limits_summary(rows: pd.DataFrame, setup: LimitsSetup) -> Dict[str, Any]:
     """What ``commscale limits`` reports of its rows: for each scenario, in the preset's order,
     its description and what-ifs, the utilisation of its smallest run (``plateau``), the FLOP
     where utilisation stays under ``utilization_drop`` x plateau (``utilization_drop_flop``), the
-    FLOP beyond which no layout finishes within the duration (``latency_wall_flop``; null where
-    the grid does not reach either) and its points (``tasks.model.limits.curve.thresholds``)."""
+    FLOP beyond which no layout finishes within the duration (``latency_wall_flop``), the FLOP
+    beyond which the latency floor alone of each point's fastest run outlasts it
+    (``latency_floor_wall_flop``; null where the grid does not reach one) and its points
+    (``tasks.model.limits.curve.thresholds``)."""
     spec = setup.spec
     out: Dict[str, Any] = {"preset": setup.preset, "hardware": setup.hardware.name, "stack": spec.stack,
                            "duration_days": spec.duration_days, "utilization_drop": spec.utilization_drop,
                            "overrides": list(setup.overrides), "scenarios": {}}
     for name, what in spec.scenarios.items():
         curve = rows[rows["scenario"] == name].sort_values("flop")
-        turn = thresholds(curve["flop"].tolist(), curve["utilization"].tolist(), (curve["status"] == "ok").tolist(),
-                          spec.utilization_drop)
+        turn = curve_thresholds(curve, spec.utilization_drop)
         points = [{"flop": _number(r["flop"]), "params": _number(r["params"]), "devices": int(r["devices"]),
                    "utilization": _number(r["utilization"]), "run_days": _number(r["run_days"]),
                    "status": r["status"]} for _, r in curve.iterrows()]
         out["scenarios"][name] = {"description": what.description, "latency_factor": what.latency_factor,
                                   "batch_scale": what.batch_scale, "plateau_utilization": turn.plateau,
                                   "utilization_drop_flop": turn.drop_flop, "latency_wall_flop": turn.wall_flop,
+                                  "latency_floor_wall_flop": turn.floor_wall_flop,
                                   "points": points}
     return out
+

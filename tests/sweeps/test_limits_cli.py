@@ -81,7 +81,8 @@ def test_limits_runs_on_the_embedded_ray_and_prints_each_scenarios_thresholds(tm
     summary = json.loads(result.stdout)
     assert list(summary["scenarios"]) == ["baseline", "latency_10x_lower"]
     for scenario in summary["scenarios"].values():
-        assert {"utilization_drop_flop", "latency_wall_flop", "plateau_utilization"} <= set(scenario)
+        assert {"utilization_drop_flop", "latency_wall_flop", "latency_floor_wall_flop",
+                "plateau_utilization"} <= set(scenario)
         assert [p["status"] for p in scenario["points"]] == ["ok", "ok"] and scenario["plateau_utilization"] > 0
     rows = query(Lake(str(lake)), "SELECT scenario, count(*) AS n, max(utilization) AS best FROM limits "
                                   "GROUP BY scenario ORDER BY scenario").to_pylist()

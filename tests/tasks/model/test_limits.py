@@ -12,7 +12,7 @@ import pytest
 from sweeps.config import load_preset
 from sweeps.config.search import load_stack
 from tasks.model.kernels.roofline import peak_flops
-from tasks.model.limits.curve import thresholds
+from tasks.model.limits.curve import curve_thresholds, floor_fits, thresholds
 from tasks.model.limits.family import Family, family_point, rounded
 from tasks.model.limits.frontier import best_run, lower_latency
 from tasks.model.limits.rows import LIMITS_SCHEMA, LimitsContext, Scenario, limit_rows
@@ -64,6 +64,28 @@ def test_the_drop_is_where_utilisation_stays_under_its_share_and_the_wall_where_
     assert thresholds(flop[:2], [0.0, 0.0], [False, False], 0.5).plateau == 0.0
 
 
+def test_the_floor_wall_is_where_the_runs_latency_floors_alone_stop_fitting_the_duration():
+    """Erdil and Schneider-Joseph's wall is one of latency: the floor wall reads each run's
+    latency floor times its steps against the duration, from the first run that finishes."""
+    flop = [1e24, 1e25, 1e26, 1e27, 1e28, 1e29]
+    latency = [0.1, 0.2, float("nan"), 2.0, 80.0, None]  # s a step; no floor where a point has no layout
+    steps = [1e5] * 6
+    fits = floor_fits(latency, steps, [90.0] * 6)         # 90 days: 77.8 s a step at most
+    assert fits == [True, True, False, True, False, False]
+    turn = thresholds(flop, [0.5, 0.5, 0.0, 0.4, 0.0, 0.0], [True, True, False, True, False, False], 0.5, fits)
+    assert turn.wall_flop == turn.floor_wall_flop == pytest.approx(math.sqrt(1e25 * 1e26))
+    later = thresholds(flop, [0.5] * 4 + [0.0] * 2, [True] * 4 + [False] * 2, 0.5, [True] * 5 + [False])
+    assert later.wall_flop == pytest.approx(math.sqrt(1e27 * 1e28))
+    assert later.floor_wall_flop == pytest.approx(math.sqrt(1e28 * 1e29))
+    assert thresholds(flop, [0.5] * 6, [True] * 6, 0.5).floor_wall_flop is None
+    rows = {"flop": flop[::-1], "utilization": [0.0, 0.0, 0.5, 0.5, 0.5, 0.5],
+            "status": ["too_slow", "too_slow"] + ["ok"] * 4, "latency_s": [80.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+            "steps": steps, "duration_days": [90.0] * 6}         # out of order, as a query may return them
+    both = curve_thresholds(rows, 0.5)
+    assert both.wall_flop == pytest.approx(math.sqrt(1e27 * 1e28))
+    assert both.floor_wall_flop == pytest.approx(math.sqrt(1e28 * 1e29))
+
+
 def test_lower_latency_divides_every_latency_and_nothing_else(cluster):
     hw, stack = cluster
     fast_hw, fast_stack = lower_latency(hw, dataclasses.replace(stack, host_launch_us=53.0), 10.0)
@@ -102,6 +124,7 @@ def test_rows_hold_the_member_and_its_run(cluster):
     assert first["status"] == second["status"] == "ok" and first["flop"] < second["flop"]
     assert first["devices"] == first["tp"] * first["pp"] * first["dp"] * first["cp"]
     assert second["run_days"] == pytest.approx(second["step_time_s"] * second["steps"] / DAY)
+    assert all(0 < row["latency_s"] < row["step_time_s"] for row in (first, second))  # a floor of the step
 
 
 def test_a_sparse_member_uses_the_dense_members_active_weights_and_holds_experts_over_topk_times_its_mlp():
