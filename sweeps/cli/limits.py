@@ -56,12 +56,14 @@ def limits(*, overrides: Sequence[str], lake_root: str, address: Optional[str], 
                               f"{spec.duration_days:g} days")
     for name, scenario in summary["scenarios"].items():
         table = Table(title=f"{name}: {scenario['description']}", title_justify="left")
-        for column in ("training FLOP", "parameters", "devices", "utilization", "days", "status"):
+        for column in ("training FLOP", "parameters", "devices", "utilization", "days", "latency floor (days)",
+                       "status"):
             table.add_column(column, justify="right")
         for point in scenario["points"]:
-            days = "" if point["run_days"] is None else f"{point['run_days']:,.0f}"
+            days, floor = ("" if point[key] is None else f"{point[key]:,.0f}"
+                           for key in ("run_days", "latency_floor_days"))
             table.add_row(f"{point['flop']:.2e}", f"{point['params']:.2e}", f"{point['devices']:,}",
-                          f"{point['utilization']:.1%}", days, point["status"])
+                          f"{point['utilization']:.1%}", days, floor, point["status"])
         out.print(table)
         out.print(f"  {name}: utilisation of the smallest run {scenario['plateau_utilization']:.1%}; under "
                   f"{spec.utilization_drop:.0%} of it from {_flop(scenario['utilization_drop_flop'])}; no layout "

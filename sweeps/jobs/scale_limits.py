@@ -65,7 +65,8 @@ def limits_summary(rows: pd.DataFrame, setup: LimitsSetup) -> Dict[str, Any]:
     FLOP beyond which no layout finishes within the duration (``latency_wall_flop``), the FLOP
     beyond which the latency floor alone of each point's fastest run outlasts it
     (``latency_floor_wall_flop``; null where the grid does not reach one) and its points
-    (``tasks.model.limits.curve.thresholds``)."""
+    (``tasks.model.limits.curve.thresholds``), each with its run's days and the days its
+    latency floor alone would take (``latency_floor_days``)."""
     spec = setup.spec
     out: Dict[str, Any] = {"preset": setup.preset, "hardware": setup.hardware.name, "stack": spec.stack,
                            "duration_days": spec.duration_days, "utilization_drop": spec.utilization_drop,
@@ -75,7 +76,7 @@ def limits_summary(rows: pd.DataFrame, setup: LimitsSetup) -> Dict[str, Any]:
         turn = curve_thresholds(curve, spec.utilization_drop)
         points = [{"flop": _number(r["flop"]), "params": _number(r["params"]), "devices": int(r["devices"]),
                    "utilization": _number(r["utilization"]), "run_days": _number(r["run_days"]),
-                   "status": r["status"]} for _, r in curve.iterrows()]
+                   "latency_floor_days": _number(_floor_days(r)), "status": r["status"]} for _, r in curve.iterrows()]
         out["scenarios"][name] = {"description": what.description, "latency_factor": what.latency_factor,
                                   "batch_scale": what.batch_scale, "plateau_utilization": turn.plateau,
                                   "utilization_drop_flop": turn.drop_flop, "latency_wall_flop": turn.wall_flop,
@@ -83,3 +84,8 @@ def limits_summary(rows: pd.DataFrame, setup: LimitsSetup) -> Dict[str, Any]:
                                   "points": points}
     return out
 
+
+def _floor_days(row: pd.Series) -> Optional[float]:
+    """Days a run's latency floor alone takes over its steps; None without a run."""
+    latency = _number(row["latency_s"])
+    return None if latency is None else latency * float(row["steps"]) / 86400.0

@@ -84,6 +84,7 @@ def test_limits_runs_on_the_embedded_ray_and_prints_each_scenarios_thresholds(tm
         assert {"utilization_drop_flop", "latency_wall_flop", "latency_floor_wall_flop",
                 "plateau_utilization"} <= set(scenario)
         assert [p["status"] for p in scenario["points"]] == ["ok", "ok"] and scenario["plateau_utilization"] > 0
+        assert all(0 < p["latency_floor_days"] < p["run_days"] for p in scenario["points"])
     rows = query(Lake(str(lake)), "SELECT scenario, count(*) AS n, max(utilization) AS best FROM limits "
                                   "GROUP BY scenario ORDER BY scenario").to_pylist()
     assert [(r["scenario"], r["n"]) for r in rows] == [("baseline", 2), ("latency_10x_lower", 2)]
