@@ -19,7 +19,7 @@ from sweeps.config.scale_limits import LimitsSetup, flop_grid
 from sweeps.jobs.job import SweepJob
 from sweeps.jobs.work import Resources, Workload, fingerprint_of, key_of
 from sweeps.lake.kinds import LIMITS
-from tasks.model.limits.curve import curve_thresholds
+from tasks.model.limits.curve import curve_thresholds, floor_days
 from tasks.model.limits.rows import LIMITS_POINT_FIELDS, LIMITS_SCHEMA, LIMITS_SCHEMA_VERSION, LimitsContext, limit_rows
 from tasks.model.projection.grid import COST_MODEL_VERSION
 from tasks.model.step.plan import STEP_MODEL_VERSION
@@ -76,7 +76,8 @@ def limits_summary(rows: pd.DataFrame, setup: LimitsSetup) -> Dict[str, Any]:
         turn = curve_thresholds(curve, spec.utilization_drop)
         points = [{"flop": _number(r["flop"]), "params": _number(r["params"]), "devices": int(r["devices"]),
                    "utilization": _number(r["utilization"]), "run_days": _number(r["run_days"]),
-                   "latency_floor_days": _number(_floor_days(r)), "status": r["status"]} for _, r in curve.iterrows()]
+                   "latency_floor_days": floor_days(_number(r["latency_s"]), r["steps"]), "status": r["status"]}
+                  for _, r in curve.iterrows()]
         out["scenarios"][name] = {"description": what.description, "latency_factor": what.latency_factor,
                                   "batch_scale": what.batch_scale, "plateau_utilization": turn.plateau,
                                   "utilization_drop_flop": turn.drop_flop, "latency_wall_flop": turn.wall_flop,
@@ -84,8 +85,3 @@ def limits_summary(rows: pd.DataFrame, setup: LimitsSetup) -> Dict[str, Any]:
                                   "points": points}
     return out
 
-
-def _floor_days(row: pd.Series) -> Optional[float]:
-    """Days a run's latency floor alone takes over its steps; None without a run."""
-    latency = _number(row["latency_s"])
-    return None if latency is None else latency * float(row["steps"]) / 86400.0

@@ -18,7 +18,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
-__all__ = ["Thresholds", "thresholds", "floor_fits", "curve_thresholds"]
+from tasks.model.terms.train_time import SECONDS_PER_DAY
+
+__all__ = ["Thresholds", "thresholds", "floor_days", "floor_fits", "curve_thresholds"]
 
 
 @dataclass(frozen=True)
@@ -54,11 +56,19 @@ def _first_break(flop: Sequence[float], holds: Sequence[bool]) -> Optional[float
                 None)
 
 
+def floor_days(latency_s: Optional[float], steps: float) -> Optional[float]:
+    """Days a run's latency floor per step (s) takes over its ``steps``; None for a run without
+    a floor (None or NaN: no layout)."""
+    if latency_s is None or not math.isfinite(latency_s):
+        return None
+    return latency_s * float(steps) / SECONDS_PER_DAY
+
+
 def floor_fits(latency_s: Sequence[Optional[float]], steps: Sequence[float],
                duration_days: Sequence[float]) -> List[bool]:
-    """Whether each run's latency floor per step (s) times its steps fits within its duration
-    (days); a run without a floor (None or NaN: no layout) does not."""
-    return [lat is not None and math.isfinite(lat) and lat * n <= days * 86400.0
+    """Whether each run's latency floor over its steps (``floor_days``) fits within its
+    duration (days); a run without a floor does not."""
+    return [(d := floor_days(lat, n)) is not None and d <= days
             for lat, n, days in zip(latency_s, steps, duration_days)]
 
 
