@@ -10,8 +10,10 @@ of each, and their median.
 
 (b) Ray alone, the floor a run cannot go under: a new process that imports Ray, starts the
 embedded cluster exactly as a run does (``sweeps.cluster.session.ray_session``: loopback,
-token authentication, no dashboard) and stops it. The target is a cold run within 1 s of
-this, medians of the same session.
+token authentication, no dashboard, no autoscaler, log monitor or API server) and stops it;
+with the CPU seconds Ray's processes (GCS, raylet, agents, idle workers) have used by the
+time it has started. The target is a cold run within 1 s of this, medians of the same
+session. ``--tree`` runs (a) and (b) from another checkout.
 
 (c) The parts of one cold run, in a new process: the CLI's imports, the config, the job
 (the grid and its keys), Ray's start, the execution on Ray (its workers' start-up
@@ -39,13 +41,21 @@ RAY_ALONE = r'''
 import json, time
 began = time.perf_counter()
 from sweeps.cluster.session import ray_session, wait_stopped
+import psutil  # Ray ships it (ray/thirdparty_files), on the path once ray is imported
 imported = time.perf_counter()
 with ray_session() as session:
     started = time.perf_counter()
+    ray_cpu = 0.0
+    for process in psutil.Process().children(recursive=True):
+        try:
+            times = process.cpu_times()
+            ray_cpu += times.user + times.system
+        except psutil.Error:
+            pass
 wait_stopped()
 stopped = time.perf_counter()
 print(json.dumps({"import": imported - began, "start": started - imported, "stop": stopped - started,
-                  "total": stopped - began}))
+                  "total": stopped - began, "ray_cpu": ray_cpu}))
 '''
 
 PARTS = r'''
@@ -68,7 +78,9 @@ import sweeps.cli  # the whole CLI, as the command imports it
 cli_run, run, sweep = (importlib.import_module(m) for m in ("sweeps.cli.run", "sweeps.run", "sweeps.sweep"))
 end = clock()
 parts["CLI imports"] = (end[0] - start[0], end[1] - start[1])
-real_session = run.ray_session
+import sweeps.cluster.session as session_module
+import sweeps.cluster.dispatch as dispatch
+real_session = session_module.ray_session
 @contextlib.contextmanager
 def session(*args, **kwargs):
     start = clock()
@@ -83,19 +95,18 @@ def session(*args, **kwargs):
         context.__exit__(None, None, None)
         end = clock()
         parts["Ray stop (started; runs on meanwhile)"] = (end[0] - start[0], end[1] - start[1])
-run.ray_session = session
+session_module.ray_session = session  # run_job imports it from the module when points are to run
 cli_run.load_run_config = timed("config", cli_run.load_run_config)
 sweep.projection_job = timed("job (grid, keys)", sweep.projection_job)
 real_commit = run.Lake.commit
 run.Lake.commit = timed("lake commits", real_commit)
-run.execute = timed("execute on Ray (workers included)", run.execute)
+dispatch.execute = timed("execute on Ray (workers included)", dispatch.execute)
 import analysis.summary as summary
 summary.render_summary = timed("summary", summary.render_summary)
 cli_run.write_and_announce = timed("report", cli_run.write_and_announce)
 try:
     cli_run.run.main(sys.argv[1:], standalone_mode=False)
 finally:
-    import sweeps.cluster.session as session_module
     timed("Ray stop left at exit (it ran meanwhile)", session_module.wait_stopped)()
     end = clock()
     parts["total"] = (end[0] - began[0], end[1] - began[1])
@@ -126,16 +137,19 @@ def cold_runs(runs: int, overrides: list, tree: Path) -> list:
     return walls
 
 
-def ray_alone(runs: int) -> list:
-    """Wall seconds of ``runs`` processes that import Ray, start it as a run does and stop it."""
-    walls = []
+def ray_alone(runs: int, tree: Path) -> list:
+    """Wall seconds of ``runs`` processes that import Ray, start it as a run of the checkout
+    ``tree`` does and stop it."""
+    walls, cpus = [], []
     for i in range(runs):
-        done = subprocess.run([sys.executable, "-c", RAY_ALONE], capture_output=True, text=True, env=_env(),
-                              cwd=ROOT, check=True)
+        done = subprocess.run([sys.executable, "-c", RAY_ALONE], capture_output=True, text=True,
+                              env=dict(_env(), PYTHONPATH=str(tree)), cwd=tree, check=True)
         figures = json.loads(done.stdout.strip().splitlines()[-1])
         walls.append(figures["total"])
+        cpus.append(figures["ray_cpu"])
         print(f"Ray alone {i + 1}: {figures['total']:.2f} s (import {figures['import']:.2f}, start "
-              f"{figures['start']:.2f}, stop {figures['stop']:.2f})")
+              f"{figures['start']:.2f}, stop {figures['stop']:.2f}); Ray's processes {figures['ray_cpu']:.2f} CPU s")
+    print(f"Ray's processes: median {statistics.median(cpus):.2f} CPU s a start")
     return walls
 
 
@@ -157,13 +171,13 @@ def parts(overrides: list) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--tree", type=Path, default=ROOT, help="checkout whose commscale to run (a)")
+    parser.add_argument("--tree", type=Path, default=ROOT, help="checkout whose commscale to run (a, b)")
     parser.add_argument("--skip-parts", action="store_true")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     print(f"{os.cpu_count()} CPUs; load average before: {os.getloadavg()[0]:.2f} (1 min)")
     walls = cold_runs(args.runs, args.overrides, args.tree.resolve())
-    alone = ray_alone(args.runs)
+    alone = ray_alone(args.runs, args.tree.resolve())
     run_s, ray_s = statistics.median(walls), statistics.median(alone)
     print(f"cold `commscale run {' '.join(args.overrides)}`: median {run_s:.2f} s (min {min(walls):.2f}, max "
           f"{max(walls):.2f}) over {len(walls)} runs; Ray alone (import, start, stop): median {ray_s:.2f} s; "

@@ -1,6 +1,7 @@
 """Start or join a Ray cluster for one run, on loopback and with token authentication.
 
-The embedded cluster binds to 127.0.0.1, runs no dashboard, and runs with Ray's token
+The embedded cluster binds to 127.0.0.1, runs no dashboard (nor Ray's autoscaler, log
+monitor or API server: ``lean_head``), and runs with Ray's token
 authentication, which Ray 2.60 turns on for a new local cluster unless ``RAY_AUTH_MODE``
 says otherwise (it generates ``~/.ray/auth_token`` if missing). When joining a cluster,
 the ``tasks`` package travels with the job, so workers need only Ray and the scientific
@@ -23,6 +24,7 @@ from ray._raylet import AuthenticationMode, get_authentication_mode
 from ray.exceptions import AuthenticationError
 
 import tasks
+from sweeps.cluster.lean_head import lean_head
 from sweeps.cluster.reach import check_reachable
 from sweeps.cluster.reaper import Reaper
 from sweeps.errors import UserError
@@ -88,8 +90,9 @@ def ray_session(address: Optional[str] = None, num_cpus: Optional[int] = None) -
         temp_dir = tempfile.mkdtemp(prefix="csr-", dir=os.environ.get("RAY_TMPDIR") or tempfile.gettempdir())
         reaper = Reaper.start(temp_dir)  # the embedded cluster dies with this process, however it ends
         try:
-            ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
-                     num_cpus=num_cpus, _temp_dir=temp_dir, **quiet)
+            with lean_head():  # no autoscaler, log monitor or API server: no one else reaches it
+                ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+                         num_cpus=num_cpus, _temp_dir=temp_dir, **quiet)
         except BaseException:
             _stop_in_background(reaper)
             raise

@@ -47,3 +47,30 @@ with ray_session(num_cpus=1) as session:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["started", "token"]
+
+
+def test_the_embedded_ray_starts_no_autoscaler_log_monitor_or_api_server_and_ray_is_put_back():
+    """Ray's ``ray.init(address="local")`` starts an autoscaler monitor, a log monitor and an
+    API server, about 3 CPU-seconds of a start: the embedded cluster has no use for them."""
+    script = """
+import ray
+import psutil  # Ray ships it (ray/thirdparty_files), on the path once ray is imported
+from sweeps.cluster.lean_head import SKIPPED_SERVICES
+from sweeps.cluster.session import ray_session, wait_stopped
+with ray_session(num_cpus=1):
+    assert ray.get(ray.remote(lambda: 6 * 7).remote()) == 42
+    programs = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
+    print("core", sum("gcs_server" in c for c in programs), sum("raylet" in c for c in programs))
+    print("skipped services running", sum(s in c for s in SKIPPED_SERVICES for c in programs))
+wait_stopped()
+from ray._private.parameter import RayParams
+params = RayParams()
+print("restored", params.no_monitor, params.include_log_monitor)
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert "core 1 1" in lines  # the GCS and the raylet were found among the driver's descendants
+    assert "skipped services running 0" in lines
+    assert "restored False None" in lines
