@@ -38,7 +38,7 @@ from tasks.model.kernels.gemm_published import CURVE_FROM, read_gemm_rows
 from tasks.validation.headline import headline_lines, headline_of
 from tasks.validation.microbench_check import AT_SCALE_RANKS, JUDGED_FROM_BYTES, ladder_row_bytes, ladder_row_ranks
 from tasks.validation.records import DATA_FILES, HELD_OUT, ValidationRecord, error_summary, lean
-from tasks.validation.validate import ATTENTION_WORDS, NETWORK_WORDS, SUSTAINED_WORDS, detail_parts
+from tasks.validation.validate import ATTENTION_WORDS, NETWORK_WORDS, SM_HOLD_WORDS, SUSTAINED_WORDS, detail_parts
 
 
 def _line(name: str, figure: str, met: bool, target: str) -> None:
@@ -174,10 +174,12 @@ def held_out(runs: List[ValidationRecord]) -> None:
 
 def _sustained(runs: List[ValidationRecord]) -> None:
     """Runs (the held-out ones, the MoE ones) by the sustained rate their compute rests on, by
-    the fused-attention rate and, across nodes, by the scale-out rate (each run's detail,
-    ``validate.SUSTAINED_WORDS``, ``ATTENTION_WORDS`` and ``NETWORK_WORDS``, whatever kernel a
-    bracket names after them): count, mean |error| and lean of each kind."""
-    for words in [*SUSTAINED_WORDS.values(), *ATTENTION_WORDS.values(), *NETWORK_WORDS.values()]:
+    the fused-attention rate, across nodes by the scale-out rate, and with DP collectives by
+    where the SMs NCCL holds come from (each run's detail, ``validate.SUSTAINED_WORDS``,
+    ``ATTENTION_WORDS``, ``NETWORK_WORDS`` and ``SM_HOLD_WORDS``, whatever kernel a bracket
+    names after them): count, mean |error| and lean of each kind."""
+    for words in [*SUSTAINED_WORDS.values(), *ATTENTION_WORDS.values(), *NETWORK_WORDS.values(),
+                  *SM_HOLD_WORDS.values()]:
         mine = [r for r in runs if words in detail_parts(r.detail)]
         if mine:
             mean, worst = error_summary(mine)

@@ -3,6 +3,8 @@ suite's order (the README's commands first)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from sweeps.config import load_preset
@@ -28,6 +30,15 @@ def study_hw():
 @pytest.fixture(scope="session")
 def h100():
     return load_preset("hardware", "h100")
+
+
+@pytest.fixture(scope="session")
+def h100_without_nccl_sms(h100):
+    """The h100 profile with NCCL holding no SMs (both tiers' ``channels`` 0): for tests of
+    another part of the step's compute that must hold exactly, free of the DP collectives'
+    contention (``step.dp_comm.dp_sm_share``)."""
+    return dataclasses.replace(h100, intra_node=dataclasses.replace(h100.intra_node, channels=0),
+                               inter_node=dataclasses.replace(h100.inter_node, channels=0))
 
 
 @pytest.fixture(scope="session")

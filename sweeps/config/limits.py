@@ -67,7 +67,8 @@ HARDWARE: Dict[str, Range] = {"devices_per_node": DEVICES, "peak_tflops": Range(
                               "gemm_sustained_w": Range(0, 1e5, True),
                               "power_limit_w": Range(0, 1e5, True)}
 LINK_TIER: Dict[str, Range] = {"bandwidth_GBps": Range(0, 1e9, True), "latency_us": Range(0, 1e7),
-                               "efficiency": FRACTION, "nvls_efficiency": Range(0, 1), "nvls_latency_us": Range(0, 1e7)}
+                               "efficiency": FRACTION, "nvls_efficiency": Range(0, 1), "nvls_latency_us": Range(0, 1e7),
+                               "channels": Range(0, 1e4)}
 MODEL: Dict[str, Range] = {"year": Range(1900, 3000), "layers": Range(1, 1e6), "hidden": SIZE, "heads": SIZE,
                            "ffn_hidden": Range(1, 1e7), "params_b": Range(0, 1e9, True), "seq_len": SEQUENCE,
                            "kv_heads": SIZE, "vocab": Range(1, 1e9), "dropout": Range(0, 1), "head_dim": SIZE,

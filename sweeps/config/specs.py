@@ -31,6 +31,7 @@ def validate_hardware(hw: HardwareProfile) -> None:
         check_fraction(f"hardware.{tier_name}.efficiency", tier.efficiency)
         check_non_negative(f"hardware.{tier_name}.nvls_efficiency", tier.nvls_efficiency)
         check_non_negative(f"hardware.{tier_name}.nvls_latency_us", tier.nvls_latency_us)
+        check_non_negative(f"hardware.{tier_name}.channels", tier.channels)
         check_fields(f"hardware.{tier_name}", tier, LINK_TIER)
     if hw.inter_node.nvls_efficiency != 0:
         raise ConfigError("hardware.inter_node.nvls_efficiency", hw.inter_node.nvls_efficiency,

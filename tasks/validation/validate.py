@@ -22,6 +22,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence
 from tasks.model.kernels.attention import ATTENTION_BASES, attention_basis
 from tasks.model.kernels.roofline import MissingFigure, gemm_ceiling, peak_flops
 from tasks.model.kernels.sustained import SUSTAINED_BASES, sustained_basis
+from tasks.model.step.dp_comm import SM_HOLD_BASES, sm_hold_basis
 from tasks.model.terms.specs import HardwareProfile
 from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL
 from tasks.validation import layers_check, microbench_check
@@ -31,7 +32,7 @@ from tasks.validation.records import (DATA_FILES, DATASETS, GEMM_SWEEPS_FILE, HE
 from tasks.validation.runs import METRICS, PublishedRun, read_runs
 
 __all__ = ["Validation", "validate_runs", "validate_all", "SUSTAINED_WORDS", "sustained_note", "ATTENTION_WORDS",
-           "attention_note", "NETWORK_WORDS", "detail_parts"]
+           "attention_note", "NETWORK_WORDS", "SM_HOLD_WORDS", "detail_parts"]
 
 #: How a run's detail names the sustained rate its compute rests on
 #: (``tasks.model.kernels.sustained.sustained_basis``).
@@ -47,6 +48,12 @@ ATTENTION_WORDS = dict(zip(ATTENTION_BASES, ("attention rate measured", "attenti
 #: (``microbench_check.network_basis``).
 NETWORK_WORDS = dict(zip(microbench_check.NETWORK_BASES, ("network rate measured", "network rate assumed"),
                          strict=True))
+
+
+#: How the detail of a run with DP collectives names the SMs NCCL holds while they hide
+#: (``tasks.model.step.dp_comm.sm_hold_basis``).
+SM_HOLD_WORDS = dict(zip(SM_HOLD_BASES, ("collective SMs read", "collective SMs assumed",
+                                         "collective SMs not charged"), strict=True))
 
 
 def attention_note(hw: HardwareProfile, impl: str = DEFAULT_ATTENTION_IMPL, head_dim=128.0) -> str:
@@ -84,6 +91,8 @@ def _run_record(run: PublishedRun, hw: HardwareProfile, dataset: str,
               f"{sustained_note(hw, run.precision)}")
     if run.flash_attention:
         detail += f"; {attention_note(hw, run.attention_impl, pred.head_dim)}"
+    if pred.layout.dp * pred.layout.cp > 1:
+        detail += f"; {SM_HOLD_WORDS[sm_hold_basis(hw)]}"
     if networks is not None and run.gpus > pred.devices_per_node:
         detail += f"; {NETWORK_WORDS[microbench_check.network_basis(hw, networks)]}"
     if run.cluster:

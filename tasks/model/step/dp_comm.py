@@ -18,9 +18,10 @@ from tasks.model.kernels import layer, roofline
 from tasks.model.step.context import StepContext, StepLayouts, layer_weights_per_device, on_distinct
 from tasks.model.step.memory import FP8_WEIGHT_BYTES
 from tasks.model.terms import metrics
+from tasks.model.terms.specs import HardwareProfile
 
-__all__ = ["embedding_matrices", "dp_widths", "dp_comm", "dp_by_window",
-           "engine_copies", "expert_group", "expert_dp_figures", "bucket_calls"]
+__all__ = ["embedding_matrices", "dp_widths", "dp_comm", "dp_by_window", "dp_sm_share", "SM_HOLD_BASES",
+           "sm_hold_basis", "engine_copies", "expert_group", "expert_dp_figures", "bucket_calls"]
 
 def embedding_matrices(lay: StepLayouts) -> np.ndarray:
     """Embedding matrices on the busiest stage: input and output (tied or not) when PP = 1."""
@@ -257,13 +258,54 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
     (nccl-tests' bus bytes), however they are split into calls; ``latency_microbatch`` and
     ``latency_step``: seconds of the collectives' latency steps alone, each call its group's
     least latency (``collectives.nccl.lowest_latency``), a stage's calls as each collective's
-    granularity splits it, a collective repeated under recomputation counting its calls again."""
+    granularity splits it, a collective repeated under recomputation counting its calls again;
+    ``contention_microbatch`` and ``contention_step``: the seconds the compute beside the
+    hidden part of them (per micro-batch, once per step) loses to the SMs NCCL holds
+    (``dp_sm_share``)."""
     sums = _dp_sums(lay, ctx)
     latency_microbatch, latency_step = per_pass(sums, "latency", recomputed_share=lay.recomputed_share)
-    return {"per_microbatch": _waited(lay, ctx, compute, sums, True),
-            "per_step": _waited(lay, ctx, compute, sums, False),
+    per_microbatch, per_step = _waited(lay, ctx, compute, sums, True), _waited(lay, ctx, compute, sums, False)
+    share = dp_sm_share(lay, ctx)
+    return {"per_microbatch": per_microbatch, "per_step": per_step,
             "total": _step_sum(lay, sums, "times"), "traffic": _step_sum(lay, sums, "bytes"),
-            "latency_microbatch": latency_microbatch, "latency_step": latency_step}
+            "latency_microbatch": latency_microbatch, "latency_step": latency_step,
+            "contention_microbatch": share * _hidden(lay, ctx, compute, sums, True, per_microbatch),
+            "contention_step": share * _hidden(lay, ctx, compute, sums, False, per_step)}
+
+
+def dp_sm_share(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
+    """The share of a device's SMs NCCL holds while a DP collective runs: its CTAs, one SM
+    each (``LinkTier.channels``, of the scale-out tier where the DP group spans nodes), over
+    the device's ``compute_units``, at most all of them. Compute that runs beside a hidden
+    collective runs on the rest, so it takes that share of the hidden time longer (as
+    ``step.comm.ep_comm``'s ``contention`` charges a flex dispatcher's SMs)."""
+    hw = ctx.hardware
+    channels = np.where(lay.dp_crosses(hw), float(hw.inter_node.channels), float(hw.intra_node.channels))
+    return np.minimum(channels / float(hw.compute_units), 1.0)
+
+
+#: Where a profile's ``LinkTier.channels`` come from (``sm_hold_basis``).
+SM_HOLD_BASES = ("read", "assumed", "none")
+
+
+def sm_hold_basis(hw: HardwareProfile) -> str:
+    """One of ``SM_HOLD_BASES`` for ``hw``'s channels: "none" where neither tier states any
+    (not charged), "assumed" where a tier's source (``sources['<tier>.channels']``) starts
+    with "assumption", else "read" (from NCCL's logs or code)."""
+    tiers = ("intra_node", "inter_node")
+    if not any(getattr(hw, tier).channels for tier in tiers):
+        return "none"
+    sources = [str(hw.sources.get(f"{tier}.channels", "")).strip().lower() for tier in tiers]
+    return "assumed" if any(s.startswith("assumption") or not s for s in sources) else "read"
+
+
+def _hidden(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray], sums: Dict[tuple, np.ndarray],
+            per_microbatch: bool, exposed: np.ndarray, only: Optional[str] = None) -> np.ndarray:
+    """Seconds of the DP collectives run per micro-batch (or once per step; ``only``: of that
+    window) that run beside compute: all of their time less what the step waits for
+    (``exposed``, ``_waited``'s), at least 0."""
+    total = _waited(lay, ctx, compute, sums, per_microbatch, only, exposed=False)
+    return np.maximum(total - exposed, 0.0)
 
 
 def _waited(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray], sums: Dict[tuple, np.ndarray],
@@ -299,13 +341,21 @@ def dp_by_window(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarr
     """``dp_comm``'s figures by hiding window W (``dp_protocol.HIDING_WINDOWS``), for drawing
     a step: ``microbatch_W`` and ``step_W``, the time of the collectives of that window run
     per micro-batch and once per step; ``microbatch_W_exposed`` and ``step_W_exposed``, what
-    of it the step waits for. Summed over the windows they are ``dp_comm``'s."""
+    of it the step waits for; ``microbatch_W_contention`` and ``step_W_contention``, the
+    seconds the compute beside their hidden part loses (``dp_sm_share``). Summed over the
+    windows they are ``dp_comm``'s (the contention too while ``StepContext.dp_slowdown`` is 1:
+    above it a window may wait for more than its own time, and ``dp_comm`` floors the sum over
+    the windows at 0, not each window)."""
     sums = _dp_sums(lay, ctx)
+    share = dp_sm_share(lay, ctx)
     out: Dict[str, np.ndarray] = {}
     for window in dp_protocol.HIDING_WINDOWS:
         for per_microbatch, name in ((True, "microbatch"), (False, "step")):
+            exposed = _waited(lay, ctx, compute, sums, per_microbatch, window)
             out[f"{name}_{window}"] = _waited(lay, ctx, compute, sums, per_microbatch, window, exposed=False)
-            out[f"{name}_{window}_exposed"] = _waited(lay, ctx, compute, sums, per_microbatch, window)
+            out[f"{name}_{window}_exposed"] = exposed
+            out[f"{name}_{window}_contention"] = share * _hidden(lay, ctx, compute, sums, per_microbatch, exposed,
+                                                                 window)
     return out
 
 

@@ -70,7 +70,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-40"
+STEP_MODEL_VERSION = "step-41"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]
@@ -91,7 +91,9 @@ class StepPlan:
     micro-batch's TP and PP communication (``step.comm.tp_comm``, ``pp_comm``); ``cp``: its
     CP exchange (``step.comm.cp_comm``); ``ep``: its MoE dispatch and combine
     (``step.comm.ep_comm``). ``dp``: the
-    step's DP collectives (``step.dp_comm.dp_comm``). ``optimizer``: the optimizer step.
+    step's DP collectives (``step.dp_comm.dp_comm``), with the time the compute beside them
+    loses to the SMs they hold (``compute_per_tick``, ``compute_time``). ``optimizer``: the
+    optimizer step.
     ``params``: parameters on the largest device; ``memory``: its bytes. ``ticks``: the
     pipeline's ticks (``pipeline_ticks``)."""
 
@@ -116,10 +118,16 @@ class StepPlan:
             + self.dp["per_microbatch"]
 
     @cached_property
+    def compute_per_tick(self) -> np.ndarray:
+        """One micro-batch's compute on the busiest stage as the step runs it: ``compute``'s,
+        slowed by the SMs its hidden DP collectives hold (``dp``'s ``contention_microbatch``)."""
+        return self.compute["per_microbatch"] + self.dp["contention_microbatch"]
+
+    @cached_property
     def tick(self) -> np.ndarray:
         """One tick: a micro-batch's forward and backward on the busiest stage, with the
         communication it waits for."""
-        return self.compute["per_microbatch"] + self.exposed_per_microbatch
+        return self.compute_per_tick + self.exposed_per_microbatch
 
     @cached_property
     def exposed_per_step(self) -> np.ndarray:
@@ -129,10 +137,17 @@ class StepPlan:
         return self.dp["per_step"] + self.ep["lone"]
 
     @cached_property
+    def compute_time(self) -> np.ndarray:
+        """The step's compute: its ticks' (``compute_per_tick``) and the time the compute beside
+        the DP collectives run once per step loses to their SMs (``dp``'s ``contention_step``)."""
+        return self.ticks * self.compute_per_tick + self.dp["contention_step"]
+
+    @cached_property
     def step_time(self) -> np.ndarray:
-        """The step: its ticks, then what it waits for once (``exposed_per_step``) and the
+        """The step: its compute (``compute_time``), what its ticks wait for
+        (``exposed_per_microbatch``), what it waits for once (``exposed_per_step``) and the
         optimizer."""
-        return self.ticks * self.tick + self.exposed_per_step + self.optimizer
+        return self.compute_time + self.ticks * self.exposed_per_microbatch + self.exposed_per_step + self.optimizer
 
 
 def pipeline_ticks(lay: StepLayouts) -> np.ndarray:
@@ -279,7 +294,7 @@ def _step(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
         "latency_s": latency_floor(lay, ctx, ticks, compute["kernels_per_microbatch"], dp)
         + ticks * (cp["latency"] + ep["latency"]),
         "bubble_fraction": (ticks - lay.microbatches) / ticks,
-        "compute_s": ticks * compute["per_microbatch"],
+        "compute_s": plan.compute_time,
         "tp_comm_s": ticks * tp["total"],
         "pp_comm_s": ticks * pp["total"],
         "tp_exposed_s": ticks * tp["exposed"],

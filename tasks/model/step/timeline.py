@@ -21,6 +21,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from tasks.model.collectives.dp_protocol import HIDING_WINDOWS
 from tasks.model.step.plan import StepPlan
 from tasks.model.step.dp_comm import dp_by_window
 
@@ -65,8 +66,13 @@ def pass_times(plan: StepPlan, row: int = 0) -> PassTimes:
     def at(values) -> float:
         return float(np.asarray(values).reshape(-1)[row])
 
-    forward_compute = at(compute["forward"])
-    compute_s = {"forward": forward_compute, "backward": at(compute["per_microbatch"]) - forward_compute}
+    # The SMs the hidden DP collectives hold slow the compute beside them: each pass by its own
+    # window's (``dp_comm.dp_by_window``), the collectives run once per step after the last backward.
+    forward_compute = at(compute["forward"]) + at(dp["microbatch_forward_contention"])
+    compute_s = {"forward": forward_compute,
+                 "backward": at(compute["per_microbatch"]) - at(compute["forward"])
+                 + at(dp["microbatch_backward_contention"]) + at(dp["microbatch_none_contention"])}
+    step_contention = sum(at(dp[f"step_{window}_contention"]) for window in HIDING_WINDOWS)
     exposed = {"forward": {"tp": at(tp["forward_exposed"]), "cp": at(cp["forward_exposed"]),
                            "ep": at(ep["forward_exposed"]), "pp": at(pp["exposed"]) / 2.0,
                            "dp": at(dp["microbatch_forward_exposed"])},
@@ -82,6 +88,8 @@ def pass_times(plan: StepPlan, row: int = 0) -> PassTimes:
     lone = at(ep["lone"])
     tail = (("ep", "dispatch and combine of the passes nothing hides", lone, lone),
             ("dp", "reduce gradients", at(dp["step_backward_exposed"]), at(dp["step_backward"])),
+            ("compute", "SMs held by the hidden DP collectives run once per step", step_contention,
+             step_contention),
             ("compute", "optimizer step", at(plan.optimizer), at(plan.optimizer)),
             ("dp", "gather updated weights", at(dp["step_none_exposed"]), at(dp["step_none"])),
             ("dp", "gather updated weights behind the next forward", at(dp["step_forward_exposed"]),

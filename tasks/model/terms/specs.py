@@ -108,6 +108,11 @@ class LinkTier:
     ``nvls_efficiency`` is the share of the in-switch reduction's bound (NVLS,
     NVSwitch gen 3+) an all-reduce reaches, 0 where the tier has no in-switch reduction;
     ``nvls_latency_us`` is the fixed latency of one such all-reduce.
+
+    ``channels``: the thread blocks (CTAs, one streaming multiprocessor each) NCCL runs a
+    large collective with among devices on this tier (``inter_node``: a group that spans
+    nodes), which it holds while the collective runs and which compute beside it cannot
+    use (``step.dp_comm.dp_sm_share``); 0 where no source gives them (not charged).
     """
 
     bandwidth_GBps: float = MISSING
@@ -115,6 +120,7 @@ class LinkTier:
     efficiency: float = 1.0
     nvls_efficiency: float = 0.0
     nvls_latency_us: float = 0.0
+    channels: int = 0
 
 
 @dataclass
@@ -191,4 +197,7 @@ def fingerprint(spec: object) -> str:
     for unset in ("tdp_w", "gemm_sustained_w", "power_limit_w", "attention_kernels"):
         if content.get(unset, 0) is None:
             content.pop(unset)
+    for tier in ("intra_node", "inter_node"):
+        if isinstance(content.get(tier), dict) and content[tier].get("channels", 1) == 0:
+            content[tier].pop("channels")
     return content_hash(content)

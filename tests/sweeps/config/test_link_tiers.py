@@ -14,6 +14,8 @@ from sweeps.errors import ConfigError
     ("hardware.intra_node.nvls_efficiency=1.5", "hardware.intra_node.nvls_efficiency"),
     ("hardware.intra_node.nvls_latency_us=nan", "hardware.intra_node.nvls_latency_us"),
     ("hardware.inter_node.nvls_efficiency=0.5", "hardware.inter_node.nvls_efficiency"),
+    ("hardware.inter_node.channels=-1", "hardware.inter_node.channels"),
+    ("hardware.intra_node.channels=100000", "hardware.intra_node.channels"),
 ])
 def test_bad_in_switch_reduction_figures_are_refused_naming_the_field(override, field):
     with pytest.raises(ConfigError) as caught:

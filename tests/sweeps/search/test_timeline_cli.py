@@ -52,7 +52,8 @@ def test_a_stored_study_gives_its_best_layout(tmp_path):
 @pytest.mark.parametrize("pp, shown", [(4, ["stage 0 (first)", "stage 1", "stage 2", "stage 3 (last)"]),
                                        (16, ["stage 0 (first)", "stage 15 (last)"])])
 def test_layout_overrides_choose_the_layout_and_each_stage_drawn_is_a_process(tmp_path, pp, shown):
-    result, trace = _timeline(tmp_path, "default", f"layout.pp={pp}", "layout.tp=4", "layout.micro_batch=1")
+    result, trace = _timeline(tmp_path, "default", f"layout.pp={pp}", "layout.tp=4", "layout.micro_batch=1",
+                              "layout.schedule=1f1b", "layout.virtual_stages=1")
     assert result.exit_code == 0, result.output
     assert trace["otherData"]["layout"].startswith(f"tp4 pp{pp} dp{256 // (4 * pp)} b1")
     assert _processes(trace) == sorted(shown)
@@ -61,7 +62,7 @@ def test_layout_overrides_choose_the_layout_and_each_stage_drawn_is_a_process(tm
 
 def test_a_context_parallel_layout_draws_its_exchange_and_dp_follows_cp(tmp_path):
     result, trace = _timeline(tmp_path, "default", "layout.cp=2", "layout.cp_comm=all_gather", "layout.tp=8",
-                              "layout.pp=1")
+                              "layout.pp=1", "layout.schedule=1f1b", "layout.virtual_stages=1")
     assert result.exit_code == 0, result.output
     assert trace["otherData"]["layout"].startswith("tp8 cp2(ag) pp1 dp16")
     tracks = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}

@@ -55,7 +55,8 @@ def test_the_unpartnered_passes_wait_for_their_exchange_once_a_step(h100):
     hidden = float(ep["total"][0] - ep["exposed"][0])
     assert hidden > 0.0                                                   # the overlap hides some of it
     assert float(ep["lone"][0]) == pytest.approx(float(lone_microbatches(plan.layouts)[0]) * hidden)
-    step = float(plan.ticks[0] * plan.tick[0] + plan.dp["per_step"][0] + ep["lone"][0] + plan.optimizer[0])
+    step = float(plan.ticks[0] * plan.tick[0] + plan.dp["contention_step"][0] + plan.dp["per_step"][0]
+                 + ep["lone"][0] + plan.optimizer[0])
     assert float(plan.step_time[0]) == pytest.approx(step, rel=1e-12)
     out = step_columns(layout.columns(), ctx)
     assert float(out["ep_exposed_s"][0]) == pytest.approx(float(plan.ticks[0] * ep["exposed"][0] + ep["lone"][0]))

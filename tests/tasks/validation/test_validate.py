@@ -293,7 +293,7 @@ def test_a_zero_cell_names_a_stage_or_a_sharding_mode(tmp_path, profiles):
     hw = run_hardware(hsdp, find_profile(hsdp.hw, profiles))
     times = {run.zero: predict_run(run, hw).step_time_s for run in (hsdp, fsdp, three)}
     assert times["hsdp"] != times["fsdp"]        # one micro-batch each: FSDP reduces as ZeRO-3 does
-    assert times["fsdp"] == times["zero3"]
+    assert times["fsdp"] == pytest.approx(times["zero3"], rel=1e-12)  # summed in another order
     assert predict_run(two, hw).step_time_s == predict_run(one, hw).step_time_s
 
 
