@@ -11,8 +11,9 @@ processes an embedded cluster never needs:
   serves the Jobs and state APIs to clients that join by HTTP, while an embedded cluster
   is reached by its own driver alone.
 
-Each imports Ray on its own: about 3 CPU-seconds of a start's 8 on the 2-core development
-machine, and 3 s of ``ray.init``'s 7.5 s there (``scripts/bench_ray_start.py``). Ray 2.60
+Each imports Ray on its own: together 2.8 of the 6.6 CPU-seconds Ray's processes take to
+start on the 2-core development machine, and 2.5 s of a start's 7.9 s there
+(``scripts/bench_cold_run.py``, Ray alone, medians of 5). Ray 2.60
 (pinned in ``pyproject.toml``) offers no ``ray.init`` switch for them: its ``RayParams``
 has ``no_monitor`` and ``include_log_monitor`` (``ray/_private/parameter.py``), which only
 ``ray start`` sets, and ``Node.start_head_processes`` starts the API server whatever they

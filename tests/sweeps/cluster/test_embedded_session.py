@@ -59,8 +59,9 @@ from sweeps.cluster.lean_head import SKIPPED_SERVICES
 from sweeps.cluster.session import ray_session, wait_stopped
 with ray_session(num_cpus=1):
     assert ray.get(ray.remote(lambda: 6 * 7).remote()) == 42
-    programs = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
-    print("core", sum("gcs_server" in c for c in programs), sum("raylet" in c for c in programs))
+    processes = psutil.Process().children(recursive=True)
+    programs, names = [" ".join(p.cmdline()) for p in processes], [p.name() for p in processes]
+    print("core", names.count("gcs_server"), names.count("raylet"))
     print("skipped services running", sum(s in c for s in SKIPPED_SERVICES for c in programs))
 wait_stopped()
 from ray._private.parameter import RayParams
