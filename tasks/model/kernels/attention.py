@@ -162,6 +162,5 @@ def attention_basis(hw: HardwareProfile, impl: str = DEFAULT_ATTENTION_IMPL, hea
     if hw.attention_kernels is None:
         within = FITTED_HEAD_DIMS[0] <= width <= FITTED_HEAD_DIMS[1]
         return "measured" if hw.accelerator == REFERENCE_DEVICE and within else "assumed"
-    source = str(hw.sources.get("attention_kernels", "")).strip().lower()
     own_rows = impl == DEFAULT_ATTENTION_IMPL and width == DEVICE_ROWS_HEAD_DIM
-    return "measured" if own_rows and not source.startswith("assumption") else "assumed"
+    return "measured" if own_rows and not hw.source_is_assumption("attention_kernels") else "assumed"

@@ -83,8 +83,7 @@ def sustained_basis(hw: HardwareProfile, dtype: str = "bf16") -> str:
         return "assumed"
     if key not in hw.gemm_sustained:
         return "none"
-    source = str(hw.sources.get(f"gemm_sustained.{key}", "")).strip().lower()
-    return "assumed" if source.startswith("assumption") else "measured"
+    return "assumed" if hw.source_is_assumption(f"gemm_sustained.{key}") else "measured"
 
 
 def measured_at_w(hw: HardwareProfile) -> Optional[float]:

@@ -265,12 +265,14 @@ def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) 
     sums = _dp_sums(lay, ctx)
     latency_microbatch, latency_step = per_pass(sums, "latency", recomputed_share=lay.recomputed_share)
     per_microbatch, per_step = _waited(lay, ctx, compute, sums, True), _waited(lay, ctx, compute, sums, False)
+    all_microbatch = _waited(lay, ctx, compute, sums, True, exposed=False)
+    all_step = _waited(lay, ctx, compute, sums, False, exposed=False)
     share = dp_sm_share(lay, ctx)
     return {"per_microbatch": per_microbatch, "per_step": per_step,
             "total": _step_sum(lay, sums, "times"), "traffic": _step_sum(lay, sums, "bytes"),
             "latency_microbatch": latency_microbatch, "latency_step": latency_step,
-            "contention_microbatch": share * _hidden(lay, ctx, compute, sums, True, per_microbatch),
-            "contention_step": share * _hidden(lay, ctx, compute, sums, False, per_step)}
+            "contention_microbatch": share * _hidden(all_microbatch, per_microbatch),
+            "contention_step": share * _hidden(all_step, per_step)}
 
 
 def dp_sm_share(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
@@ -295,16 +297,14 @@ def sm_hold_basis(hw: HardwareProfile) -> str:
     tiers = ("intra_node", "inter_node")
     if not any(getattr(hw, tier).channels for tier in tiers):
         return "none"
-    sources = [str(hw.sources.get(f"{tier}.channels", "")).strip().lower() for tier in tiers]
-    return "assumed" if any(s.startswith("assumption") or not s for s in sources) else "read"
+    names = [f"{tier}.channels" for tier in tiers]
+    unsourced = any(not str(hw.sources.get(name, "")).strip() for name in names)
+    return "assumed" if unsourced or any(hw.source_is_assumption(name) for name in names) else "read"
 
 
-def _hidden(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray], sums: Dict[tuple, np.ndarray],
-            per_microbatch: bool, exposed: np.ndarray, only: Optional[str] = None) -> np.ndarray:
-    """Seconds of the DP collectives run per micro-batch (or once per step; ``only``: of that
-    window) that run beside compute: all of their time less what the step waits for
-    (``exposed``, ``_waited``'s), at least 0."""
-    total = _waited(lay, ctx, compute, sums, per_microbatch, only, exposed=False)
+def _hidden(total: np.ndarray, exposed: np.ndarray) -> np.ndarray:
+    """Seconds of DP collectives that run beside compute: all of their time (``total``) less
+    what the step waits for (``exposed``, ``_waited``'s), at least 0."""
     return np.maximum(total - exposed, 0.0)
 
 
@@ -351,11 +351,10 @@ def dp_by_window(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarr
     out: Dict[str, np.ndarray] = {}
     for window in dp_protocol.HIDING_WINDOWS:
         for per_microbatch, name in ((True, "microbatch"), (False, "step")):
+            total = _waited(lay, ctx, compute, sums, per_microbatch, window, exposed=False)
             exposed = _waited(lay, ctx, compute, sums, per_microbatch, window)
-            out[f"{name}_{window}"] = _waited(lay, ctx, compute, sums, per_microbatch, window, exposed=False)
-            out[f"{name}_{window}_exposed"] = exposed
-            out[f"{name}_{window}_contention"] = share * _hidden(lay, ctx, compute, sums, per_microbatch, exposed,
-                                                                 window)
+            out[f"{name}_{window}"], out[f"{name}_{window}_exposed"] = total, exposed
+            out[f"{name}_{window}_contention"] = share * _hidden(total, exposed)
     return out
 
 

@@ -183,6 +183,11 @@ class HardwareProfile:
     inter_node: LinkTier = field(default_factory=LinkTier)
     sources: Dict[str, str] = field(default_factory=dict)
 
+    def source_is_assumption(self, name: str) -> bool:
+        """Whether ``sources[name]`` says the figure is an assumption (it starts with
+        "assumption"); False for a figure with no source entry."""
+        return str(self.sources.get(name, "")).strip().lower().startswith("assumption")
+
 
 def fingerprint(spec: object) -> str:
     """A short stable hash of a spec's content, ignoring prose (description, sources).
