@@ -23,9 +23,10 @@ dims' (``torchtitan/distributed/parallel_dims.py``), its Llama 3 parallelisation
   mesh (``data_parallel_shard_degree`` the DP group's ranks on one node,
   ``data_parallel_replicate_degree`` the nodes), at one micro-batch and without PP as zero3.
   zero1 and fsdp have no counterpart.
-- ``[activation_checkpoint] mode``: none or full; torchtitan's selective modes (every Nth
-  layer, or by op, saving the attention's outputs) are not the attention-core recompute
-  the layout costs.
+- ``[activation_checkpoint] mode``: none or full; op is ``mode = "selective"`` with
+  ``selective_ac_option = "op"`` (``_apply_op_sac`` in torchtitan/distributed/
+  activation_checkpoint.py: every second ``aten.mm``'s output recomputed); torchtitan's
+  every-Nth-layer mode is not the attention-core recompute the layout costs as selective.
 - Stack: attention is SDPA or flex (fused), so materialised attention is refused, and a
   named FlashAttention kernel too (the export does not choose SDPA's backend);
   ``[compile]`` fuses the element-wise kernels (an eager stack leaves it off); TP is
@@ -132,7 +133,7 @@ def _pipeline(case: ExportCase) -> Dict[str, object]:
 
 def sections(case: ExportCase) -> Sections:
     """The TOML of ``case`` as sections of keys, or ``Unexpressible``."""
-    check_common(case, NAME)
+    check_common(case, NAME, op_checkpoint_written=True)
     _refuse_stack(case)
     lay = case.layout
     if lay.recompute == "selective" or lay.recompute_layers:
@@ -145,7 +146,8 @@ def sections(case: ExportCase) -> Sections:
                          "seq_len": case.model.seq_len, "mixed_precision_param": "bfloat16",
                          "mixed_precision_reduce": "float32"},
             "parallelism": parallelism,
-            "activation_checkpoint": {"mode": lay.recompute},
+            "activation_checkpoint": ({"mode": "selective", "selective_ac_option": "op"} if lay.recompute == "op"
+                                      else {"mode": lay.recompute}),
             "compile": {"enable": not case.stack.eager, "components": ["model", "loss"]},
             "model": {"converters": ["quantize.linear.float8"] if case.stack.fp8 else []}}
 

@@ -17,7 +17,7 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``zero``: 0. A ZeRO stage (0 to 3; ZeRO-2 communicates as ZeRO-1) or a sharding mode by
   name (``layout.ZERO_MODES``: none, zero1, zero3, fsdp for FULL_SHARD reducing once per step,
   hsdp for hybrid sharding, FSDP inside a node replicated across nodes);
-  ``recompute``: none (``layout.RECOMPUTE_MODES``: none, selective, full, dots);
+  ``recompute``: none (``layout.RECOMPUTE_MODES``: none, selective, full, dots, op);
   ``recompute_layers`` (a column ``published_runs.csv`` need not have): 0, full
   recomputation repeats every layer; N > 0 repeats the first N layers of each model chunk
   (Megatron-LM's --recompute-method block --recompute-num-layers N), and asks for

@@ -6,6 +6,7 @@
 - ``layer``: a tensor-parallel layer's GEMMs, element-wise work and message sizes;
 - ``roofline``: GEMM and memory-bound kernel times;
 - ``attention``: fused attention's time;
+- ``op_checkpoint``: what torchtitan's per-op checkpointing keeps of a layer and runs again;
 - ``layer_cost``: one layer's compute pieces, forward and backward;
 - ``sustained``: the rates a device sustains through training, against a short run's;
 - ``moe_kernels``: the kernels a mixture-of-experts layer's MLP launches, by dispatcher;
@@ -15,4 +16,4 @@
 """
 
 __all__ = ["block", "weights", "layer", "roofline", "attention", "layer_cost", "sustained", "gemm_published",
-           "model_blocks", "moe_kernels", "cuda_graphs"]
+           "model_blocks", "moe_kernels", "cuda_graphs", "op_checkpoint"]

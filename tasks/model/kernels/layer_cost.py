@@ -20,7 +20,7 @@ from typing import Dict, List
 import numpy as np
 
 from tasks.model.kernels import layer
-from tasks.model.kernels import roofline
+from tasks.model.kernels import op_checkpoint, roofline
 from tasks.model.kernels.attention import fused_attention_times
 from tasks.model.kernels.layer import STUDY_BLOCK, Block
 from tasks.model.terms.specs import HardwareProfile
@@ -55,7 +55,10 @@ class LayerCost:
     ``kernels_attention`` the attention sublayer's (its input norm, projections, core and
     residual add: what Megatron-Core's "attn" CUDA-graph scope captures) and ``kernels_linear``
     the linear layers' GEMMs (a mixture of experts' MLP's are not among them: ``moe_kernels``
-    counts them as Megatron-Core launches them, by dispatcher and local experts)."""
+    counts them as Megatron-Core launches them, by dispatcher and local experts);
+    ``op_repeat_fwd``/``kernels_op_repeat``: the forward work and kernels torchtitan's per-op
+    selective checkpointing runs again in the backward pass (``kernels.op_checkpoint``): all
+    but the fused attention and the linear products it keeps."""
 
     gemm_fwd: np.ndarray
     gemm_bwd: np.ndarray
@@ -70,6 +73,8 @@ class LayerCost:
     kernels_core: int
     kernels_attention: int = 0
     kernels_linear: int = 0
+    op_repeat_fwd: "np.ndarray | float" = 0.0
+    kernels_op_repeat: int = 0
 
     @cached_property
     def forward(self) -> np.ndarray:
@@ -99,18 +104,20 @@ def _each_gemm_time(gemms, shape, hw: HardwareProfile, *, stack: Stack, p: float
     return out
 
 
-def _gemm_times(gemms, shape, hw: HardwareProfile, *, stack: Stack, p: float):
-    """(all forward, all backward, linear forward, linear backward, core forward) seconds of
-    ``gemms`` (``layer.gemm_shapes``), as arrays of ``shape``."""
+def _gemm_times(gemms, shape, hw: HardwareProfile, *, stack: Stack, p: float, repeat_shares: Dict):
+    """(all forward, all backward, linear forward, linear backward, core forward, the linear
+    forward's ``repeat_shares``) seconds of ``gemms`` (``layer.gemm_shapes``), as arrays of
+    ``shape``; ``repeat_shares`` gives the share of each forward GEMM (by name) to count in the last."""
     zero = np.zeros(shape)
-    fwd, bwd, lin_fwd, lin_bwd, core = zero.copy(), zero.copy(), zero.copy(), zero.copy(), zero.copy()
+    fwd, bwd, lin_fwd, lin_bwd, core, repeat = (zero.copy() for _ in range(6))
     for g, t in zip(gemms, _each_gemm_time(gemms, shape, hw, stack=stack, p=p), strict=True):
         is_core = g.name in ATTENTION_CORE_GEMMS
         if g.pass_ == "fwd":
             fwd, lin_fwd, core = fwd + t, lin_fwd + (0.0 if is_core else t), core + (t if is_core else 0.0)
+            repeat = repeat + (0.0 if is_core else repeat_shares.get(g.name, 0.0) * t)
         else:
             bwd, lin_bwd = bwd + t, lin_bwd + (0.0 if is_core else t)
-    return fwd, bwd, lin_fwd, lin_bwd, core
+    return fwd, bwd, lin_fwd, lin_bwd, core, repeat
 
 
 #: Bytes per element of Transformer Engine's fused cast-transpose into fp8: it reads a 16-bit
@@ -201,16 +208,13 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     a rank instead attends whole sequences, SL = CP x ``sl`` tokens, with 1/CP of its TP rank's
     heads: as much work, in one kernel. Context parallelism needs fused attention (Megatron-Core
     runs it in Transformer Engine's only). ``ep``, ``etp``: EP and ETP ranks (``layer.gemm_shapes``)."""
-    if block.flash != stack.flash:
-        raise ValueError(f"block.flash={block.flash} disagrees with stack.attention={stack.attention!r}")
-    if not block.flash and np.any(np.asarray(cp) > 1):
-        raise ValueError("context parallelism needs stack.attention='flash': Megatron-Core runs it only in "
-                         "Transformer Engine's fused attention")
+    _check_attention(block, stack, cp)
     gemms = layer.gemm_shapes(h, heads, sl, b, tp, block, ep=ep, etp=etp)
     forward_gemms = [g for g in gemms if g.pass_ == "fwd"]
     linear_fwd_gemms = [g for g in forward_gemms if g.name not in ATTENTION_CORE_GEMMS]
-    gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core = _gemm_times(gemms, np.broadcast(h, sl, b, tp, ep, etp).shape,
-                                                                   hw, stack=stack, p=p)
+    op_shares = op_checkpoint.recomputed_shares(h, heads, block)
+    gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core, op_linear = _gemm_times(
+        gemms, np.broadcast(h, sl, b, tp, ep, etp).shape, hw, stack=stack, p=p, repeat_shares=op_shares)
     elem_fwd, elem_bwd, kernels = np.zeros(np.shape(gemm_fwd)), np.zeros(np.shape(gemm_fwd)), 0
     counted_apart = set(layer.MOE_GEMMS + layer.MOE_KERNELS + layer.MOE_UNFUSED_KERNELS + ("gelu",)) \
         if block.moe else set()
@@ -242,7 +246,27 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     kernels += sum(1 for g in forward_gemms if g.name not in counted_apart)
     projections = sum(1 for g in linear_fwd_gemms if g.name not in MLP_GEMMS)
     attention = core_kernels + projections * (2 if stack.fp8 else 1) + ATTENTION_SUBLAYER_ELEMENTWISE
+    op_kernels = kernels - linear_kernels - (1 if block.flash else 0) + _repeated_kernels(
+        [g for g in linear_fwd_gemms if g.name not in counted_apart], op_shares)
     return LayerCost(gemm_fwd=gemm_fwd, gemm_bwd=gemm_bwd, linear_fwd=linear_fwd, linear_bwd=linear_bwd,
                      attention_fwd=attn_fwd, attention_bwd=attn_bwd, elementwise_fwd=elem_fwd,
                      elementwise_bwd=elem_bwd, core_fwd=core, kernels_fwd=kernels,
-                     kernels_core=core_kernels, kernels_attention=attention, kernels_linear=linear_kernels)
+                     kernels_core=core_kernels, kernels_attention=attention, kernels_linear=linear_kernels,
+                     op_repeat_fwd=elem_fwd + (gemm_fwd - linear_fwd) + op_linear, kernels_op_repeat=op_kernels)
+
+
+def _check_attention(block: Block, stack: Stack, cp) -> None:
+    """Raise ``ValueError`` where ``block`` and ``stack`` disagree on fused attention, or where
+    context parallelism (``cp`` > 1) meets materialised attention."""
+    if block.flash != stack.flash:
+        raise ValueError(f"block.flash={block.flash} disagrees with stack.attention={stack.attention!r}")
+    if not block.flash and np.any(np.asarray(cp) > 1):
+        raise ValueError("context parallelism needs stack.attention='flash': Megatron-Core runs it only in "
+                         "Transformer Engine's fused attention")
+
+
+def _repeated_kernels(linear_gemms, shares) -> int:
+    """Kernels of ``linear_gemms`` torchtitan's per-op checkpointing runs again (a GEMM with a
+    share in ``op_checkpoint.recomputed_shares``); with the forward's kernels less the linear
+    layers' and the fused attention's, what ``LayerCost.kernels_op_repeat`` counts."""
+    return sum(1 for g in linear_gemms if np.any(shares.get(g.name, 0.0)))

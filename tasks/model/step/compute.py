@@ -89,7 +89,7 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     """Compute of one micro-batch on the busiest stage: its layers forward and backward, plus
     what recomputation repeats (``StepLayouts.recomputed``: selective the attention core's
     forward, full the whole forward of ``recomputed_share`` of the layers, dots all but the
-    linear layers), plus the output layer (GEMMs and loss; where
+    linear layers, op torchtitan's per-op policy's share), plus the output layer (GEMMs and loss; where
     the stack's split counts the loss as a layer, the last stage runs it in place of one, and
     the busiest stage is the longer of a middle stage and the last);
     what can hide DP traffic (forward and backward time of the stage, §6); the forward pass
@@ -102,11 +102,11 @@ def compute_per_microbatch(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     kernels (``Stack.host_launch_us`` each); a mixture of experts' host waits for the device
     in every MoE layer (``moe_kernels.HOST_SYNCS``), so its forward and backward passes each
     last the longer of the two, and each wait leaves the device idle until the next launch."""
-    repeat = lay.recomputed(cost.forward, cost.core_fwd, cost.linear_fwd)
+    repeat = lay.recomputed(cost.forward, cost.core_fwd, cost.linear_fwd, cost.op_repeat_fwd)
     t_layer = metrics.apply_flop_vs_bw(cost.total + repeat, ctx.flop_vs_bw)
     output_forward, output = _output_layer(lay, ctx, shapes)
     t_output = metrics.apply_flop_vs_bw(output, ctx.flop_vs_bw)
-    repeated = lay.recomputed(cost.kernels_fwd, cost.kernels_core, cost.kernels_linear)
+    repeated = lay.recomputed(cost.kernels_fwd, cost.kernels_core, cost.kernels_linear, cost.kernels_op_repeat)
     t_layer_forward = metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw)
     forward_hide = lay.layers_per_stage * t_layer_forward
     flex = lay.dispatcher == code("dispatcher", "flex")

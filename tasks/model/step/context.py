@@ -181,18 +181,23 @@ class StepLayouts:
         full recomputation's repeat is ``recomputed_share``."""
         return (self.recompute == code("recompute", "selective")) | (self.recompute == code("recompute", "dots"))
 
-    def recomputed(self, forward, core, linear):
+    def recomputed(self, forward, core, linear, op_repeat=0.0):
         """What the backward pass runs again of one layer's forward, given its ``forward``,
-        its attention core's ``core`` and its linear layers' ``linear`` (seconds or kernel
-        counts): the whole forward for ``recomputed_share`` of the layers (full), the core
-        (selective), everything but the linear layers (``dots``: JAX's
+        its attention core's ``core``, its linear layers' ``linear`` and what torchtitan's
+        per-op policy runs again, ``op_repeat`` (seconds or kernel counts;
+        ``LayerCost.op_repeat_fwd``): the whole forward for ``recomputed_share`` of the layers
+        (full), the core (selective), everything but the linear layers (``dots``: JAX's
         ``checkpoint_dots_with_no_batch_dims`` keeps the outputs of GEMMs without batch
         dimensions, the linear layers', and recomputes the rest, attention and element-wise
-        kernels alike)."""
+        kernels alike), ``op_repeat`` (``op``: every second linear product and all but the
+        fused attention of the rest, ``kernels.op_checkpoint``)."""
         selective = self.recompute == code("recompute", "selective")
         repeat = self.recomputed_share * forward + np.where(selective, core, 0)
         dots = self.recompute == code("recompute", "dots")
-        return repeat + np.where(dots, np.subtract(forward, linear), 0) if np.any(dots) else repeat
+        if np.any(dots):
+            repeat = repeat + np.where(dots, np.subtract(forward, linear), 0)
+        op = self.recompute == code("recompute", "op")
+        return repeat + np.where(op, op_repeat, 0) if np.any(op) else repeat
 
     @property
     def sharded(self) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tasks.model.collectives.dp_protocol import shards
+from tasks.model.kernels import op_checkpoint
 from tasks.model.kernels.layer import STUDY_BLOCK, Block
 from tasks.model.terms.layout import code
 
@@ -118,7 +119,8 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     10*SL*B*H (LayerNorms, dropouts, the inputs of the QKV and FC1 GEMMs); sequence
     parallelism splits those too. Selective recomputation drops the 5*A*SL/H attention
     core; full recomputation keeps only the layer's input, 2*SL*B*H (split by TP under
-    sequence parallelism); the ``dots`` policy, ``dots_activation_bytes``. When full
+    sequence parallelism); the ``dots`` policy, ``dots_activation_bytes``; torchtitan's
+    per-op policy, ``op_activation_bytes``. When full
     recomputation covers only ``recomputed_share`` of the layers
     (``step.context.recomputed_share``), the others keep everything: the mean over the layers.
 
@@ -166,8 +168,31 @@ def layer_activation_bytes(sl, b, h, heads, tp, sequence_parallel, recompute, bl
     full = 2.0 * sbh / np.where(sp, tp, 1.0)
     share = np.asarray(recomputed_share, dtype=np.float64)
     stored = np.where(recompute == code("recompute", "full"), share * full + (1.0 - share) * stored, stored)
+    return _policies_kept(stored, recompute, sl, b, h, heads, tp, sp, block=block, etp=etp)
+
+
+def _policies_kept(stored, recompute, sl, b, h, heads, tp, sp, *, block: Block, etp):
+    """``stored`` where the layouts' ``recompute`` is Megatron's, and what the ``dots`` and
+    ``op`` policies keep where it is one of those."""
     dots = recompute == code("recompute", "dots")
-    return np.where(dots, dots_activation_bytes(sbh, h, heads, tp, sp, block), stored) if np.any(dots) else stored
+    if np.any(dots):
+        stored = np.where(dots, dots_activation_bytes(sl * b * h, h, heads, tp, sp, block), stored)
+    op = recompute == code("recompute", "op")
+    return np.where(op, op_activation_bytes(sl, b, h, heads, tp, sp, block, etp=etp), stored) if np.any(op) else stored
+
+
+def op_activation_bytes(sl, b, h, heads, tp, sequence_parallel, block: Block = STUDY_BLOCK, *, etp=1.0):
+    """Activations one layer keeps under torchtitan's per-op checkpointing (``op``,
+    ``layout.RECOMPUTE_MODES``), per micro-batch, per device, each 16-bit: the layer's input
+    (the checkpoint's, 2*SL*B*H, split by TP under sequence parallelism), the outputs of every
+    second linear product (``op_checkpoint.kept_elements``: Q, V, the gate and the down
+    projection in torchtitan's Llama) and the attention kernel's output (its softmax
+    statistics, 4 bytes per row and head, left out as in ``layer_activation_bytes``)."""
+    sl, b, h, tp = (np.asarray(x, dtype=np.float64) for x in (sl, b, h, tp))
+    tokens = sl * b
+    layer_input = 2.0 * tokens * h / np.where(np.asarray(sequence_parallel, dtype=bool), tp, 1.0)
+    attention = 2.0 * tokens * block.attention_width(h, heads) / tp
+    return layer_input + attention + 2.0 * op_checkpoint.kept_elements(h, heads, sl, b, tp, block, etp=etp)
 
 
 def dots_activation_bytes(sbh, h, heads, tp, sequence_parallel, block: Block = STUDY_BLOCK):

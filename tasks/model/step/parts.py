@@ -100,7 +100,8 @@ def layer_pass_times(layout: Layout, ctx: StepContext) -> Dict[str, float]:
     model charges them: compute plus the TP time the step waits for; the backward includes
     what recomputation repeats (full: the whole forward with its collectives, for the share of
     layers it covers; selective: the attention core's forward; dots: all but the linear
-    layers, ``StepLayouts.recomputed``). Korthikanti et al. (arXiv
+    layers; op: torchtitan's per-op policy's share, its TP collectives not run again,
+    ``StepLayouts.recomputed``). Korthikanti et al. (arXiv
     2205.05198) Table 4 times these."""
     lay = _one_layout(layout, ctx)
     cost = stage_layer_cost(lay, ctx)
@@ -108,6 +109,7 @@ def layer_pass_times(layout: Layout, ctx: StepContext) -> Dict[str, float]:
     forward = metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw) + fwd_tp
     # dots keeps the linear layers' outputs: the TP collectives beside them do not run again
     repeat = lay.recomputed(forward, metrics.apply_flop_vs_bw(cost.core_fwd, ctx.flop_vs_bw),
-                            metrics.apply_flop_vs_bw(cost.linear_fwd, ctx.flop_vs_bw) + fwd_tp)
+                            metrics.apply_flop_vs_bw(cost.linear_fwd, ctx.flop_vs_bw) + fwd_tp,
+                            metrics.apply_flop_vs_bw(cost.op_repeat_fwd, ctx.flop_vs_bw))
     backward = metrics.apply_flop_vs_bw(cost.backward, ctx.flop_vs_bw) + bwd_tp + repeat
     return {"forward_s": float(forward[0]), "backward_s": float(backward[0])}

@@ -63,8 +63,12 @@ ZERO_MODES: Tuple[str, ...] = ("none", "zero1", "zero3", "fsdp", "hsdp")
 #: layer (MaxText's remat policies "minimal" and, where nothing is named "context",
 #: "minimal_flash", MaxText/layers/models.py): the linear layers' GEMM outputs and the layer's
 #: input are kept, and everything else of the forward (the attention core, whose GEMMs have
-#: batch dimensions, and every element-wise kernel) runs again in the backward pass.
-RECOMPUTE_MODES: Tuple[str, ...] = ("none", "selective", "full", "dots")
+#: batch dimensions, and every element-wise kernel) runs again in the backward pass; "op",
+#: torchtitan's per-op selective checkpointing (``[activation_checkpoint] mode = "selective"``
+#: with ``selective_ac_option = "op"``): the fused attention's output and every second linear
+#: product's are kept, the other products and every element-wise kernel run again
+#: (``tasks.model.kernels.op_checkpoint``).
+RECOMPUTE_MODES: Tuple[str, ...] = ("none", "selective", "full", "dots", "op")
 #: The recomputation modes a search space varies unless it names its own: Megatron's three.
 SEARCHED_RECOMPUTE_MODES: Tuple[str, ...] = RECOMPUTE_MODES[:3]
 
@@ -129,7 +133,8 @@ LAYOUT_LEGEND = ("tpN/ppN/dpN: tensor-, pipeline-, data-parallel degree; pp2(i5)
                  "all-to-all of Q, K, V and the output; epN: expert-parallel degree, epN(etpM) with M-way expert "
                  "tensor parallelism, (flex) dispatching a token once per node; sp: sequence parallel; "
                  "sele/full: selective/full activation recomputation; dots: the linear layers' outputs kept, all "
-                 "else recomputed; full(5): full "
+                 "else recomputed; op: torchtitan's per-op checkpointing, every second linear layer's output kept; "
+                 "full(5): full "
                  "recomputation of 5 layers per model chunk, the others keep their activations")
 
 #: Structural constraints, checked before any cost: name -> what must hold.

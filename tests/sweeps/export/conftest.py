@@ -39,7 +39,7 @@ def built_cases(cases) -> List[Tuple[str, ExportCase]]:
     """Layouts no search of these spaces yields: FSDP (no_sync), full recomputation of the
     first 3 layers of each chunk, sequence parallelism at TP 1, ZeRO-3 over one replica,
     hybrid FSDP, context parallelism (a ring of 2, an all-gather over 4, an all-to-all over 2),
-    FlashAttention-2's kernel, and a model whose heads set their own width."""
+    torchtitan's per-op recomputation, FlashAttention-2's kernel, and a model whose heads set their own width."""
     base = next(case for label, case in cases if label == "core-2024" and case.layout.tp == 1
                 and case.layout.pp == 1 and case.layout.dp == 16)
     lay = base.layout
@@ -49,7 +49,8 @@ def built_cases(cases) -> List[Tuple[str, ExportCase]]:
                "zero3-dp1": dataclasses.replace(lay, tp=4, pp=4, dp=1, zero="zero3", sequence_parallel=True),
                "cp-ring": dataclasses.replace(lay, cp=2, dp=8),
                "cp-gather": dataclasses.replace(lay, cp=4, dp=4, cp_comm="all_gather"),
-               "cp-a2a": dataclasses.replace(lay, cp=2, dp=8, cp_comm="a2a")}
+               "cp-a2a": dataclasses.replace(lay, cp=2, dp=8, cp_comm="a2a"),
+               "op": dataclasses.replace(lay, recompute="op", zero="zero3")}
     built = [(label, dataclasses.replace(base, layout=layout)) for label, layout in layouts.items()]
     # FlashAttention-2 in place of cuDNN's kernel (NeMo's launcher of 2024)
     built.append(("flash2", dataclasses.replace(base, stack=dataclasses.replace(base.stack, attention_impl="flash2"))))

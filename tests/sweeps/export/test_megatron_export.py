@@ -243,3 +243,11 @@ def test_no_export_writes_jaxs_dots_recomputation(built_cases, framework):
     dots = dataclasses.replace(case, layout=dataclasses.replace(case.layout, recompute="dots"))
     with pytest.raises(Unexpressible, match="recompute=dots is JAX's"):
         export(framework, dots)
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo"])
+def test_megatrons_exports_refuse_torchtitans_per_op_recomputation(built_cases, framework):
+    """``op`` is torchtitan's own policy (every second matrix product's output kept): Megatron has
+    no setting for it; the torchtitan export writes it."""
+    with pytest.raises(Unexpressible, match="recompute=op is torchtitan's per-op"):
+        export(framework, dict(built_cases)["op"])

@@ -35,7 +35,8 @@ KEYS: Dict[str, Dict[str, object]] = {
                     "pipeline_parallel_layers_per_stage": int, "pipeline_parallel_first_stage_less_layers": int,
                     "pipeline_parallel_last_stage_less_layers": int, "pipeline_parallel_schedule": SCHEDULES,
                     "pipeline_parallel_microbatch_size": int, "context_parallel_degree": int},
-    "activation_checkpoint": {"mode": ("selective", "full", "memory_budget", "none")},  # class ActivationCheckpoint
+    "activation_checkpoint": {"mode": ("selective", "full", "memory_budget", "none"),  # class ActivationCheckpoint
+                              "selective_ac_option": ("op",)},
     "compile": {"enable": bool, "components": list},  # class Compile
     "model": {"converters": list},  # class Model
 }
@@ -77,7 +78,17 @@ def layout_of(config: Dict[str, Dict[str, object]], layers: int) -> Tuple[Layout
     return Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch,
                   schedule="interleaved" if stages > pp else "1f1b", virtual_stages=stages // pp,
                   zero=zero, sequence_parallel=tp > 1,
-                  recompute=config["activation_checkpoint"]["mode"]), split
+                  recompute=_recompute(config["activation_checkpoint"])), split
+
+
+def _recompute(section: Dict[str, object]) -> str:
+    """The layout's recompute of ``[activation_checkpoint]``: torchtitan's selective mode by op
+    (``_apply_op_sac``) is ``op``; none and full are themselves."""
+    if section["mode"] == "selective":
+        assert section["selective_ac_option"] == "op"
+        return "op"
+    assert "selective_ac_option" not in section
+    return str(section["mode"])
 
 
 def test_every_feasible_layout_round_trips_through_torchtitans_own_keys_or_is_refused_in_one_line(exports):
@@ -95,7 +106,7 @@ def test_every_feasible_layout_round_trips_through_torchtitans_own_keys_or_is_re
         if case.sharding == "hsdp":
             assert config["parallelism"]["data_parallel_shard_degree"] == case.hardware.devices_per_node
     assert {case.sharding for case in exported} == {"none", "zero3", "hsdp"}
-    assert {case.layout.recompute for case in exported} == {"none", "full"}
+    assert {case.layout.recompute for case in exported} == {"none", "full", "op"}
     assert any(case.layout.pp > 1 for case in exported) and any(case.layout.tp > 1 for case in exported)
 
 
