@@ -162,7 +162,7 @@ def attention_backend(stack: Stack) -> str:
 
 def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
                  graph_scopes_written: FrozenSet[str] = frozenset(), split_written: bool = False,
-                 op_checkpoint_written: bool = False) -> None:
+                 torchtitan_features: bool = False) -> None:
     """What no export expresses: a model that is not a decoder (each writes causal GPT-style
     pretraining), a stack without a causal mask, the ``dots`` recomputation (JAX's), a
     sharding mode run by another framework's DP engine (``dp_protocol.DP_ENGINES``,
@@ -172,8 +172,8 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
     (``fused_loss``); CUDA-graphed parts of a layer (``Stack.cuda_graph_scope``) beyond those
     the export writes (``graph_scopes_written``); a pipeline whose split counts the embedding
     or the loss as layers (``Stack.pipeline_split``) where the export does not write it
-    (``split_written``); torchtitan's per-op checkpointing (recompute ``op``) where the export
-    does not write it (``op_checkpoint_written``)."""
+    (``split_written``); torchtitan's own per-op checkpointing (recompute ``op``) and
+    uncompiled Llama block (``llama_eager``) but for torchtitan (``torchtitan_features``)."""
     unwritten_scopes = sorted(graph_scopes(case.stack.cuda_graph_scope) - graph_scopes_written)
     if unwritten_scopes:
         raise Unexpressible(framework, f"stack.cuda_graph_scope={case.stack.cuda_graph_scope!r}: the export does not "
@@ -186,9 +186,12 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
     if case.layout.recompute == "dots":
         raise Unexpressible(framework, "recompute=dots is JAX's checkpoint_dots_with_no_batch_dims policy (MaxText's "
                                        "remat_policy minimal); the export writes none, selective or full")
-    if case.layout.recompute == "op" and not op_checkpoint_written:
+    if not torchtitan_features and case.layout.recompute == "op":
         raise Unexpressible(framework, "recompute=op is torchtitan's per-op selective checkpointing; the export "
                                        "writes none, selective or full")
+    if not torchtitan_features and case.stack.elementwise == "llama_eager":
+        raise Unexpressible(framework, "stack.elementwise=llama_eager is torchtitan's Llama block run without "
+                                       "torch.compile; the export writes fused or eager")
     engine = DP_ENGINES[case.stack.dp_engine]
     if case.layout.zero in engine.modes and engine.export != framework:
         raise Unexpressible(framework, f"stack.dp_engine={engine.name} with zero={case.layout.zero}: that engine is "

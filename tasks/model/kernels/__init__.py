@@ -4,6 +4,7 @@
 - ``block``: a layer's shape (``Block``) and a mixture-of-experts MLP's GEMM shapes;
 - ``weights``: a layer's weights, as counts and as the tensors an engine moves;
 - ``layer``: a tensor-parallel layer's GEMMs, element-wise work and message sizes;
+- ``llama_eager``: the element-wise kernels of a Llama block run uncompiled in PyTorch;
 - ``roofline``: GEMM and memory-bound kernel times;
 - ``attention``: fused attention's time;
 - ``op_checkpoint``: what torchtitan's per-op checkpointing keeps of a layer and runs again;
@@ -16,4 +17,4 @@
 """
 
 __all__ = ["block", "weights", "layer", "roofline", "attention", "layer_cost", "sustained", "gemm_published",
-           "model_blocks", "moe_kernels", "cuda_graphs", "op_checkpoint"]
+           "model_blocks", "moe_kernels", "cuda_graphs", "op_checkpoint", "llama_eager"]

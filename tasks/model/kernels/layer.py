@@ -16,6 +16,7 @@ import numpy as np
 
 from tasks.model.kernels.block import (MLA_GEMMS, MOE_GEMMS, STUDY_BLOCK, Block, mla_forward, moe_forward, qkv_width,
                                       routed_tokens)
+from tasks.model.kernels.llama_eager import LLAMA_ACTIVATION, LLAMA_EAGER, LLAMA_EAGER_KERNELS, LLAMA_EAGER_REPLACES
 from tasks.model.kernels.weights import dp_gradient_bytes, expert_params, layer_params, layer_tensors
 
 __all__ = [
@@ -37,6 +38,9 @@ __all__ = [
     "MOE_KERNELS",
     "MOE_UNFUSED_KERNELS",
     "EAGER_KERNELS",
+    "LLAMA_EAGER_KERNELS",
+    "LLAMA_EAGER_REPLACES",
+    "ACTIVATION_KERNELS",
     "elementwise_elements",
     "REPLICATED_WITHOUT_SP",
     "DROPOUT_KERNELS",
@@ -216,6 +220,10 @@ _EAGER: Dict[str, Tuple[Callable, int, int, int]] = {
 #: Names of the kernels only an eager stack runs (``_EAGER``).
 EAGER_KERNELS: Tuple[str, ...] = tuple(_EAGER)
 
+
+#: The MLP's activation, as each style names it.
+ACTIVATION_KERNELS: Tuple[str, ...] = ("gelu",) + LLAMA_ACTIVATION
+
 #: The kernels a mixture of experts' routed MLP runs of its own, outside Transformer Engine's
 #: fused MLP (``Stack.moe_fused_mlp`` off), where its experts clamp their activation
 #: (``Block.expert_clamp``) or carry biases (``Block.expert_bias``), as Megatron-Core runs
@@ -259,7 +267,7 @@ def _moe_unfused(block: Block, moe_fused_mlp: bool) -> Dict[str, Tuple[Callable,
 #: Kernels on the full SL*B*H activation, which Megatron's tensor parallelism replicates
 #: on every TP rank; only sequence parallelism splits them by TP (Korthikanti et al.,
 #: arXiv 2205.05198, §4.2.2). The study's table counts them split, as method.md §3 does.
-REPLICATED_WITHOUT_SP: Tuple[str, ...] = ("layernorm", "dropout", "residual_add", "row_bias")
+REPLICATED_WITHOUT_SP: Tuple[str, ...] = ("layernorm", "dropout", "residual_add", "row_bias", "rms_norm")
 
 #: Kernels that fused attention absorbs into its own kernel (the attention core's
 #: element-wise work, which selective recomputation repeats).
@@ -306,20 +314,21 @@ def elementwise_elements(name: str, h, heads, sl, b, tp, *, sequence_parallel: b
 
 
 def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True, block: Block = STUDY_BLOCK,
-                        eager: bool = False, moe_fused_mlp: bool = False):
+                        style: str = "fused", moe_fused_mlp: bool = False):
     """Yield an ``ElementwiseKernel`` per class.
 
     ``sequence_parallel`` (a bool or bool array): whether the replicated kernels are split
     by TP; the study's table (method.md §3) splits them, so it is the default. Under fused
     attention the softmax and its dropout are left out (inside the attention kernel), and
     without ``block.dropout`` the dropouts (``DROPOUT_KERNELS``).
-    ``eager``: an unfused stack, which also runs the kernels of ``EAGER_KERNELS``; a fused
-    one runs the dropout's forward inside ``FUSED_DROPOUT_HOST``'s kernel. A mixture of experts'
-    routed MLP outside a fused one (``moe_fused_mlp`` off) runs ``MOE_UNFUSED_KERNELS`` as
-    its experts need them."""
+    ``style``: the stack's ``elementwise`` (``stack.ELEMENTWISE_STYLES``): "eager" also runs
+    the kernels of ``EAGER_KERNELS``, "llama_eager" runs ``LLAMA_EAGER_KERNELS`` in place of
+    ``LLAMA_EAGER_REPLACES``; a fused one runs the dropout's forward inside
+    ``FUSED_DROPOUT_HOST``'s kernel. A mixture of experts' routed MLP outside a fused one
+    (``moe_fused_mlp`` off) runs ``MOE_UNFUSED_KERNELS`` as its experts need them."""
     sp = np.asarray(sequence_parallel, dtype=bool)
-    kernels = {**_ELEMENTWISE, **(_EAGER if eager else {}), **_moe_unfused(block, moe_fused_mlp)}
-    fused_dropout = block.dropout and not eager
+    kernels = {**_style_kernels(style, heads, block), **_moe_unfused(block, moe_fused_mlp)}
+    fused_dropout = block.dropout and style == "fused"
     for name, (elements, fwd, bwd, count) in kernels.items():
         if (block.flash and name in INSIDE_FUSED_ATTENTION) or (not block.dropout and name in DROPOUT_KERNELS) \
                 or (not block.moe and name in MOE_KERNELS):
@@ -330,6 +339,16 @@ def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True
         fwd_count = 0 if fused_dropout and name == "dropout" else count
         yield ElementwiseKernel(name, touched * fwd if fwd_count else 0.0, touched * _accesses(name, bwd, block, True),
                                 fwd_count, count)
+
+
+def _style_kernels(style: str, heads, block: Block) -> Dict[str, Tuple[Callable, float, float, int]]:
+    """The kernel classes of an element-wise ``style`` (``elementwise_kernels``)."""
+    if style == "eager":
+        return {**_ELEMENTWISE, **_EAGER}
+    if style != "llama_eager":
+        return dict(_ELEMENTWISE)
+    llama = {name: v for name, v in LLAMA_EAGER.items() if name != "repeat_kv" or block.kv(heads) < heads}
+    return {**{name: v for name, v in _ELEMENTWISE.items() if name not in LLAMA_EAGER_REPLACES}, **llama}
 
 
 def tp_allreduce_bytes(h, sl, b, p: float):

@@ -216,11 +216,11 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core, op_linear = _gemm_times(
         gemms, np.broadcast(h, sl, b, tp, ep, etp).shape, hw, stack=stack, p=p, repeat_shares=op_shares)
     elem_fwd, elem_bwd, kernels = np.zeros(np.shape(gemm_fwd)), np.zeros(np.shape(gemm_fwd)), 0
-    counted_apart = set(layer.MOE_GEMMS + layer.MOE_KERNELS + layer.MOE_UNFUSED_KERNELS + ("gelu",)) \
+    counted_apart = set(layer.MOE_GEMMS + layer.MOE_KERNELS + layer.MOE_UNFUSED_KERNELS + layer.ACTIVATION_KERNELS) \
         if block.moe else set()
     core_kernels = sum(1 for g in forward_gemms if g.name in ATTENTION_CORE_GEMMS)
     for kernel in layer.elementwise_kernels(h, heads, sl, b, tp, p, block=block, sequence_parallel=sequence_parallel,
-                                            eager=stack.eager, moe_fused_mlp=stack.moe_fused_mlp):
+                                            style=stack.elementwise, moe_fused_mlp=stack.moe_fused_mlp):
         t = kernel.fwd_count * roofline.memory_bound_time(kernel.fwd_bytes, hw)
         elem_fwd = elem_fwd + t
         elem_bwd = elem_bwd + kernel.bwd_count * roofline.memory_bound_time(kernel.bwd_bytes, hw)

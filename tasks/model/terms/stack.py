@@ -50,8 +50,12 @@ DP_ENGINE_NAMES: Tuple[str, ...] = ("megatron", "deepspeed-zero3-2021", "pytorch
 #: and every later stack run it, biases in the GEMMs' epilogues or fused with GELU and
 #: dropout, the scores' scale and mask inside the softmax kernel, heads split without
 #: copies; "eager": as PyTorch runs an unfused layer (Megatron-LM through its 1.0 release,
-#: 2019-20), each of those a kernel of its own (``tasks.model.kernels.layer.EAGER_KERNELS``).
-ELEMENTWISE_STYLES: Tuple[str, ...] = ("fused", "eager")
+#: 2019-20), each of those a kernel of its own (``tasks.model.kernels.layer.EAGER_KERNELS``);
+#: "llama_eager": a Llama block of PyTorch ops run uncompiled, as torchtitan runs its model
+#: without torch.compile: RMSNorm in fp32 ops, RoPE as complex fp32 products, grouped keys and
+#: values copied to every head, SiLU and the gate's product apart
+#: (``tasks.model.kernels.layer.LLAMA_EAGER_KERNELS``).
+ELEMENTWISE_STYLES: Tuple[str, ...] = ("fused", "eager", "llama_eager")
 #: How the loss over the logits runs. "unfused": Megatron's vocabulary-parallel cross entropy
 #: in fp32, one kernel per step (Megatron-Core's default, cross_entropy_loss_fusion off);
 #: "te": Transformer Engine's fused Triton kernels (cross_entropy_loss_fusion with
@@ -264,7 +268,8 @@ class Stack:
 
     @property
     def eager(self) -> bool:
-        return self.elementwise == "eager"
+        """Whether the layer's element-wise work runs unfused (either eager style)."""
+        return self.elementwise != "fused"
 
     @property
     def split_shortfall(self) -> Tuple[float, float]:

@@ -251,3 +251,11 @@ def test_megatrons_exports_refuse_torchtitans_per_op_recomputation(built_cases, 
     no setting for it; the torchtitan export writes it."""
     with pytest.raises(Unexpressible, match="recompute=op is torchtitan's per-op"):
         export(framework, dict(built_cases)["op"])
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo"])
+def test_megatrons_exports_refuse_torchtitans_uncompiled_llama_block(built_cases, framework):
+    case = dict(built_cases)["cp-ring"]
+    eager = dataclasses.replace(case, stack=dataclasses.replace(case.stack, elementwise="llama_eager"))
+    with pytest.raises(Unexpressible, match="stack.elementwise=llama_eager is torchtitan's"):
+        export(framework, eager)

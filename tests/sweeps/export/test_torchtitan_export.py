@@ -152,3 +152,11 @@ def test_a_layout_costed_on_fsdp2_exports_to_torchtitan(cases):
 def test_heads_of_their_own_width_are_refused_as_torchtitans_llama_derives_them(built_cases):
     with pytest.raises(Unexpressible, match="heads 128 wide"):
         export("torchtitan", dict(built_cases)["head-dim"])
+
+
+def test_torchtitans_uncompiled_block_and_per_op_recomputation_export_as_its_settings(built_cases):
+    case = dict(built_cases)["op"]
+    eager = dataclasses.replace(case, stack=dataclasses.replace(case.stack, elementwise="llama_eager"))
+    config = parse(export("torchtitan", eager))
+    assert config["compile"]["enable"] is False
+    assert config["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}

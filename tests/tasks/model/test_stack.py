@@ -314,7 +314,7 @@ def test_a_fused_stack_drops_out_inside_the_residual_add():
         return {k.name: k for k in layer.elementwise_kernels(4096.0, 32.0, 2048.0, 1.0, 1.0, 2.0, **kw)
                 if k.name in ("dropout", "residual_add")}
     tokens = 2.0 * 2048 * 4096
-    fused, eager, plain = pair(), pair(eager=True), pair(block=Block(dropout=False))
+    fused, eager, plain = pair(), pair(style="eager"), pair(block=Block(dropout=False))
     assert ((fused["dropout"].fwd_count, fused["dropout"].fwd_bytes, fused["residual_add"].fwd_bytes)
             == (0, 0.0, 4 * tokens))
     assert ((eager["dropout"].fwd_count, eager["dropout"].fwd_bytes, eager["residual_add"].fwd_bytes)
