@@ -63,18 +63,18 @@ def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctS
 def tp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
             shapes: Optional[DistinctShapes] = None) -> Dict[str, np.ndarray]:
     """TP communication of one micro-batch on the busiest stage: ``tp_collectives_per_layer``
-    per layer (full recomputation's repeat runs in the backward pass and hides its own as the
-    first forward did) and one for the vocabulary-parallel embedding, in the forward pass.
+    per layer (what recomputation runs again, ``StepLayouts.tp_repeat_share``, runs in the
+    backward pass and hides its own as the first forward did) and one for the vocabulary-parallel embedding, in the forward pass.
     ``one``: one collective; ``forward_total``/``backward_total``: all of each pass's;
     ``forward_exposed``/``backward_exposed``: what each pass waits for
     (``tp_exposed_per_pass``); ``total`` and ``exposed``: their sums."""
     one = tp_collective(lay, ctx, shapes)
     embedding = one if ctx.vocab > 0 else 0.0
-    per_layer = tp_collectives_per_layer(lay.recomputed_share)
+    per_layer = tp_collectives_per_layer(lay.tp_repeat_share)
     total = lay.layers_per_stage * per_layer * one + embedding
     forward_total = lay.layers_per_stage * tp_collectives_per_layer(0.0) / 2.0 * one + embedding
     fwd, bwd = tp_exposed_per_pass(one, lay.tp, cost, ctx)
-    exposed = lay.layers_per_stage * (fwd * (1.0 + lay.recomputed_share) + bwd) + embedding
+    exposed = lay.layers_per_stage * (fwd * (1.0 + lay.tp_repeat_share) + bwd) + embedding
     forward_exposed = lay.layers_per_stage * fwd + embedding
     return {"one": one, "total": total, "exposed": exposed, "forward_total": forward_total,
             "backward_total": total - forward_total, "forward_exposed": forward_exposed,
@@ -139,7 +139,7 @@ def latency_floor(lay: StepLayouts, ctx: StepContext, ticks: np.ndarray, kernels
     hw = ctx.hardware
     tp_latency = on_distinct(("tp",), _tp_latency, lay, ctx)
     alpha_pp = np.where(lay.pp_crosses(hw), hw.inter_node.latency_us, hw.intra_node.latency_us) * 1e-6
-    tp_collectives = lay.layers_per_stage * tp_collectives_per_layer(lay.recomputed_share) \
+    tp_collectives = lay.layers_per_stage * tp_collectives_per_layer(lay.tp_repeat_share) \
         + (1.0 if ctx.vocab > 0 else 0.0)
     dp_mb, dp_step = dp["latency_microbatch"], dp["latency_step"]
     alpha_mb = tp_collectives * tp_latency + np.where(lay.pp > 1, 2.0 * lay.stages * alpha_pp, 0.0) + dp_mb

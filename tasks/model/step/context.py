@@ -181,6 +181,16 @@ class StepLayouts:
         full recomputation's repeat is ``recomputed_share``."""
         return (self.recompute == code("recompute", "selective")) | (self.recompute == code("recompute", "dots"))
 
+    @property
+    def tp_repeat_share(self) -> np.ndarray:
+        """Share of a layer's forward TP collectives its backward pass runs again: full
+        recomputation's ``recomputed_share``; under ``op`` the ones torchtitan's policy does not
+        keep (its save list holds the reduce-scatter, not the all-gather or the all-reduce,
+        ``kernels.op_checkpoint``): with sequence parallelism the two all-gathers, half of the
+        forward's TP traffic, without it both all-reduces."""
+        op = self.recompute == code("recompute", "op")
+        return self.recomputed_share + np.where(op, np.where(self.sequence_parallel, 0.5, 1.0), 0.0)
+
     def recomputed(self, forward, core, linear, op_repeat=0.0):
         """What the backward pass runs again of one layer's forward, given its ``forward``,
         its attention core's ``core``, its linear layers' ``linear`` and what torchtitan's

@@ -44,7 +44,8 @@ class LayerCollective:
 def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]:
     """The collectives of one layer for one micro-batch, as ``step.step_columns`` charges them:
     TP (4 all-reduces, 6 under full recomputation, the mean over the layers when it recomputes
-    only some; with sequence parallelism a reduce-scatter and an all-gather each) and the
+    only some; with sequence parallelism a reduce-scatter and an all-gather each; under ``op``
+    the all-gathers, or without sequence parallelism the all-reduces, of the forward again) and the
     layer's DP collectives at one micro-batch, as its sharding mode runs them
     (``dp_protocol.sharding_of`` the stack: plain DP an all-reduce, ZeRO-1 a reduce-scatter and an
     all-gather, ZeRO-3 and FSDP two all-gathers and a reduce-scatter, hybrid FSDP those in the
@@ -54,12 +55,15 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     lay = _one_layout(layout, ctx)
     out: List[LayerCollective] = []
     if layout.tp > 1:
-        recomputed = float(lay.recomputed_share[0])
-        count = float(tp_collectives_per_layer(recomputed))
+        recomputed, repeated = float(lay.recomputed_share[0]), float(lay.tp_repeat_share[0])
         message = float(layer.tp_allreduce_bytes(model.hidden, model.seq_len, layout.micro_batch, p))
-        ops = ("reduce_scatter", "all_gather") if layout.sequence_parallel else ("all_reduce",)
+        # under sequence parallelism the op policy runs its all-gathers again, not its reduce-scatters
+        counts = {"reduce_scatter": float(tp_collectives_per_layer(recomputed)),
+                  "all_gather": float(tp_collectives_per_layer(recomputed + 2.0 * (repeated - recomputed)))} \
+            if layout.sequence_parallel else {"all_reduce": float(tp_collectives_per_layer(repeated))}
         local = int(tp_ranks_per_node(layout.tp, per_node))
-        out += [LayerCollective("tp", op, count, layout.tp, message, layout.tp > per_node, local) for op in ops]
+        out += [LayerCollective("tp", op, count, layout.tp, message, layout.tp > per_node, local)
+                for op, count in counts.items()]
     if layout.dp > 1:
         dp_ops: Dict[tuple, int] = {}
         for c in sharding_of(ctx.stack)[layout.zero].collectives:
@@ -100,16 +104,17 @@ def layer_pass_times(layout: Layout, ctx: StepContext) -> Dict[str, float]:
     model charges them: compute plus the TP time the step waits for; the backward includes
     what recomputation repeats (full: the whole forward with its collectives, for the share of
     layers it covers; selective: the attention core's forward; dots: all but the linear
-    layers; op: torchtitan's per-op policy's share, its TP collectives not run again,
-    ``StepLayouts.recomputed``). Korthikanti et al. (arXiv
+    layers; op: torchtitan's per-op policy's share with the TP collectives it does not keep,
+    ``StepLayouts.recomputed`` and ``tp_repeat_share``). Korthikanti et al. (arXiv
     2205.05198) Table 4 times these."""
     lay = _one_layout(layout, ctx)
     cost = stage_layer_cost(lay, ctx)
     fwd_tp, bwd_tp = tp_exposed_per_pass(tp_collective(lay, ctx), lay.tp, cost, ctx)
     forward = metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw) + fwd_tp
     # dots keeps the linear layers' outputs: the TP collectives beside them do not run again
+    op_tp = (lay.tp_repeat_share - lay.recomputed_share) * fwd_tp    # the op policy's TP collectives run again
     repeat = lay.recomputed(forward, metrics.apply_flop_vs_bw(cost.core_fwd, ctx.flop_vs_bw),
                             metrics.apply_flop_vs_bw(cost.linear_fwd, ctx.flop_vs_bw) + fwd_tp,
-                            metrics.apply_flop_vs_bw(cost.op_repeat_fwd, ctx.flop_vs_bw))
+                            metrics.apply_flop_vs_bw(cost.op_repeat_fwd, ctx.flop_vs_bw) + op_tp)
     backward = metrics.apply_flop_vs_bw(cost.backward, ctx.flop_vs_bw) + bwd_tp + repeat
     return {"forward_s": float(forward[0]), "backward_s": float(backward[0])}

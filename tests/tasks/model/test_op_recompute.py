@@ -75,3 +75,24 @@ def test_op_keeps_the_input_the_attention_output_and_every_second_products_outpu
     assert float(split) == pytest.approx(sl * b * ((4096 + 1024 + 14336) / 4 + 4096))
     got = memory.layer_activation_bytes(sl, b, h, heads, 4, True, R["op"], LLAMA_8B)
     assert float(got) == pytest.approx(2 * sl * b * (h / 4 + h / 4) + 2 * float(split))
+
+
+@pytest.mark.parametrize("sp, expected", [(True, {"reduce_scatter": 4.0, "all_gather": 6.0}),
+                                          (False, {"all_reduce": 6.0})])
+def test_op_runs_the_tp_collectives_it_does_not_keep_again(llama, h100, sp, expected):
+    """torchtitan's save list holds the reduce-scatter, not the all-gather or the all-reduce: a
+    recomputed forward gathers again under sequence parallelism, all-reduces again without."""
+    from tasks.model.step.parts import layer_collectives
+    ctx = StepContext(llama, h100, devices=8, global_batch=8, memory_fraction=1e6)
+    lay = Layout(tp=8, pp=1, dp=1, micro_batch=1, sequence_parallel=sp, recompute="op")
+    got = {c.op: c.count for c in layer_collectives(lay, ctx) if c.group == "tp"}
+    assert got == expected
+    plain = {c.op: c.count for c in layer_collectives(Layout(tp=8, pp=1, dp=1, micro_batch=1, sequence_parallel=sp),
+                                                      ctx) if c.group == "tp"}
+    assert set(plain.values()) == {4.0}
+    columns = {r: step_columns(Layout(tp=8, pp=1, dp=1, micro_batch=1, sequence_parallel=sp, recompute=r).columns(),
+                               ctx) for r in ("none", "op")}
+    # a layer's four collectives become five (half of the forward's two again) or six; the
+    # embedding's one collective a step keeps the ratio a little under that
+    tp = {r: float(columns[r]["tp_comm_s"][0]) for r in columns}
+    assert tp["op"] / tp["none"] == pytest.approx((5.0 if sp else 6.0) / 4.0, rel=0.02)
