@@ -172,8 +172,9 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
     (``fused_loss``); CUDA-graphed parts of a layer (``Stack.cuda_graph_scope``) beyond those
     the export writes (``graph_scopes_written``); a pipeline whose split counts the embedding
     or the loss as layers (``Stack.pipeline_split``) where the export does not write it
-    (``split_written``); torchtitan's own per-op checkpointing (recompute ``op``) and
-    uncompiled Llama block (``llama_eager``) but for torchtitan (``torchtitan_features``)."""
+    (``split_written``); torchtitan's own per-op checkpointing (recompute ``op``), uncompiled
+    Llama block (``llama_eager``) and DTensor tensor parallelism (``tp_engine`` dtensor at TP
+    above 1) but for torchtitan (``torchtitan_features``)."""
     unwritten_scopes = sorted(graph_scopes(case.stack.cuda_graph_scope) - graph_scopes_written)
     if unwritten_scopes:
         raise Unexpressible(framework, f"stack.cuda_graph_scope={case.stack.cuda_graph_scope!r}: the export does not "
@@ -189,6 +190,9 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
     if not torchtitan_features and case.layout.recompute == "op":
         raise Unexpressible(framework, "recompute=op is torchtitan's per-op selective checkpointing; the export "
                                        "writes none, selective or full")
+    if not torchtitan_features and case.stack.tp_engine == "dtensor" and case.layout.tp > 1:
+        raise Unexpressible(framework, "stack.tp_engine=dtensor is PyTorch's DTensor tensor parallelism; the export "
+                                       "writes its framework's own")
     if not torchtitan_features and case.stack.elementwise == "llama_eager":
         raise Unexpressible(framework, "stack.elementwise=llama_eager is torchtitan's Llama block run without "
                                        "torch.compile; the export writes fused or eager")

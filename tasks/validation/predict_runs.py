@@ -100,6 +100,7 @@ def run_stack(run: PublishedRun) -> Stack:
                  elementwise=run.elementwise,
                  main_grad_bytes=_main_grad_bytes(run),
                  fp8_params=run.fp8_params, offload_layers=run.offload_layers, dp_engine=run.dp_engine,
+                 tp_engine=run.tp_engine,
                  param_gather_overlap=run.param_gather_overlap, cross_entropy=run.cross_entropy,
                  host_launch_us=run.host_launch_us, moe_a2a_overlap=run.moe_a2a_overlap,
                  cuda_graph_scope=run.cuda_graph_scope, moe_fused_mlp=run.moe_fused_mlp,

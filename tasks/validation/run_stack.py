@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Dict
 
 from tasks.model.terms.stack import ATTENTION_IMPLS, CROSS_ENTROPY_IMPLS, DEFAULT_ATTENTION_IMPL, DP_ENGINE_NAMES, \
-    HOST_LAUNCH_US, PIPELINE_SPLITS, cuda_graph_scope_problem
+    HOST_LAUNCH_US, PIPELINE_SPLITS, TP_ENGINE_NAMES, cuda_graph_scope_problem
 from tasks.validation.cells import RowCells
 
 __all__ = ["STACK_COLUMNS", "stack_fields"]
 
 #: The columns read here.
-STACK_COLUMNS = ("grad_reduce_in_fp32", "dp_engine", "param_gather_overlap", "cross_entropy", "fp8_params",
+STACK_COLUMNS = ("grad_reduce_in_fp32", "dp_engine", "tp_engine", "param_gather_overlap", "cross_entropy", "fp8_params",
                  "offload_layers", "host_launch_us", "cuda_graph_scope", "pipeline_split", "attention_impl")
 
 
@@ -43,6 +43,7 @@ def stack_fields(r: RowCells, precision: str, flash: bool) -> Dict[str, object]:
             "dp_overlap": dp_overlap, "param_gather_overlap": param_gather_overlap,
             "grad_reduce_in_fp32": r.flag("grad_reduce_in_fp32", None),
             "dp_engine": r.choice("dp_engine", DP_ENGINE_NAMES, "megatron"),
+            "tp_engine": r.choice("tp_engine", TP_ENGINE_NAMES, "megatron"),
             "cross_entropy": r.choice("cross_entropy", CROSS_ENTROPY_IMPLS, "unfused"),
             "host_launch_us": r.number("host_launch_us", float, HOST_LAUNCH_US, minimum=0),
             "cuda_graph_scope": _graph_scope(r),

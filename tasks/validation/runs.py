@@ -42,6 +42,9 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``dp_engine`` (a column ``published_runs.csv`` need not have): megatron; how the framework
   runs the sharding modes' collectives (``Stack.dp_engine``, ``stack.DP_ENGINE_NAMES``:
   deepspeed-zero3-2021 for DeepSpeed's ZeRO-3 of early 2021);
+- ``tp_engine`` (a column ``published_runs.csv`` need not have): megatron; how the framework
+  runs tensor parallelism's collectives (``Stack.tp_engine``, ``stack.TP_ENGINE_NAMES``:
+  dtensor for PyTorch's DTensor plans, torchtitan's);
 - ``param_gather_overlap`` (a column ``published_runs.csv`` need not have): false; true runs
   the distributed optimizer's gather of the updated weights behind the next step's forward
   pass (``Stack.param_gather_overlap``: Megatron-Core's overlap_param_gather, apex's
@@ -224,6 +227,7 @@ class PublishedRun:
     offload_layers: int = 0
     grad_reduce_in_fp32: Optional[bool] = None
     dp_engine: str = "megatron"
+    tp_engine: str = "megatron"
     param_gather_overlap: bool = False
     cross_entropy: str = "unfused"
     host_launch_us: float = HOST_LAUNCH_US

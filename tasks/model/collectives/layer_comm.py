@@ -46,18 +46,21 @@ def tp_ranks_per_node(tp, devices_per_node: int) -> np.ndarray:
     return np.minimum(np.asarray(tp, dtype=np.float64), float(devices_per_node))
 
 
-def tp_collective_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, sequence_parallel=False):
+def tp_collective_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, *, sequence_parallel=False,
+                       gather_p=None):
     """One TP all-reduce of a layer's activations (p*SL*B*H bytes) among ``tp`` ranks, or,
-    with sequence parallelism, a reduce-scatter and an all-gather of the same bytes; a group
-    that ``crosses_nodes`` has ``tp_ranks_per_node`` ranks on each."""
+    with sequence parallelism, a reduce-scatter and an all-gather of the same bytes (the
+    all-gather at ``gather_p`` bytes an element where given: an fp8 gather); a group that
+    ``crosses_nodes`` has ``tp_ranks_per_node`` ranks on each."""
     message = layer.tp_allreduce_bytes(h, sl, b, p)
+    gathered = message if gather_p is None else layer.tp_allreduce_bytes(h, sl, b, gather_p)
     local = tp_ranks_per_node(tp, hw.devices_per_node)
     allreduce = tier_time("all_reduce", tp, message, crosses_nodes, hw, local_ranks=local)
     if not np.any(sequence_parallel):
         return allreduce
     figures = group_figures("all_gather", tp, crosses_nodes, hw, local_ranks=local)   # the reduce-scatter's too
     split = (tier_time_given("reduce_scatter", tp, message, crosses_nodes, hw, figures, local_ranks=local)
-             + tier_time_given("all_gather", tp, message, crosses_nodes, hw, figures, local_ranks=local))
+             + tier_time_given("all_gather", tp, gathered, crosses_nodes, hw, figures, local_ranks=local))
     return np.where(sequence_parallel, split, allreduce)
 
 
@@ -65,7 +68,7 @@ def tp_layer_time(h, sl, b, tp, p, crosses_nodes, hw: HardwareProfile, *, sequen
                   recompute_full=False):
     """Every TP collective of one layer and micro-batch: 4 (6 under full recomputation)."""
     count = tp_collectives_per_layer(np.where(recompute_full, 1.0, 0.0))
-    return count * tp_collective_time(h, sl, b, tp, p, crosses_nodes, hw, sequence_parallel)
+    return count * tp_collective_time(h, sl, b, tp, p, crosses_nodes, hw, sequence_parallel=sequence_parallel)
 
 
 def dp_gradient_time(op: str, h, tp, dp, p, crosses_nodes, hw: HardwareProfile):

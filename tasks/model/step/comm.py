@@ -17,11 +17,12 @@ from tasks.model.terms.layout import code
 from tasks.model.collectives.nccl import lowest_latency, tier_figures
 from tasks.model.collectives.layer_comm import tp_collective_time, tp_collectives_per_layer, tp_ranks_per_node
 from tasks.model.kernels.layer_cost import LayerCost
+from tasks.model.kernels.roofline import memory_bound_time
 from tasks.model.step.context import (DistinctShapes, StepContext, StepLayouts, distinct_shapes, on_distinct,
                                       tp_crosses_nodes)
 
-__all__ = ["tp_exposed_per_pass", "tp_collective", "tp_comm", "cp_comm", "pp_comm", "lone_microbatches",
-           "a2a_overlapped", "dispatcher_sm_share", "ep_comm", "latency_floor"]
+__all__ = ["tp_exposed_per_pass", "tp_collective", "dtensor_copies", "tp_comm", "cp_comm", "pp_comm",
+           "lone_microbatches", "a2a_overlapped", "dispatcher_sm_share", "ep_comm", "latency_floor"]
 
 
 def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
@@ -50,21 +51,41 @@ def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
 
 def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes] = None) -> np.ndarray:
     """One TP collective of a layer (an all-reduce, or reduce-scatter + all-gather under
-    sequence parallelism) on the tier the TP group spans; 0 at TP 1. It depends only on
-    the layout's (micro-batch, TP, SP): timed once per distinct one (``shapes``, worked out
-    when not given)."""
-    m, hw = ctx.model, ctx.hardware
+    sequence parallelism) on the tier the TP group spans; 0 at TP 1. Under the ``dtensor``
+    TP engine (``Stack.tp_engine``) a sequence-parallel pair also copies the whole tensor
+    into place twice, once for each collective, where no overlap fuses them with their GEMMs
+    (the copies read and write it: ``dtensor_copies``), and under fp8 GEMMs its all-gather
+    moves the fp8 input. It depends only on the layout's (micro-batch, TP, SP): timed once per
+    distinct one (``shapes``, worked out when not given)."""
+    m, hw, stack = ctx.model, ctx.hardware, ctx.stack
     shapes = distinct_shapes(lay) if shapes is None else shapes
-    one = tp_collective_time(float(m.hidden), shapes.local_seq(m.seq_len), shapes.micro_batch, shapes.tp,
-                             float(ctx.dtype_bytes), tp_crosses_nodes(shapes.tp, hw), hw, shapes.sequence_parallel)
+    dtensor, p = stack.tp_engine == "dtensor", float(ctx.dtype_bytes)
+    gather_p = 1.0 if dtensor and stack.fp8 else p
+    h, seq = float(m.hidden), shapes.local_seq(m.seq_len)
+    one = tp_collective_time(h, seq, shapes.micro_batch, shapes.tp, p, tp_crosses_nodes(shapes.tp, hw), hw,
+                             sequence_parallel=shapes.sequence_parallel, gather_p=gather_p)
+    if dtensor and not stack.tp_overlap:
+        one = one + np.where(shapes.sequence_parallel, dtensor_copies(h, seq, shapes.micro_batch, p, gather_p, ctx),
+                             0.0)
     return shapes.spread(np.where(shapes.tp > 1, one, 0.0), np.shape(lay.tp))
+
+
+def dtensor_copies(h, seq, micro_batch, p: float, gather_p: float, ctx: StepContext):
+    """Seconds of the two copies PyTorch's functional collectives make around a sequence-parallel
+    pair on batch-first activations (``Stack.tp_engine`` dtensor): the reduce-scatter's input
+    chunked on the sequence and concatenated on the leading dimension, the all-gather's result
+    the other way, each reading and writing the whole SL*B*H tensor (at ``p`` and ``gather_p``
+    bytes an element), memory-bound on the training device."""
+    return sum(memory_bound_time(2.0 * layer.tp_allreduce_bytes(h, seq, micro_batch, width), ctx.device)
+               for width in (p, gather_p))
 
 
 def tp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
             shapes: Optional[DistinctShapes] = None) -> Dict[str, np.ndarray]:
     """TP communication of one micro-batch on the busiest stage: ``tp_collectives_per_layer``
     per layer (what recomputation runs again, ``StepLayouts.tp_repeat_share``, runs in the
-    backward pass and hides its own as the first forward did) and one for the vocabulary-parallel embedding, in the forward pass.
+    backward pass and hides its own as the first forward did) and one for the
+    vocabulary-parallel embedding, in the forward pass.
     ``one``: one collective; ``forward_total``/``backward_total``: all of each pass's;
     ``forward_exposed``/``backward_exposed``: what each pass waits for
     (``tp_exposed_per_pass``); ``total`` and ``exposed``: their sums."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import FrozenSet, Optional, Tuple
 
 __all__ = ["ATTENTION_KINDS", "CROSS_ENTROPY_IMPLS", "DEEPEP_SMS", "HYBRIDEP_SMS", "DP_ENGINE_NAMES",
-           "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "MAIN_GRAD_WIDTHS", "Stack", "offload_problem",
+           "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "TP_ENGINE_NAMES", "MAIN_GRAD_WIDTHS", "Stack", "offload_problem",
            "CUDA_GRAPH_SCOPES", "graph_scopes", "cuda_graph_scope_problem", "PIPELINE_SPLITS", "ATTENTION_IMPLS",
            "DEFAULT_ATTENTION_IMPL"]
 
@@ -46,6 +46,12 @@ MAIN_GRAD_WIDTHS: Tuple[float, ...] = (2.0, 4.0)
 #: them, "deepspeed-zero3-2021" DeepSpeed's ZeRO-3 of early 2021, "pytorch-fsdp2" PyTorch's
 #: fully_shard, "xla" XLA's SPMD partitioner as MaxText runs it on GPUs.
 DP_ENGINE_NAMES: Tuple[str, ...] = ("megatron", "deepspeed-zero3-2021", "pytorch-fsdp2", "xla")
+#: How a framework runs tensor parallelism's collectives (``Stack.tp_engine``): "megatron" on
+#: sequence-first activations ([s, b, h]), so sequence parallelism gathers and scatters the
+#: leading dimension in place; "dtensor", PyTorch's DTensor as torchtitan's plan runs it, on
+#: batch-first activations sharded on the sequence (``Shard(1)``), whose functional
+#: collectives move a non-leading dimension through a copy (``step.comm.tp_collective``).
+TP_ENGINE_NAMES: Tuple[str, ...] = ("megatron", "dtensor")
 #: How the layer's memory-bound work runs. "fused": as Megatron-LM from September 2020 on
 #: and every later stack run it, biases in the GEMMs' epilogues or fused with GELU and
 #: dropout, the scores' scale and mask inside the softmax kernel, heads split without
@@ -148,6 +154,17 @@ class Stack:
     NVLink-C2C (the GB200 and GB300 recipes that set it).
     ``dp_engine``: one of ``DP_ENGINE_NAMES``, how the framework runs the sharding modes'
     collectives (``collectives.dp_protocol.DP_ENGINES``).
+    ``tp_engine``: one of ``TP_ENGINE_NAMES``, how the framework runs tensor parallelism's
+    collectives. Under "dtensor" a sequence-parallel all-gather on the sequence dimension
+    gathers into the leading one and copies the result into place, and a reduce-scatter
+    copies its input the other way first (PyTorch's ``_functional_collectives``
+    ``all_gather_tensor``: ``torch.cat(torch.chunk(res, group_size, dim=0), dim=gather_dim)``
+    for a ``gather_dim`` other than 0; ``reduce_scatter_tensor`` chunks and concatenates for a
+    ``scatter_dim`` other than 0), as torchtitan's Llama plan shards its batch-first activations
+    (``SequenceParallel`` and ``Shard(1)`` in parallelize_llama.py at 9dec370); with fp8 GEMMs
+    the column-parallel layers' inputs are cast to fp8 before they are gathered
+    (``Float8ColwiseParallel`` and ``PrepareFloat8ModuleInput`` in the same plan, from
+    torchao.float8), the reduce-scatters stay 16-bit.
     ``param_gather_overlap``: the distributed optimizer's (ZeRO-1's) gather of the updated
     weights is issued bucket by bucket after the optimizer step and waited for in the
     forward pre-hooks of the next step, so it runs behind the first micro-batch's forward
@@ -213,6 +230,7 @@ class Stack:
     fp8_params: bool = False
     offload_layers: int = 0
     dp_engine: str = "megatron"
+    tp_engine: str = "megatron"
     param_gather_overlap: bool = False
     cross_entropy: str = "unfused"
     host_launch_us: float = HOST_LAUNCH_US
@@ -249,6 +267,8 @@ class Stack:
                              f"{', '.join(PIPELINE_SPLITS)}")
         if self.dp_engine not in DP_ENGINE_NAMES:
             raise ValueError(f"stack.dp_engine={self.dp_engine!r}: choose one of {', '.join(DP_ENGINE_NAMES)}")
+        if self.tp_engine not in TP_ENGINE_NAMES:
+            raise ValueError(f"stack.tp_engine={self.tp_engine!r}: choose one of {', '.join(TP_ENGINE_NAMES)}")
         if self.fp8_params and self.gemm_precision != "fp8":
             raise ValueError(f"stack.fp8_params=true needs stack.gemm_precision=fp8, not {self.gemm_precision!r}: "
                              "fp8 weights feed fp8 GEMMs")

@@ -259,3 +259,14 @@ def test_megatrons_exports_refuse_torchtitans_uncompiled_llama_block(built_cases
     eager = dataclasses.replace(case, stack=dataclasses.replace(case.stack, elementwise="llama_eager"))
     with pytest.raises(Unexpressible, match="stack.elementwise=llama_eager is torchtitan's"):
         export(framework, eager)
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo"])
+def test_megatrons_exports_refuse_a_layout_costed_on_dtensor_tensor_parallelism(cases, framework):
+    case = next(case for label, case in cases if label == "core-2024" and case.layout.tp > 1)
+    dtensor = dataclasses.replace(case, stack=dataclasses.replace(case.stack, tp_engine="dtensor"))
+    with pytest.raises(Unexpressible, match="stack.tp_engine=dtensor is PyTorch's DTensor"):
+        export(framework, dtensor)
+    lay = dataclasses.replace(case.layout, tp=1, dp=case.layout.dp * case.layout.tp, sequence_parallel=False)
+    single = dataclasses.replace(dtensor, layout=lay)
+    assert export(framework, single)       # without TP the engine runs nothing
