@@ -25,6 +25,7 @@ products are batched (``aten.bmm``): not counted, recomputed.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -40,9 +41,15 @@ GROUPED_GEMMS: Tuple[str, ...] = ("expert_fc1", "expert_fc2")
 BATCHED_GEMMS: Tuple[str, ...] = ("scores", "context")
 
 
-def _forward_names(h, heads, block: Block) -> List[str]:
-    """The layer's forward GEMMs' names in the order it runs them (``layer.gemm_shapes``)."""
-    return [g.name for g in layer.gemm_shapes(h, heads, 1.0, 1.0, 1.0, block) if g.pass_ == "fwd"]
+def _forward_names(h, heads, block: Block) -> Tuple[str, ...]:
+    """The layer's forward GEMMs' names in the order it runs them (``layer.gemm_shapes``): they
+    depend on the block alone."""
+    return _block_forward_names(block)
+
+
+@lru_cache(maxsize=64)
+def _block_forward_names(block: Block) -> Tuple[str, ...]:
+    return tuple(g.name for g in layer.gemm_shapes(1024.0, 8.0, 1.0, 1.0, 1.0, block) if g.pass_ == "fwd")
 
 
 def mm_pieces(h, heads, block: Block = STUDY_BLOCK) -> List[Tuple[str, "np.ndarray | float"]]:

@@ -189,6 +189,8 @@ class StepLayouts:
         ``kernels.op_checkpoint``): with sequence parallelism the two all-gathers, half of the
         forward's TP traffic, without it both all-reduces."""
         op = self.recompute == code("recompute", "op")
+        if not np.any(op):
+            return self.recomputed_share
         return self.recomputed_share + np.where(op, np.where(self.sequence_parallel, 0.5, 1.0), 0.0)
 
     def recomputed(self, forward, core, linear, op_repeat=0.0):
