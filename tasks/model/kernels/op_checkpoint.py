@@ -41,14 +41,10 @@ GROUPED_GEMMS: Tuple[str, ...] = ("expert_fc1", "expert_fc2")
 BATCHED_GEMMS: Tuple[str, ...] = ("scores", "context")
 
 
-def _forward_names(h, heads, block: Block) -> Tuple[str, ...]:
-    """The layer's forward GEMMs' names in the order it runs them (``layer.gemm_shapes``): they
-    depend on the block alone."""
-    return _block_forward_names(block)
-
-
 @lru_cache(maxsize=64)
-def _block_forward_names(block: Block) -> Tuple[str, ...]:
+def _forward_names(block: Block) -> Tuple[str, ...]:
+    """The layer's forward GEMMs' names in the order it runs them (``layer.gemm_shapes``): they
+    depend on the block alone, so any shape names them."""
     return tuple(g.name for g in layer.gemm_shapes(1024.0, 8.0, 1.0, 1.0, 1.0, block) if g.pass_ == "fwd")
 
 
@@ -58,7 +54,7 @@ def mm_pieces(h, heads, block: Block = STUDY_BLOCK) -> List[Tuple[str, "np.ndarr
     widths (arrays where ``h`` is one), a gated MLP's gate and up halves of its first GEMM,
     every other linear GEMM whole."""
     pieces: List[Tuple[str, "np.ndarray | float"]] = []
-    for name in _forward_names(h, heads, block):
+    for name in _forward_names(block):
         if name in GROUPED_GEMMS + BATCHED_GEMMS:
             continue
         if name == "qkv":
@@ -74,7 +70,7 @@ def mm_pieces(h, heads, block: Block = STUDY_BLOCK) -> List[Tuple[str, "np.ndarr
 def recomputed_shares(h, heads, block: Block = STUDY_BLOCK) -> Dict[str, "np.ndarray | float"]:
     """Share of each forward GEMM's work the backward pass runs again: the even-numbered
     ``mm_pieces``, and the grouped and batched GEMMs whole (names absent: none of it)."""
-    shares: Dict[str, "np.ndarray | float"] = {name: 1.0 for name in _forward_names(h, heads, block)
+    shares: Dict[str, "np.ndarray | float"] = {name: 1.0 for name in _forward_names(block)
                                 if name in GROUPED_GEMMS + BATCHED_GEMMS}
     for number, (name, share) in enumerate(mm_pieces(h, heads, block), start=1):
         if number % 2 == 0:
