@@ -187,15 +187,17 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
     if case.layout.recompute == "dots":
         raise Unexpressible(framework, "recompute=dots is JAX's checkpoint_dots_with_no_batch_dims policy (MaxText's "
                                        "remat_policy minimal); the export writes none, selective or full")
-    if not torchtitan_features and case.layout.recompute == "op":
-        raise Unexpressible(framework, "recompute=op is torchtitan's per-op selective checkpointing; the export "
-                                       "writes none, selective or full")
-    if not torchtitan_features and case.stack.tp_engine == "dtensor" and case.layout.tp > 1:
-        raise Unexpressible(framework, "stack.tp_engine=dtensor is PyTorch's DTensor tensor parallelism; the export "
-                                       "writes its framework's own")
-    if not torchtitan_features and case.stack.elementwise == "llama_eager":
-        raise Unexpressible(framework, "stack.elementwise=llama_eager is torchtitan's Llama block run without "
-                                       "torch.compile; the export writes fused or eager")
+    torchtitans_own = ((case.layout.recompute == "op", "recompute=op is torchtitan's per-op selective "
+                                                        "checkpointing; the export writes none, selective or full"),
+                       (case.stack.tp_engine == "dtensor" and case.layout.tp > 1,
+                        "stack.tp_engine=dtensor is PyTorch's DTensor tensor parallelism; the export writes its "
+                        "framework's own"),
+                       (case.stack.elementwise == "llama_eager", "stack.elementwise=llama_eager is torchtitan's "
+                                                                 "Llama block run without torch.compile; the export "
+                                                                 "writes fused or eager"))
+    for applies, why in torchtitans_own:
+        if applies and not torchtitan_features:
+            raise Unexpressible(framework, why)
     engine = DP_ENGINES[case.stack.dp_engine]
     if case.layout.zero in engine.modes and engine.export != framework:
         raise Unexpressible(framework, f"stack.dp_engine={engine.name} with zero={case.layout.zero}: that engine is "

@@ -182,16 +182,19 @@ class StepLayouts:
         return (self.recompute == code("recompute", "selective")) | (self.recompute == code("recompute", "dots"))
 
     @property
-    def tp_repeat_share(self) -> np.ndarray:
-        """Share of a layer's forward TP collectives its backward pass runs again: full
-        recomputation's ``recomputed_share``; under ``op`` the ones torchtitan's policy does not
-        keep (its save list holds the reduce-scatter, not the all-gather or the all-reduce,
-        ``kernels.op_checkpoint``): with sequence parallelism the two all-gathers, half of the
-        forward's TP traffic, without it both all-reduces."""
+    def op_tp_share(self):
+        """Share of a layer's forward TP collectives the ``op`` policy runs again, those
+        torchtitan's save list does not keep (it holds the reduce-scatter, not the all-gather or
+        the all-reduce, ``kernels.op_checkpoint``): with sequence parallelism the two
+        all-gathers, half of the forward's TP traffic, without it both all-reduces; 0 under
+        every other mode."""
         op = self.recompute == code("recompute", "op")
-        if not np.any(op):
-            return self.recomputed_share
-        return self.recomputed_share + np.where(op, np.where(self.sequence_parallel, 0.5, 1.0), 0.0)
+        return np.where(op, np.where(self.sequence_parallel, 0.5, 1.0), 0.0) if np.any(op) else 0.0
+
+    @property
+    def tp_repeat_share(self) -> np.ndarray:
+        """Share of a layer's forward TP collectives its backward runs again (full and ``op``)."""
+        return self.recomputed_share + self.op_tp_share
 
     def recomputed(self, forward, core, linear, op_repeat=0.0):
         """What the backward pass runs again of one layer's forward, given its ``forward``,

@@ -55,12 +55,12 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     lay = _one_layout(layout, ctx)
     out: List[LayerCollective] = []
     if layout.tp > 1:
-        recomputed, repeated = float(lay.recomputed_share[0]), float(lay.tp_repeat_share[0])
+        recomputed, op = float(lay.recomputed_share[0]), float(np.reshape(lay.op_tp_share, -1)[0])
         message = float(layer.tp_allreduce_bytes(model.hidden, model.seq_len, layout.micro_batch, p))
-        # under sequence parallelism the op policy runs its all-gathers again, not its reduce-scatters
+        # under sequence parallelism the op policy's share (half) is the forward's all-gathers, all of them
         counts = {"reduce_scatter": float(tp_collectives_per_layer(recomputed)),
-                  "all_gather": float(tp_collectives_per_layer(recomputed + 2.0 * (repeated - recomputed)))} \
-            if layout.sequence_parallel else {"all_reduce": float(tp_collectives_per_layer(repeated))}
+                  "all_gather": float(tp_collectives_per_layer(recomputed + 2.0 * op))} \
+            if layout.sequence_parallel else {"all_reduce": float(tp_collectives_per_layer(recomputed + op))}
         local = int(tp_ranks_per_node(layout.tp, per_node))
         out += [LayerCollective("tp", op, count, layout.tp, message, layout.tp > per_node, local)
                 for op, count in counts.items()]
@@ -112,7 +112,7 @@ def layer_pass_times(layout: Layout, ctx: StepContext) -> Dict[str, float]:
     fwd_tp, bwd_tp = tp_exposed_per_pass(tp_collective(lay, ctx), lay.tp, cost, ctx)
     forward = metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw) + fwd_tp
     # dots keeps the linear layers' outputs: the TP collectives beside them do not run again
-    op_tp = (lay.tp_repeat_share - lay.recomputed_share) * fwd_tp    # the op policy's TP collectives run again
+    op_tp = lay.op_tp_share * fwd_tp    # the op policy's TP collectives run again
     repeat = lay.recomputed(forward, metrics.apply_flop_vs_bw(cost.core_fwd, ctx.flop_vs_bw),
                             metrics.apply_flop_vs_bw(cost.linear_fwd, ctx.flop_vs_bw) + fwd_tp,
                             metrics.apply_flop_vs_bw(cost.op_repeat_fwd, ctx.flop_vs_bw) + op_tp)
