@@ -27,7 +27,7 @@ from tasks.model.terms.specs import HardwareProfile
 from tasks.model.terms.stack import Stack
 
 __all__ = ["LayerCost", "layer_cost", "grad_accumulation_time", "cross_entropy_time", "ATTENTION_CORE_GEMMS",
-           "CROSS_ENTROPY_BYTES_PER_LOGIT", "CROSS_ENTROPY_KERNELS"]
+           "CROSS_ENTROPY_BYTES_PER_LOGIT", "CROSS_ENTROPY_KERNELS", "TP_SIDES", "TP_SIDE_OF_GEMM"]
 
 #: The attention core's products when the score matrix is materialised.
 ATTENTION_CORE_GEMMS = ("scores", "context")
@@ -35,6 +35,24 @@ _STUDY_STACK = Stack()
 #: A layer's forward GEMMs outside its attention sublayer: the MLP's (a dense one's or a mixture
 #: of experts').
 MLP_GEMMS = ("fc1", "fc2") + layer.MOE_GEMMS
+#: The four places a layer's TP collectives sit under sequence parallelism, each beside the
+#: linear GEMMs a communication-GEMM overlap pipelines it with: the attention sublayer's
+#: all-gather feeds its input projections and its reduce-scatter drains its output
+#: projection; the MLP's the same with its first and second GEMMs. Transformer Engine's
+#: userbuffers overlap each collective with the GEMM of its own module (the all-gather with
+#: ``LayerNormLinear``'s forward GEMM, the reduce-scatter with ``Linear``'s;
+#: transformer_engine/pytorch/module/layernorm_linear.py and linear.py at d0067d0da,
+#: ``ub_overlap_ag``/``ub_overlap_rs``), PyTorch's symmetric-memory ops each all-gather with
+#: the products that read it and each reduce-scatter with the product that writes it
+#: (``symm_mem.fused_all_gather_matmul``/``fused_matmul_reduce_scatter``,
+#: torch/distributed/_symmetric_memory/__init__.py). In the backward pass the roles swap: the
+#: gradient's all-gather feeds the output projection's (second GEMM's) input- and
+#: weight-gradient GEMMs, and the input gradient's reduce-scatter follows the first GEMMs'.
+TP_SIDES = ("attention_gather", "attention_scatter", "mlp_gather", "mlp_scatter")
+#: The side (index into ``TP_SIDES``) of each linear GEMM, by its forward name.
+TP_SIDE_OF_GEMM: Dict[str, int] = {"qkv": 0, **{name: 0 for name in layer.MLA_GEMMS}, "attn_out": 1,
+                                   "fc1": 2, "router": 2, "expert_fc1": 2, "shared_fc1": 2,
+                                   "fc2": 3, "expert_fc2": 3, "shared_fc2": 3}
 #: The attention sublayer's element-wise kernels beside its core: the input norm and the fused
 #: bias-dropout-add of its residual (Megatron-Core's TransformerLayer._forward_attention).
 ATTENTION_SUBLAYER_ELEMENTWISE = 2
@@ -58,7 +76,10 @@ class LayerCost:
     counts them as Megatron-Core launches them, by dispatcher and local experts);
     ``op_repeat_fwd``/``kernels_op_repeat``: the forward work and kernels torchtitan's per-op
     selective checkpointing runs again in the backward pass (``kernels.op_checkpoint``): all
-    but the fused attention and the linear products it keeps."""
+    but the fused attention and the linear products it keeps. ``sides_fwd``/``sides_bwd``:
+    the linear GEMMs' seconds by ``TP_SIDES`` (a trailing axis of 4; zeros where not given),
+    the forward's and the backward's (input- and weight-gradient) GEMMs of each side's
+    forward GEMMs: what each TP collective's overlap pipelines it with."""
 
     gemm_fwd: np.ndarray
     gemm_bwd: np.ndarray
@@ -75,6 +96,8 @@ class LayerCost:
     kernels_linear: int = 0
     op_repeat_fwd: "np.ndarray | float" = 0.0
     kernels_op_repeat: int = 0
+    sides_fwd: "np.ndarray | float" = 0.0
+    sides_bwd: "np.ndarray | float" = 0.0
 
     @cached_property
     def forward(self) -> np.ndarray:
@@ -106,10 +129,13 @@ def _each_gemm_time(gemms, shape, hw: HardwareProfile, *, stack: Stack, p: float
 
 def _gemm_times(gemms, shape, hw: HardwareProfile, *, stack: Stack, p: float, repeat_shares: Dict):
     """(all forward, all backward, linear forward, linear backward, core forward, the linear
-    forward's ``repeat_shares``) seconds of ``gemms`` (``layer.gemm_shapes``), as arrays of
-    ``shape``; ``repeat_shares`` gives the share of each forward GEMM (by name) to count in the last."""
+    forward's ``repeat_shares``, the linear forward's and backward's by ``TP_SIDES``) seconds of
+    ``gemms`` (``layer.gemm_shapes``), as arrays of ``shape`` (the sides' with a trailing axis
+    of 4); ``repeat_shares`` gives the share of each forward GEMM (by name) to count in the
+    sixth."""
     zero = np.zeros(shape)
     fwd, bwd, lin_fwd, lin_bwd, core, repeat = (zero.copy() for _ in range(6))
+    sides = {"fwd": [zero] * len(TP_SIDES), "bwd": [zero] * len(TP_SIDES)}
     for g, t in zip(gemms, _each_gemm_time(gemms, shape, hw, stack=stack, p=p), strict=True):
         is_core = g.name in ATTENTION_CORE_GEMMS
         if g.pass_ == "fwd":
@@ -117,7 +143,11 @@ def _gemm_times(gemms, shape, hw: HardwareProfile, *, stack: Stack, p: float, re
             repeat = repeat + (0.0 if is_core else repeat_shares.get(g.name, 0.0) * t)
         else:
             bwd, lin_bwd = bwd + t, lin_bwd + (0.0 if is_core else t)
-    return fwd, bwd, lin_fwd, lin_bwd, core, repeat
+        if not is_core:
+            by_side = sides["fwd" if g.pass_ == "fwd" else "bwd"]
+            by_side[TP_SIDE_OF_GEMM[g.name]] = by_side[TP_SIDE_OF_GEMM[g.name]] + t
+    return (fwd, bwd, lin_fwd, lin_bwd, core, repeat, np.stack(sides["fwd"], axis=-1),
+            np.stack(sides["bwd"], axis=-1))
 
 
 #: Bytes per element of Transformer Engine's fused cast-transpose into fp8: it reads a 16-bit
@@ -213,7 +243,7 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     forward_gemms = [g for g in gemms if g.pass_ == "fwd"]
     linear_fwd_gemms = [g for g in forward_gemms if g.name not in ATTENTION_CORE_GEMMS]
     op_shares = op_checkpoint.recomputed_shares(h, heads, block)
-    gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core, op_linear = _gemm_times(
+    gemm_fwd, gemm_bwd, linear_fwd, linear_bwd, core, op_linear, sides_fwd, sides_bwd = _gemm_times(
         gemms, np.broadcast(h, sl, b, tp, ep, etp).shape, hw, stack=stack, p=p, repeat_shares=op_shares)
     elem_fwd, elem_bwd, kernels = np.zeros(np.shape(gemm_fwd)), np.zeros(np.shape(gemm_fwd)), 0
     counted_apart = set(layer.MOE_GEMMS + layer.MOE_KERNELS + layer.MOE_UNFUSED_KERNELS + layer.ACTIVATION_KERNELS) \
@@ -249,10 +279,10 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     op_kernels = kernels - linear_kernels - (1 if block.flash else 0) + _repeated_kernels(
         [g for g in linear_fwd_gemms if g.name not in counted_apart], op_shares)
     return LayerCost(gemm_fwd=gemm_fwd, gemm_bwd=gemm_bwd, linear_fwd=linear_fwd, linear_bwd=linear_bwd,
-                     attention_fwd=attn_fwd, attention_bwd=attn_bwd, elementwise_fwd=elem_fwd,
-                     elementwise_bwd=elem_bwd, core_fwd=core, kernels_fwd=kernels,
-                     kernels_core=core_kernels, kernels_attention=attention, kernels_linear=linear_kernels,
-                     op_repeat_fwd=elem_fwd + (gemm_fwd - linear_fwd) + op_linear, kernels_op_repeat=op_kernels)
+                     attention_fwd=attn_fwd, attention_bwd=attn_bwd, elementwise_fwd=elem_fwd, elementwise_bwd=elem_bwd,
+                     core_fwd=core, kernels_fwd=kernels, kernels_core=core_kernels, kernels_attention=attention,
+                     kernels_linear=linear_kernels, op_repeat_fwd=elem_fwd + (gemm_fwd - linear_fwd) + op_linear,
+                     kernels_op_repeat=op_kernels, sides_fwd=sides_fwd, sides_bwd=sides_bwd)
 
 
 def _check_attention(block: Block, stack: Stack, cp) -> None:

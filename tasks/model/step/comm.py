@@ -9,6 +9,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from tasks.model.collectives import async_tp
 from tasks.model.collectives.cp_exchange import cp_layer_exchange, kv_chunk_bytes
 from tasks.model.collectives.ep_exchange import ep_layer_exchange
 from tasks.model.kernels import layer
@@ -16,7 +17,7 @@ from tasks.model.terms import metrics
 from tasks.model.terms.layout import code
 from tasks.model.collectives.nccl import lowest_latency, tier_figures
 from tasks.model.collectives.layer_comm import tp_collective_time, tp_collectives_per_layer, tp_ranks_per_node
-from tasks.model.kernels.layer_cost import LayerCost
+from tasks.model.kernels.layer_cost import TP_SIDES, LayerCost
 from tasks.model.kernels.roofline import memory_bound_time
 from tasks.model.step.context import (DistinctShapes, StepContext, StepLayouts, distinct_shapes, on_distinct,
                                       tp_crosses_nodes)
@@ -25,28 +26,65 @@ __all__ = ["tp_exposed_per_pass", "tp_collective", "dtensor_copies", "tp_comm", 
            "lone_microbatches", "a2a_overlapped", "dispatcher_sm_share", "ep_comm", "latency_floor"]
 
 
-def tp_exposed_per_pass(one, tp, cost: LayerCost, ctx: StepContext):
+def tp_exposed_per_pass(one, lay: StepLayouts, cost: LayerCost, ctx: StepContext):
     """(forward, backward) TP time of one layer the step waits for, given ``one`` collective's
-    time among ``tp`` ranks: each pass runs two. Serialized, all of it. With ``stack.tp_overlap`` each
-    collective is split into TP chunks pipelined with the chunks of the GEMM it feeds (Wang
-    et al., ASPLOS 2023, "Overlap communication with dependent computation via
-    decomposition"; Transformer Engine's communication-GEMM overlap): the pass's two hide
-    behind its linear GEMMs as far as those last, except one chunk each, 1/TP of it, which
-    has no GEMM chunk beside it. Only a TP group inside one node overlaps: Transformer
-    Engine's userbuffers build the tensor-parallel group from consecutive GPUs of the node's
-    NVLink domain (transformer_engine/common/comm_gemm_overlap/userbuffers/userbuffers-host.cpp
-    at d0067d0da, ``create_communicator_grouped2``: ``ar2_firstgpu`` a local index, ``nvsize``
-    the node's GPUs), so a group across nodes stays serialized."""
+    time (``tp_collective``) among each layout's TP ranks (under sequence parallelism a
+    reduce-scatter and an all-gather, each taken as half of it; else an all-reduce): each
+    pass runs two. Serialized, all of it. With ``stack.tp_overlap`` each collective is split
+    into TP chunks pipelined with the chunks of the GEMMs it feeds or drains (Wang et al.,
+    ASPLOS 2023, "Overlap communication with dependent computation via decomposition";
+    Transformer Engine's communication-GEMM overlap; PyTorch's symmetric-memory async TP):
+    each hides behind those GEMMs alone (``LayerCost.sides_fwd``/``sides_bwd``,
+    ``layer_cost.TP_SIDES``), as far as they last, except one chunk, 1/TP of it, which has no
+    GEMM chunk beside it; what a collective longer than its GEMMs has left over waits. An
+    all-reduce (no sequence parallelism) follows the sublayer's output projection forward
+    and its input projection's gradients backward. Under the ``dtensor`` engine the overlap
+    is async TP's (``collectives.async_tp``): a collective it does not fuse stays serialized
+    with DTensor's copy, and each fused one adds its shard copy or its partials' sum. Only a
+    TP group inside one node overlaps: Transformer Engine's userbuffers build the
+    tensor-parallel group from consecutive GPUs of the node's NVLink domain
+    (transformer_engine/common/comm_gemm_overlap/userbuffers/userbuffers-host.cpp at
+    d0067d0da, ``create_communicator_grouped2``: ``ar2_firstgpu`` a local index, ``nvsize`` the
+    node's GPUs), and symmetric memory maps only peers it reaches, so a group across nodes
+    stays serialized."""
     serialized = 2.0 * one
     if not ctx.stack.tp_overlap:
         return serialized, serialized
-    tp = np.maximum(np.asarray(tp, dtype=np.float64), 1.0)
+    tp = np.maximum(np.asarray(lay.tp, dtype=np.float64), 1.0)
     within = ~tp_crosses_nodes(tp, ctx.hardware)
-    lin_fwd = metrics.apply_flop_vs_bw(cost.linear_fwd, ctx.flop_vs_bw)
-    lin_bwd = metrics.apply_flop_vs_bw(cost.linear_bwd, ctx.flop_vs_bw)
-    floor = serialized / tp
-    return (np.where(within, np.maximum(floor, serialized - lin_fwd), serialized),
-            np.where(within, np.maximum(floor, serialized - lin_bwd), serialized))
+    sp = np.asarray(lay.sequence_parallel, dtype=bool)
+    fused, extra = _async_tp(lay, ctx, tp)
+
+    def exposed(sides, fused_sides, reduced_after, added):
+        gemms = [metrics.apply_flop_vs_bw(sides[..., i], ctx.flop_vs_bw) for i in range(len(TP_SIDES))]
+        halves = sum(np.maximum(one / 2.0 / tp, one / 2.0 - t) if on else one / 2.0
+                     for t, on in zip(gemms, fused_sides, strict=True))
+        whole = sum(np.maximum(one / tp, one - gemms[i]) for i in reduced_after)
+        return np.where(within, np.where(sp, halves + added, whole), serialized)
+
+    return (exposed(cost.sides_fwd, fused[0], (1, 3), extra[0]),
+            exposed(cost.sides_bwd, fused[1], (0, 2), extra[1]))
+
+
+def _async_tp(lay: StepLayouts, ctx: StepContext, tp):
+    """((forward, backward) sides the overlap fuses, (forward, backward) seconds it adds per
+    layer): every side fused and nothing added unless the ``dtensor`` engine runs async TP
+    (``collectives.async_tp``): then each fused all-gather's shard copy, each fused
+    reduce-scatter's partials' sum, and each unfused reduce-scatter's DTensor copy."""
+    stack, m = ctx.stack, ctx.model
+    every = (True,) * len(TP_SIDES)
+    if stack.tp_engine != "dtensor":
+        return (every, every), (0.0, 0.0)
+    fused = async_tp.fused_sides(float(m.hidden), float(m.heads), ctx.block)
+    p = float(ctx.dtype_bytes)
+    gather_p = 1.0 if stack.fp8 else p
+    h, seq, b, hw = float(m.hidden), lay.local_seq(m.seq_len), lay.micro_batch, ctx.device
+    gather, gather_grad = (async_tp.shard_copy_time(h, seq, b, tp, width, hw) for width in (gather_p, p))
+    reduce = async_tp.partials_sum_time(h, seq, b, tp, p, hw)
+    unfused = memory_bound_time(2.0 * layer.tp_allreduce_bytes(h, seq, b, p), hw)
+    forward = 2.0 * gather + 2.0 * reduce
+    backward = 2.0 * gather_grad + sum(reduce if on else unfused for on in fused[1][0::2])
+    return fused, (forward, backward)
 
 
 def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes] = None) -> np.ndarray:
@@ -94,7 +132,7 @@ def tp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
     per_layer = tp_collectives_per_layer(lay.tp_repeat_share)
     total = lay.layers_per_stage * per_layer * one + embedding
     forward_total = lay.layers_per_stage * tp_collectives_per_layer(0.0) / 2.0 * one + embedding
-    fwd, bwd = tp_exposed_per_pass(one, lay.tp, cost, ctx)
+    fwd, bwd = tp_exposed_per_pass(one, lay, cost, ctx)
     exposed = lay.layers_per_stage * (fwd * (1.0 + lay.tp_repeat_share) + bwd) + embedding
     forward_exposed = lay.layers_per_stage * fwd + embedding
     return {"one": one, "total": total, "exposed": exposed, "forward_total": forward_total,

@@ -36,7 +36,8 @@ def stage_layer_cost(lay: StepLayouts, ctx: StepContext, shapes: Optional[Distin
     """One layer's compute pieces for every layout (``tasks.model.kernels.layer_cost``), costed once
     per distinct shape (``shapes``, worked out when not given). A mixture-of-experts model with
     dense layers is charged the mean layer (``StepContext.moe_share`` of its MoE layer, the rest
-    of its dense one; kernels rounded to whole ones)."""
+    of its dense one; kernels rounded to whole ones). The GEMMs by TP side keep their trailing
+    axis (``LayerCost.sides_fwd``)."""
     shapes = distinct_shapes(lay) if shapes is None else shapes
     cost = _layer_cost(ctx, shapes, ctx.block)
     if ctx.moe_share < 1.0:
@@ -44,7 +45,7 @@ def stage_layer_cost(lay: StepLayouts, ctx: StepContext, shapes: Optional[Distin
         mean = {name: share * getattr(cost, name) + (1.0 - share) * getattr(dense, name)
                 for name in LayerCost.__dataclass_fields__}
         cost = LayerCost(**{name: (int(round(v)) if name.startswith("kernels_") else v) for name, v in mean.items()})
-    spread = {name: shapes.spread(getattr(cost, name), np.shape(lay.tp))
+    spread = {name: shapes.spread(getattr(cost, name), np.shape(lay.tp) + np.shape(getattr(cost, name))[1:])
               for name in LayerCost.__dataclass_fields__ if not name.startswith("kernels_")}
     return LayerCost(**spread, **{name: getattr(cost, name) for name in LayerCost.__dataclass_fields__
                                   if name.startswith("kernels_")})

@@ -109,7 +109,7 @@ def layer_pass_times(layout: Layout, ctx: StepContext) -> Dict[str, float]:
     2205.05198) Table 4 times these."""
     lay = _one_layout(layout, ctx)
     cost = stage_layer_cost(lay, ctx)
-    fwd_tp, bwd_tp = tp_exposed_per_pass(tp_collective(lay, ctx), lay.tp, cost, ctx)
+    fwd_tp, bwd_tp = tp_exposed_per_pass(tp_collective(lay, ctx), lay, cost, ctx)
     forward = metrics.apply_flop_vs_bw(cost.forward, ctx.flop_vs_bw) + fwd_tp
     # dots keeps the linear layers' outputs: the TP collectives beside them do not run again
     op_tp = lay.op_tp_share * fwd_tp    # the op policy's TP collectives run again
