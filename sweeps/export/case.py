@@ -172,8 +172,8 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
     (``fused_loss``); CUDA-graphed parts of a layer (``Stack.cuda_graph_scope``) beyond those
     the export writes (``graph_scopes_written``); a pipeline whose split counts the embedding
     or the loss as layers (``Stack.pipeline_split``) where the export does not write it
-    (``split_written``); torchtitan's own per-op checkpointing (recompute ``op``), uncompiled
-    Llama block (``llama_eager``) and DTensor tensor parallelism (``tp_engine`` dtensor at TP
+    (``split_written``); torchtitan's own per-op checkpointing (recompute ``op``), Llama block
+    (``llama_eager``, ``llama_compiled``) and DTensor tensor parallelism (``tp_engine`` dtensor at TP
     above 1) but for torchtitan (``torchtitan_features``)."""
     unwritten_scopes = sorted(graph_scopes(case.stack.cuda_graph_scope) - graph_scopes_written)
     if unwritten_scopes:
@@ -192,9 +192,10 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
                        (case.stack.tp_engine == "dtensor" and case.layout.tp > 1,
                         "stack.tp_engine=dtensor is PyTorch's DTensor tensor parallelism; the export writes its "
                         "framework's own"),
-                       (case.stack.elementwise == "llama_eager", "stack.elementwise=llama_eager is torchtitan's "
-                                                                 "Llama block run without torch.compile; the export "
-                                                                 "writes fused or eager"))
+                       (case.stack.elementwise in ("llama_eager", "llama_compiled"),
+                        f"stack.elementwise={case.stack.elementwise} is torchtitan's Llama block (run "
+                        f"{'without' if case.stack.elementwise == 'llama_eager' else 'with'} torch.compile); the "
+                        "export writes fused or eager"))
     for applies, why in torchtitans_own:
         if applies and not torchtitan_features:
             raise Unexpressible(framework, why)

@@ -29,8 +29,8 @@ dims' (``torchtitan/distributed/parallel_dims.py``), its Llama 3 parallelisation
   every-Nth-layer mode is not the attention-core recompute the layout costs as selective.
 - Stack: attention is SDPA or flex (fused), so materialised attention is refused, and a
   named FlashAttention kernel too (the export does not choose SDPA's backend);
-  ``[compile]`` fuses the element-wise kernels (an eager stack, ``llama_eager`` the uncompiled
-  block's own kernels, leaves it off); TP is
+  ``[compile]`` fuses the element-wise kernels (on for ``fused`` and ``llama_compiled``; an
+  eager stack, ``llama_eager`` the uncompiled block's own kernels, leaves it off); TP is
   always sequence-parallel and its overlap is ``enable_async_tensor_parallel`` (which needs
   compile); fp8 GEMMs are ``[model] converters = ["quantize.linear.float8"]`` (the name
   torchtitan/components/quantization/float8.py registers); weights in bf16, gradients

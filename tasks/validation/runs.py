@@ -35,7 +35,9 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``elementwise``: fused (``tasks.model.terms.stack.ELEMENTWISE_STYLES``: every stack since
   Megatron-LM of September 2020 fuses biases, the scores' scale and mask; ``eager`` is
   PyTorch's unfused layer, as Megatron-LM ran through its 1.0 release; ``llama_eager`` a
-  Llama block of PyTorch ops run uncompiled, as torchtitan runs it without torch.compile);
+  Llama block of PyTorch ops run uncompiled, as torchtitan runs it without torch.compile;
+  ``llama_compiled`` the same block compiled by Inductor, RoPE's complex products and the
+  copies around the fused attention left as they were);
 - ``grad_reduce_in_fp32`` (a column ``published_runs.csv`` need not have): true keeps and
   reduces the weight gradients in fp32 (``Stack.main_grad_bytes`` 4), false in the run's 16
   bits (2; Megatron-Core's ``grad_reduce_in_fp32``); blank: false for an fp16 run, else true;

@@ -16,7 +16,8 @@ import numpy as np
 
 from tasks.model.kernels.block import (MLA_GEMMS, MOE_GEMMS, STUDY_BLOCK, Block, mla_forward, moe_forward, qkv_width,
                                       routed_tokens)
-from tasks.model.kernels.llama_eager import LLAMA_ACTIVATION, LLAMA_EAGER, LLAMA_EAGER_KERNELS, LLAMA_EAGER_REPLACES
+from tasks.model.kernels.llama_eager import (LLAMA_ACTIVATION, LLAMA_COMPILED_KERNELS, LLAMA_EAGER, LLAMA_EAGER_KERNELS,
+                                             LLAMA_EAGER_REPLACES)
 from tasks.model.kernels.weights import dp_gradient_bytes, expert_params, layer_params, layer_tensors
 
 __all__ = [
@@ -323,7 +324,8 @@ def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True
     without ``block.dropout`` the dropouts (``DROPOUT_KERNELS``).
     ``style``: the stack's ``elementwise`` (``stack.ELEMENTWISE_STYLES``): "eager" also runs
     the kernels of ``EAGER_KERNELS``, "llama_eager" runs ``LLAMA_EAGER_KERNELS`` in place of
-    ``LLAMA_EAGER_REPLACES``; a fused one runs the dropout's forward inside
+    ``LLAMA_EAGER_REPLACES``, "llama_compiled" the fused kernels and ``LLAMA_COMPILED_KERNELS``;
+    a fused one runs the dropout's forward inside
     ``FUSED_DROPOUT_HOST``'s kernel. A mixture of experts' routed MLP outside a fused one
     (``moe_fused_mlp`` off) runs ``MOE_UNFUSED_KERNELS`` as its experts need them."""
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -342,13 +344,16 @@ def elementwise_kernels(h, heads, sl, b, tp, p: float, *, sequence_parallel=True
 
 
 def _style_kernels(style: str, heads, block: Block) -> Dict[str, Tuple[Callable, float, float, int]]:
-    """The kernel classes of an element-wise ``style`` (``elementwise_kernels``)."""
+    """The kernel classes of an element-wise ``style`` (``elementwise_kernels``); ``repeat_kv``
+    only where there are fewer key-value heads than query heads."""
     if style == "eager":
         return {**_ELEMENTWISE, **_EAGER}
-    if style != "llama_eager":
+    if style not in ("llama_eager", "llama_compiled"):
         return dict(_ELEMENTWISE)
-    llama = {name: v for name, v in LLAMA_EAGER.items() if name != "repeat_kv" or block.kv(heads) < heads}
-    return {**{name: v for name, v in _ELEMENTWISE.items() if name not in LLAMA_EAGER_REPLACES}, **llama}
+    names = LLAMA_EAGER_KERNELS if style == "llama_eager" else LLAMA_COMPILED_KERNELS
+    llama = {name: LLAMA_EAGER[name] for name in names if name != "repeat_kv" or block.kv(heads) < heads}
+    replaced = LLAMA_EAGER_REPLACES if style == "llama_eager" else ()
+    return {**{name: v for name, v in _ELEMENTWISE.items() if name not in replaced}, **llama}
 
 
 def tp_allreduce_bytes(h, sl, b, p: float):

@@ -1,5 +1,6 @@
-"""The memory-bound kernels of a Llama block written in PyTorch ops and run uncompiled (the
-``llama_eager`` element-wise style, ``layer.elementwise_kernels``)."""
+"""The memory-bound kernels of a Llama block written in PyTorch ops, run uncompiled (the
+``llama_eager`` element-wise style, ``layer.elementwise_kernels``) or compiled by Inductor (the
+``llama_compiled`` style: what compiling cannot fuse away)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Callable, Dict, Tuple
 
 from tasks.model.kernels.block import Block
 
-__all__ = ["LLAMA_EAGER", "LLAMA_EAGER_KERNELS", "LLAMA_EAGER_REPLACES", "LLAMA_ACTIVATION"]
+__all__ = ["LLAMA_EAGER", "LLAMA_EAGER_KERNELS", "LLAMA_EAGER_REPLACES", "LLAMA_ACTIVATION", "LLAMA_COMPILED_KERNELS"]
 
 
 def _kv_width(h, heads, blk: Block):
@@ -58,3 +59,15 @@ LLAMA_EAGER_KERNELS: Tuple[str, ...] = tuple(LLAMA_EAGER)
 LLAMA_EAGER_REPLACES: Tuple[str, ...] = ("layernorm", "gelu")
 #: The MLP's activation of the ``llama_eager`` style.
 LLAMA_ACTIVATION: Tuple[str, ...] = ("swiglu",)
+#: The ``LLAMA_EAGER`` kernels the same block still runs when torch.compile's Inductor compiles
+#: it (torchtitan's ``compile`` on each Transformer block; the ``llama_compiled`` style, beside
+#: the fused kernels of ``layer._ELEMENTWISE``): Inductor generates no code for complex tensors
+#: (torch/_inductor/lowering.py: ``unsupported_input_tensor`` sends a node with a complex
+#: input or output to its eager kernel, ``_warn_complex_not_supported``, "Torchinductor does
+#: not support code generation for complex operators"; ``view_as_complex`` is a fallback
+#: needing a contiguous input), so ``apply_rotary_emb``'s fp32 cast, complex product and cast
+#: back stay three kernels each way; and what feeds or follows an extern kernel in another
+#: layout is a copy of its own: ``repeat_kv``'s keys and values for the fused attention
+#: (``_scaled_dot_product_flash_attention`` is a fallback) and the attention's output made
+#: contiguous for ``wo``'s matrix product. The RMSNorms and SwiGLU fuse into one kernel each.
+LLAMA_COMPILED_KERNELS: Tuple[str, ...] = ("rope", "repeat_kv", "attn_out_copy")

@@ -60,8 +60,11 @@ TP_ENGINE_NAMES: Tuple[str, ...] = ("megatron", "dtensor")
 #: "llama_eager": a Llama block of PyTorch ops run uncompiled, as torchtitan runs its model
 #: without torch.compile: RMSNorm in fp32 ops, RoPE as complex fp32 products, grouped keys and
 #: values copied to every head, SiLU and the gate's product apart
-#: (``tasks.model.kernels.layer.LLAMA_EAGER_KERNELS``).
-ELEMENTWISE_STYLES: Tuple[str, ...] = ("fused", "eager", "llama_eager")
+#: (``tasks.model.kernels.layer.LLAMA_EAGER_KERNELS``); "llama_compiled": the same block compiled
+#: by Inductor, as torchtitan runs it with torch.compile: the norms and SwiGLU fused, RoPE's
+#: complex products still eager and the copies around the fused attention still copies
+#: (``tasks.model.kernels.llama_eager.LLAMA_COMPILED_KERNELS``).
+ELEMENTWISE_STYLES: Tuple[str, ...] = ("fused", "eager", "llama_eager", "llama_compiled")
 #: How the loss over the logits runs. "unfused": Megatron's vocabulary-parallel cross entropy
 #: in fp32, one kernel per step (Megatron-Core's default, cross_entropy_loss_fusion off);
 #: "te": Transformer Engine's fused Triton kernels (cross_entropy_loss_fusion with
@@ -289,7 +292,7 @@ class Stack:
     @property
     def eager(self) -> bool:
         """Whether the layer's element-wise work runs unfused (either eager style)."""
-        return self.elementwise != "fused"
+        return self.elementwise in ("eager", "llama_eager")
 
     @property
     def split_shortfall(self) -> Tuple[float, float]:

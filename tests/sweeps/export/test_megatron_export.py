@@ -254,11 +254,12 @@ def test_megatrons_exports_refuse_torchtitans_per_op_recomputation(built_cases, 
 
 
 @pytest.mark.parametrize("framework", ["megatron", "nemo"])
-def test_megatrons_exports_refuse_torchtitans_uncompiled_llama_block(built_cases, framework):
+def test_megatrons_exports_refuse_torchtitans_llama_block_compiled_or_not(built_cases, framework):
     case = dict(built_cases)["cp-ring"]
-    eager = dataclasses.replace(case, stack=dataclasses.replace(case.stack, elementwise="llama_eager"))
-    with pytest.raises(Unexpressible, match="stack.elementwise=llama_eager is torchtitan's"):
-        export(framework, eager)
+    for style in ("llama_eager", "llama_compiled"):
+        block = dataclasses.replace(case, stack=dataclasses.replace(case.stack, elementwise=style))
+        with pytest.raises(Unexpressible, match=f"stack.elementwise={style} is torchtitan's"):
+            export(framework, block)
 
 
 @pytest.mark.parametrize("framework", ["megatron", "nemo"])

@@ -159,4 +159,6 @@ def test_torchtitans_uncompiled_block_and_per_op_recomputation_export_as_its_set
     eager = dataclasses.replace(case, stack=dataclasses.replace(case.stack, elementwise="llama_eager"))
     config = parse(export("torchtitan", eager))
     assert config["compile"]["enable"] is False
+    compiled = dataclasses.replace(case, stack=dataclasses.replace(case.stack, elementwise="llama_compiled"))
+    assert parse(export("torchtitan", compiled))["compile"]["enable"] is True
     assert config["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}

@@ -47,3 +47,23 @@ def test_an_uncompiled_llama_layer_moves_more_bytes_and_launches_more_kernels(h1
     assert float(eager.elementwise_fwd) > 3 * float(fused.elementwise_fwd)
     assert float(eager.elementwise_bwd) > float(fused.elementwise_bwd)
     assert eager.kernels_fwd > fused.kernels_fwd + 15
+
+
+def test_compiled_the_block_keeps_the_fused_norms_and_activation_and_inductors_fallbacks():
+    compiled, fused, eager = kernels(style="llama_compiled"), kernels(), kernels(style="llama_eager")
+    assert "llama_compiled" in ELEMENTWISE_STYLES and not Stack(elementwise="llama_compiled").eager
+    assert set(compiled) == set(fused) | {"rope", "repeat_kv", "attn_out_copy"}
+    for name in fused:
+        assert compiled[name] == fused[name]
+    for name in ("rope", "repeat_kv", "attn_out_copy"):     # complex RoPE, and the copies around SDPA
+        assert compiled[name] == eager[name]
+    assert "repeat_kv" not in kernels(block=Block(gated=True, flash=True, dropout=False), style="llama_compiled")
+
+
+def test_a_compiled_llama_layer_sits_between_the_fused_and_the_uncompiled(h100):
+    args = (H, HEADS, SL, B, 1.0, h100)
+    flash = dict(attention="flash", attention_impl="flash2")
+    fused, compiled, eager = (layer_cost(*args, block=LLAMA, stack=Stack(elementwise=e, **flash))
+                              for e in ("fused", "llama_compiled", "llama_eager"))
+    assert float(fused.elementwise_fwd) < float(compiled.elementwise_fwd) < float(eager.elementwise_fwd)
+    assert fused.kernels_fwd < compiled.kernels_fwd < eager.kernels_fwd
