@@ -64,7 +64,7 @@ class LayerCost:
 
     ``gemm_fwd``/``gemm_bwd``: every GEMM of the forward / backward pass (input- and
     weight-gradient), the materialised attention core's included; ``linear_fwd``/``linear_bwd``:
-    the part of those that are the linear layers (what TP collectives can hide behind);
+    the part of those that are the linear layers (by the TP collective beside them: ``sides_fwd``);
     ``attention_fwd``/``attention_bwd``: fused attention kernels (0 when materialised);
     ``elementwise_fwd``/``elementwise_bwd``: memory-bound kernels (the backward's with the
     gradient accumulation of ``grad_accumulation_time``); ``core_fwd``: the
