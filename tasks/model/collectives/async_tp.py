@@ -46,10 +46,13 @@ __all__ = ["fused_sides", "shard_copy_time", "partials_sum_time"]
 def fused_sides(h, heads, block: Block) -> Tuple[Tuple[bool, ...], Tuple[bool, ...]]:
     """(forward, backward) per ``layer_cost.TP_SIDES``: whether async TP fuses that side's
     collective with its products. Every forward one; backward, the output projections'
-    all-gathers, and an input side's reduce-scatter only where that side is one product."""
+    all-gathers, and an input side's reduce-scatter only where that side is one product (a
+    mixture of experts' MLP input gradient also sums its routed experts', grouped products
+    ``mm_pieces`` leaves out)."""
     products = [0] * len(TP_SIDES)
     for name, _ in mm_pieces(h, heads, block):
         products[TP_SIDE_OF_GEMM[name]] += 1
+    products[TP_SIDE_OF_GEMM["expert_fc1"]] += 1 if block.moe else 0
     backward = tuple(side % 2 == 1 or products[side] <= 1 for side in range(len(TP_SIDES)))
     return (True,) * len(TP_SIDES), backward
 

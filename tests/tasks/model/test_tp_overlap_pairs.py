@@ -89,3 +89,9 @@ def test_async_tp_adds_its_copies_and_sums_and_leaves_unfused_ones_waiting(llama
                   for i in (0, 2))
     assert float(bwd_d[0] - bwd_m[0]) == pytest.approx(waiting + 2 * float(copy) + 2 * unfused_copy)
     assert float(bwd_d[0]) > float(bwd_m[0])
+
+
+def test_a_mixture_of_experts_mlp_input_gradient_is_never_one_product():
+    from tasks.model.kernels.block import Block
+    moe = Block(gated=False, flash=True, dropout=False, experts=8, topk=2, moe_ffn=1024.0)
+    assert async_tp.fused_sides(1024.0, 16.0, moe)[1][2] is False
