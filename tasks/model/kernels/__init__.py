@@ -4,7 +4,8 @@
 - ``block``: a layer's shape (``Block``) and a mixture-of-experts MLP's GEMM shapes;
 - ``weights``: a layer's weights, as counts and as the tensors an engine moves;
 - ``layer``: a tensor-parallel layer's GEMMs, element-wise work and message sizes;
-- ``llama_eager``: the element-wise kernels of a Llama block run uncompiled in PyTorch;
+- ``llama_eager``: the element-wise kernels of a Llama block in PyTorch ops, run uncompiled or
+  compiled by Inductor (what it cannot fuse);
 - ``roofline``: GEMM and memory-bound kernel times;
 - ``attention``: fused attention's time;
 - ``op_checkpoint``: what torchtitan's per-op checkpointing keeps of a layer and runs again;
