@@ -70,7 +70,8 @@ def _async_tp(lay: StepLayouts, ctx: StepContext, tp):
     """((forward, backward) sides the overlap fuses, (forward, backward) seconds it adds per
     layer): every side fused and nothing added unless the ``dtensor`` engine runs async TP
     (``collectives.async_tp``): then each fused all-gather's shard copy, each fused
-    reduce-scatter's partials' sum, and each unfused reduce-scatter's DTensor copy."""
+    reduce-scatter's partials' sum, and each unfused reduce-scatter's DTensor copy, where
+    the layout has TP."""
     stack, m = ctx.stack, ctx.model
     every = (True,) * len(TP_SIDES)
     if stack.tp_engine != "dtensor":
@@ -84,7 +85,8 @@ def _async_tp(lay: StepLayouts, ctx: StepContext, tp):
     unfused = memory_bound_time(2.0 * layer.tp_allreduce_bytes(h, seq, b, p), hw)
     forward = 2.0 * gather + 2.0 * reduce
     backward = 2.0 * gather_grad + sum(reduce if on else unfused for on in fused[1][0::2])
-    return fused, (forward, backward)
+    split = tp > 1.0     # a layout without TP runs none of these ops
+    return fused, (np.where(split, forward, 0.0), np.where(split, backward, 0.0))
 
 
 def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctShapes] = None) -> np.ndarray:

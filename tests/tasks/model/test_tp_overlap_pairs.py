@@ -95,3 +95,11 @@ def test_a_mixture_of_experts_mlp_input_gradient_is_never_one_product():
     from tasks.model.kernels.block import Block
     moe = Block(gated=False, flash=True, dropout=False, experts=8, topk=2, moe_ffn=1024.0)
     assert async_tp.fused_sides(1024.0, 16.0, moe)[1][2] is False
+
+
+def test_async_tp_adds_nothing_to_a_layout_without_tp(llama, h100):
+    dtensor = StepContext(llama, h100, devices=8, global_batch=8, stack=replace(OVERLAP, tp_engine="dtensor"))
+    for sequence_parallel in (True, False):
+        lay = layouts(dtensor, tp=1, dp=8, sequence_parallel=sequence_parallel)
+        fwd, bwd = tp_exposed_per_pass(tp_collective(lay, dtensor), lay, stage_layer_cost(lay, dtensor), dtensor)
+        assert float(fwd[0]) == 0.0 and float(bwd[0]) == 0.0
