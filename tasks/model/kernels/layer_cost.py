@@ -134,20 +134,20 @@ def _gemm_times(gemms, shape, hw: HardwareProfile, *, stack: Stack, p: float, re
     of 4); ``repeat_shares`` gives the share of each forward GEMM (by name) to count in the
     sixth."""
     zero = np.zeros(shape)
-    fwd, bwd, lin_fwd, lin_bwd, core, repeat = (zero.copy() for _ in range(6))
+    fwd, bwd, core, repeat = (zero.copy() for _ in range(4))
     sides = {"fwd": [zero] * len(TP_SIDES), "bwd": [zero] * len(TP_SIDES)}
     for g, t in zip(gemms, _each_gemm_time(gemms, shape, hw, stack=stack, p=p), strict=True):
         is_core = g.name in ATTENTION_CORE_GEMMS
         if g.pass_ == "fwd":
-            fwd, lin_fwd, core = fwd + t, lin_fwd + (0.0 if is_core else t), core + (t if is_core else 0.0)
+            fwd, core = fwd + t, core + (t if is_core else 0.0)
             repeat = repeat + (0.0 if is_core else repeat_shares.get(g.name, 0.0) * t)
         else:
-            bwd, lin_bwd = bwd + t, lin_bwd + (0.0 if is_core else t)
-        if not is_core:
+            bwd = bwd + t
+        if not is_core:     # a linear GEMM: on the side of the TP collective beside it
             by_side = sides["fwd" if g.pass_ == "fwd" else "bwd"]
             by_side[TP_SIDE_OF_GEMM[g.name]] = by_side[TP_SIDE_OF_GEMM[g.name]] + t
-    return (fwd, bwd, lin_fwd, lin_bwd, core, repeat, np.stack(sides["fwd"], axis=-1),
-            np.stack(sides["bwd"], axis=-1))
+    sides_fwd, sides_bwd = (np.stack(sides[name], axis=-1) for name in ("fwd", "bwd"))
+    return fwd, bwd, sides_fwd.sum(axis=-1), sides_bwd.sum(axis=-1), core, repeat, sides_fwd, sides_bwd
 
 
 #: Bytes per element of Transformer Engine's fused cast-transpose into fp8: it reads a 16-bit

@@ -22,7 +22,7 @@ from tasks.model.kernels.roofline import memory_bound_time
 from tasks.model.step.context import (DistinctShapes, StepContext, StepLayouts, distinct_shapes, on_distinct,
                                       tp_crosses_nodes)
 
-__all__ = ["tp_exposed_per_pass", "tp_collective", "dtensor_copies", "tp_comm", "cp_comm", "pp_comm",
+__all__ = ["tp_exposed_per_pass", "tp_collective", "dtensor_copy", "dtensor_copies", "tp_comm", "cp_comm", "pp_comm",
            "lone_microbatches", "a2a_overlapped", "dispatcher_sm_share", "ep_comm", "latency_floor"]
 
 
@@ -78,11 +78,10 @@ def _async_tp(lay: StepLayouts, ctx: StepContext, tp):
         return (every, every), (0.0, 0.0)
     fused = async_tp.fused_sides(float(m.hidden), float(m.heads), ctx.block)
     p = float(ctx.dtype_bytes)
-    gather_p = 1.0 if stack.fp8 else p
     h, seq, b, hw = float(m.hidden), lay.local_seq(m.seq_len), lay.micro_batch, ctx.device
-    gather, gather_grad = (async_tp.shard_copy_time(h, seq, b, tp, width, hw) for width in (gather_p, p))
+    gather, gather_grad = (async_tp.shard_copy_time(h, seq, b, tp, width, hw) for width in (_gather_width(ctx), p))
     reduce = async_tp.partials_sum_time(h, seq, b, tp, p, hw)
-    unfused = memory_bound_time(2.0 * layer.tp_allreduce_bytes(h, seq, b, p), hw)
+    unfused = dtensor_copy(h, seq, b, p, ctx)
     forward = 2.0 * gather + 2.0 * reduce
     backward = 2.0 * gather_grad + sum(reduce if on else unfused for on in fused[1][0::2])
     split = tp > 1.0     # a layout without TP runs none of these ops
@@ -99,8 +98,7 @@ def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctS
     distinct one (``shapes``, worked out when not given)."""
     m, hw, stack = ctx.model, ctx.hardware, ctx.stack
     shapes = distinct_shapes(lay) if shapes is None else shapes
-    dtensor, p = stack.tp_engine == "dtensor", float(ctx.dtype_bytes)
-    gather_p = 1.0 if dtensor and stack.fp8 else p
+    dtensor, p, gather_p = stack.tp_engine == "dtensor", float(ctx.dtype_bytes), _gather_width(ctx)
     h, seq = float(m.hidden), shapes.local_seq(m.seq_len)
     one = tp_collective_time(h, seq, shapes.micro_batch, shapes.tp, p, tp_crosses_nodes(shapes.tp, hw), hw,
                              sequence_parallel=shapes.sequence_parallel, gather_p=gather_p)
@@ -110,14 +108,24 @@ def tp_collective(lay: StepLayouts, ctx: StepContext, shapes: Optional[DistinctS
     return shapes.spread(np.where(shapes.tp > 1, one, 0.0), np.shape(lay.tp))
 
 
+def _gather_width(ctx: StepContext) -> float:
+    """Bytes an element of a sequence-parallel all-gather moves: one under the ``dtensor``
+    engine with fp8 GEMMs (the column-parallel inputs gathered in fp8), else the activations'."""
+    return 1.0 if ctx.stack.tp_engine == "dtensor" and ctx.stack.fp8 else float(ctx.dtype_bytes)
+
+
+def dtensor_copy(h, seq, micro_batch, width: float, ctx: StepContext):
+    """Seconds of one copy PyTorch's functional collectives make around a sequence-parallel
+    collective on batch-first activations (``Stack.tp_engine`` dtensor): the whole SL*B*H
+    tensor, ``width`` bytes an element, read and written, memory-bound on the training device."""
+    return memory_bound_time(2.0 * layer.tp_allreduce_bytes(h, seq, micro_batch, width), ctx.device)
+
+
 def dtensor_copies(h, seq, micro_batch, p: float, gather_p: float, ctx: StepContext):
-    """Seconds of the two copies PyTorch's functional collectives make around a sequence-parallel
-    pair on batch-first activations (``Stack.tp_engine`` dtensor): the reduce-scatter's input
-    chunked on the sequence and concatenated on the leading dimension, the all-gather's result
-    the other way, each reading and writing the whole SL*B*H tensor (at ``p`` and ``gather_p``
-    bytes an element), memory-bound on the training device."""
-    return sum(memory_bound_time(2.0 * layer.tp_allreduce_bytes(h, seq, micro_batch, width), ctx.device)
-               for width in (p, gather_p))
+    """Seconds of the two copies around a sequence-parallel pair (``dtensor_copy``): the
+    reduce-scatter's input chunked on the sequence and concatenated on the leading dimension
+    (at ``p`` bytes an element), the all-gather's result the other way (at ``gather_p``)."""
+    return sum(dtensor_copy(h, seq, micro_batch, width, ctx) for width in (p, gather_p))
 
 
 def tp_comm(lay: StepLayouts, ctx: StepContext, cost: LayerCost,
