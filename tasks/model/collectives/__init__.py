@@ -9,9 +9,12 @@
 - ``ep_exchange``: expert parallelism's dispatch and combine of tokens in one MoE layer;
 - ``dp_protocol``: what each way of sharding model states over DP splits and which
   collectives it runs, how often and behind what (the one statement of it);
+- ``dp_calls``: a stage's DP collective split into calls as an engine runs it, and the copies
+  around each call;
 - ``dp_sums``: the DP collectives' figures summed over each layout's own sharding mode, by class;
 - ``async_tp``: which TP collectives PyTorch's async TP fuses with their products, and the
   copies and sums its fused ops add.
 """
 
-__all__ = ["nccl", "groups", "layer_comm", "cp_exchange", "ep_exchange", "dp_protocol", "dp_sums", "async_tp"]
+__all__ = ["nccl", "groups", "layer_comm", "cp_exchange", "ep_exchange", "dp_protocol", "dp_calls", "dp_sums",
+           "async_tp"]

@@ -46,11 +46,12 @@ HIDING_WINDOWS: Tuple[str, ...] = ("forward", "backward", "none")
 DP_GROUPS: Tuple[str, ...] = ("dp", "shard", "replicate")
 
 #: How a DP collective splits a stage's weights into calls: one per layer (and one for the
-#: stage's embedding matrices), one per weight tensor, or buckets of a stack's size
-#: (``DpEngine.bucket_modes``). The step charges each call its own latency, and a window
-#: cannot hide the call that starts after (a reduction) or must end before (a forward
-#: gather) the compute it sits beside: ``step.dp_comm``'s exposed tail.
-GRANULARITIES: Tuple[str, ...] = ("layer", "tensor", "bucket")
+#: stage's embedding matrices), one per weight tensor, buckets of a stack's size
+#: (``DpEngine.bucket_modes``), or one call a step on the tensors an engine keeps gathered
+#: between passes (``DpEngine.persist_below_params``). The step charges each call its own
+#: latency, and a window cannot hide the call that starts after (a reduction) or must end
+#: before (a forward gather) the compute it sits beside: ``step.dp_comm``'s exposed tail.
+GRANULARITIES: Tuple[str, ...] = ("layer", "tensor", "bucket", "persistent")
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,15 @@ class DpEngine:
     weight gather is copied out of the gathered buffer into the parameters on the compute
     stream (the gathered bytes read and written); ``reduce_copy_in``: each gradient
     reduce-scatter's input is assembled on the compute stream (the unsharded gradient read at
-    the run's width and written at the reduction's). ``bucket_modes``: the modes whose
+    the run's width and written at the reduction's). With ``copy_per_rank`` the copies move
+    the whole buffer too (read and written at the achieved HBM bandwidth: PyTorch flattens a
+    list's parts into one buffer before the collective, or copies them out after it);
+    ``zero_fill_gathers``: each weight gather first fills its output buffer with zeros (one
+    write of the gathered bytes); ``persist_below_params``: weight tensors of fewer values on
+    a device stay gathered between passes: no pass gathers them, and they are gathered once a
+    step, after the optimizer, in one call whose output is copied into each of them one rank
+    at a time (a copy kernel per tensor and rank, ``kernel_launch_us`` each; their memory,
+    whole O(H) vectors, is not charged). ``bucket_modes``: the modes whose
     collectives it runs on buckets of max(``bucket_min_params``, ``bucket_params_per_rank`` x
     DP) of a stage's weights (counted in parameters, filled from the stage's last layer
     back), where the stack overlaps the reduction with the backward (``Stack.dp_overlap``;
@@ -166,6 +175,8 @@ class DpEngine:
     bucket_min_params: float = 0.0
     bucket_params_per_rank: float = 0.0
     overlap_kernels: float = 0.0
+    zero_fill_gathers: bool = False
+    persist_below_params: float = 0.0
     export: str = ""
 
 
@@ -192,7 +203,18 @@ class DpEngine:
 #: synchronisation. PyTorch's ProcessGroupNCCL::allgather and reduce_scatter copy a list's
 #: parts to or from a flat buffer one ``copy_`` per rank (pytorch/pytorch
 #: torch/lib/c10d/ProcessGroupNCCL.cpp at 00f5dfd57: "Copy the flattened output tensors to
-#: the outputs").
+#: the outputs"), and ``_allgather_param`` allocates each gathered buffer with
+#: ``torch.zeros``. A parameter of fewer than ``param_persistence_threshold`` values (100,000:
+#: deepspeed/runtime/zero/constants.py, ``stage3_param_persistence_threshold``; stage3.py
+#: ``persistent_parameters``) is never released after a fetch (``release_sub_module`` checks
+#: ``ds_persist``): it is partitioned again once the backward has ended
+#: (``_partition_all_parameters``) and gathered once a step by ``_post_step``, through
+#: ``_allgather_params``: one ``all_gather`` of all of them, then a Python loop that copies
+#: each parameter's part of each rank into it. The layer's biases and LayerNorm weights are such
+#: parameters. Megatron's ZeRO-3 example of that season keeps the threshold (its config spells
+#: the key ``stage3_param_persitence_threshold``, which DeepSpeed does not read) and reduces by
+#: reduce-scatter (``contiguous_gradients`` true: microsoft/DeepSpeedExamples
+#: Megatron-LM-v1.1.5-ZeRO3/examples/ds_zero_stage_3_config.json at 44be774).
 #: "pytorch-fsdp2": PyTorch's ``fully_shard`` (FSDP2) as torch 2.13.0 (git cf30153c4c) runs
 #: FULL_SHARD, a reduce-scatter every backward (_fsdp_param_group.py: ``reduce_grads`` True
 #: unless ``set_requires_gradient_sync(False)``, which torchtitan's trainer does not call),
@@ -239,7 +261,8 @@ DP_ENGINES: Dict[str, DpEngine] = {
     "megatron": DpEngine("megatron", bucket_modes=frozenset({"none", "zero1"}), bucket_min_params=40e6,
                          bucket_params_per_rank=1e6),
     "deepspeed-zero3-2021": DpEngine("deepspeed-zero3-2021", frozenset({"zero3"}), per_tensor=True,
-                                     serialized_gathers=True, regather_under_recompute=True, copy_per_rank=True),
+                                     serialized_gathers=True, regather_under_recompute=True, copy_per_rank=True,
+                                     zero_fill_gathers=True, persist_below_params=100_000.0),
     "pytorch-fsdp2": DpEngine("pytorch-fsdp2", frozenset({"zero3"}), gather_copy_out=True, reduce_copy_in=True,
                               export="torchtitan"),
     "xla": DpEngine("xla", frozenset(ZERO_MODES), overlap_kernels=5.0),
@@ -250,17 +273,20 @@ assert tuple(DP_ENGINES) == DP_ENGINE_NAMES, "one engine per stack.DP_ENGINE_NAM
 def _granularity(mode: ShardingMode, engine: DpEngine) -> ShardingMode:
     """``mode`` with its collectives split into calls as ``engine`` splits them
     (``GRANULARITIES``): a tensor a call where the engine runs the mode per tensor, buckets
-    where it buckets the mode, else a layer a call (the dataclass default)."""
+    where it buckets the mode, else a layer a call (the dataclass default); a collective
+    already given another granularity keeps it."""
     kind = "tensor" if engine.per_tensor and mode.name in engine.modes else \
         "bucket" if mode.name in engine.bucket_modes else "layer"
     if kind == "layer":
         return mode
-    return replace(mode, collectives=tuple(replace(c, granularity=kind) for c in mode.collectives))
+    return replace(mode, collectives=tuple(replace(c, granularity=kind) if c.granularity == "layer" else c
+                                           for c in mode.collectives))
 
 
 def _as_engine_runs(mode: ShardingMode, engine: DpEngine) -> ShardingMode:
     """``mode`` as ``engine`` runs it: its gathers hidden by nothing where the engine
-    serialises them, and a gather again under recomputation where it re-gathers; its
+    serialises them, a gather again under recomputation where it re-gathers, and a gather
+    once a step, waited for, of the tensors it keeps gathered (``persist_below_params``); its
     collectives split as the engine splits them (``_granularity``)."""
     if mode.name not in engine.modes:
         return _granularity(mode, engine)
@@ -272,6 +298,8 @@ def _as_engine_runs(mode: ShardingMode, engine: DpEngine) -> ShardingMode:
     if engine.regather_under_recompute:
         collectives += (DpCollective("all_gather", True, "none" if engine.serialized_gathers else "forward",
                                      under_recompute=True),)
+    if engine.persist_below_params > 0 and "weights" in mode.shards:
+        collectives += (DpCollective("all_gather", False, "none", granularity="persistent"),)
     return _granularity(replace(mode, collectives=collectives), engine)
 
 

@@ -23,10 +23,12 @@ __all__ = ["memory_bound_time", "gemm_kernel_time", "gemm_kernel_times", "gemm_t
            "k_overhead", "MissingFigure"]
 
 
-def memory_bound_time(bytes_moved, hw: HardwareProfile):
-    """Time of one element-wise kernel: bytes over achieved HBM bandwidth, floored."""
+def memory_bound_time(bytes_moved, hw: HardwareProfile, *, floored: bool = True):
+    """Time of one element-wise kernel: bytes over achieved HBM bandwidth, floored at a
+    kernel's launch (not ``floored``: the bytes' time alone, where the kernels that move them
+    are charged their launches elsewhere)."""
     memory = bytes_moved / (hw.hbm_tbps * 1e12 * hw.memory_efficiency)
-    return np.maximum(hw.kernel_launch_us * 1e-6, memory)
+    return np.maximum(hw.kernel_launch_us * 1e-6, memory) if floored else memory
 
 
 #: The dtypes the GEMM law knows, each with the profile field that holds its dense peak.

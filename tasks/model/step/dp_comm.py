@@ -14,6 +14,7 @@ import numpy as np
 from tasks.model.collectives import dp_protocol
 from tasks.model.collectives.dp_sums import DpKey, mode_sums, per_pass, step_sum, waited
 from tasks.model.collectives.nccl import bus_factor, figures_op, group_figures, tier_time, tier_time_given
+from tasks.model.collectives.dp_calls import DpStage, latency_calls, persistent_values, split_into_calls
 from tasks.model.kernels import layer, roofline
 from tasks.model.step.context import StepContext, StepLayouts, layer_weights_per_device, on_distinct
 from tasks.model.step.memory import FP8_WEIGHT_BYTES
@@ -23,10 +24,17 @@ from tasks.model.terms.specs import HardwareProfile
 __all__ = ["embedding_matrices", "dp_widths", "dp_comm", "dp_by_window", "dp_sm_share", "SM_HOLD_BASES",
            "sm_hold_basis", "engine_copies", "expert_group", "expert_dp_figures", "bucket_calls"]
 
+
 def embedding_matrices(lay: StepLayouts) -> np.ndarray:
     """Embedding matrices on the busiest stage: input and output (tied or not) when PP = 1."""
     return np.where(lay.pp > 1, 1.0, 2.0)
 
+
+def _dp_stage(lay: StepLayouts, ctx: StepContext) -> DpStage:
+    """What splitting the stage's DP collectives into calls reads (``collectives.dp_calls``)."""
+    embedding = embedding_matrices(lay) if ctx.vocab > 0 else np.zeros(np.shape(lay.pp))
+    tensors = layer.layer_tensors(float(ctx.model.hidden), float(ctx.model.heads), ctx.block)
+    return DpStage(lay.tp, lay.grad_ranks, lay.layers_per_stage, embedding, tensors)
 
 def _stage_elements(lay: StepLayouts, ctx: StepContext) -> tuple:
     """(one layer's TP-split weights, the stage's embeddings') on one device: each DP message
@@ -115,7 +123,9 @@ def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKe
 
     - ``times``: the collective on all of a stage's weight tensors, split into calls as its
       granularity says (a layer's weights a call and one for the stage's embedding matrices; a
-      tensor a call, ``_per_tensor_layer_time``; or the engine's buckets, ``bucket_calls``);
+      tensor a call, or once a step the tensors the engine keeps gathered:
+      ``collectives.dp_calls``; or the
+      engine's buckets, ``bucket_calls``);
       the routed experts' (``expert_dp_figures``) added;
     - ``tails``: the one call a window cannot hide: the stage's first layer or one embedding
       matrix, whichever takes longer (one embedding matrix a tensor a call), or the last bucket;
@@ -130,10 +140,9 @@ def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKe
     widths, embed_widths = dp_widths(ctx), dp_widths(ctx, embedding=True)
     experts_of = expert_group(lay, ctx)
     keys = _dp_keys(lay, ctx)
-    calls = _latency_calls(lay, ctx)
     buckets = _buckets(lay, ctx, per_layer, embed) if any("bucket" in g for g in keys.values()) else None
-    if buckets is not None:
-        calls["bucket"] = buckets[0]
+    stage, engine = _dp_stage(lay, ctx), dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
+    kept = persistent_values(stage, engine)[1] if any("persistent" in g for g in keys.values()) else 0.0
     out: Dict[str, Dict[DpKey, np.ndarray]] = {"times": {}, "tails": {}, "bytes": {}, "latency": {}, "calls": {}}
     budgeted = _overlap_kernels(ctx) > 0
     groups = {group: lay.dp_group(group, hw) for group in dict.fromkeys(group for _, group in keys)}
@@ -151,45 +160,23 @@ def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKe
         each, one = tier_time_given(op, ranks, np.stack(np.broadcast_arrays(*messages)), crosses, hw, figures,
                                     local_ranks=local), figures[-1]
         experts = expert_dp_figures(lay, ctx, op, widths[op], experts_of) if group == "dp" else (0.0, 0.0)
-        moved = bus_factor(op, ranks) * (lay.layers_per_stage * layer_bytes + embed_bytes) + experts[1]
+        calls = latency_calls(stage, engine, op)
+        if buckets is not None:
+            calls["bucket"] = buckets[0]
         for granularity in granularities:
-            total, tail = _split_into_calls(granularity, op, widths[op] * share, each, lay, ctx,
-                                            (crosses, local), buckets)
+            total, tail = split_into_calls(granularity, op, widths[op] * share, each, stage, engine, hw,
+                                           tiers=(crosses, local), buckets=buckets, embed_bytes=embed_bytes)
             key = (op, group, granularity)
-            out["times"][key] = np.where(ranks > 1, total, 0.0) + experts[0]
+            # the kept tensors' call moves them alone; the other granularities the stage's weights
+            moved = bus_factor(op, ranks) * widths[op] * share * kept if granularity == "persistent" else \
+                bus_factor(op, ranks) * (lay.layers_per_stage * layer_bytes + embed_bytes) + experts[1]
+            out["times"][key] = np.where(ranks > 1, total, 0.0) + (0.0 if granularity == "persistent" else experts[0])
             out["tails"][key] = np.where(ranks > 1, tail, 0.0)
             out["bytes"][key] = moved
             out["latency"][key] = calls[granularity] * one
             if budgeted:
                 out["calls"][key] = np.where(ranks > 1, calls[granularity], 0.0)
     return out
-
-
-def _latency_calls(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
-    """Calls of a stage's DP collective a granularity makes, but the engine's buckets: a
-    layer's weights a call and one for the embedding; every tensor of a layer and the
-    embedding's."""
-    per_layer_calls = lay.layers_per_stage + (1.0 if ctx.vocab > 0 else 0.0)
-    tensors = sum(len(t) for t in layer.layer_tensors(float(ctx.model.hidden), float(ctx.model.heads), ctx.block))
-    return {"layer": per_layer_calls, "tensor": tensors * per_layer_calls}
-
-
-def _split_into_calls(granularity: str, op: str, width: float, each: np.ndarray, lay: StepLayouts,
-                      ctx: StepContext, tiers: tuple, buckets: Optional[tuple]) -> Tuple[np.ndarray, np.ndarray]:
-    """(time over a stage, tail) of ``op`` split into calls as ``granularity`` says, given
-    ``each``: its time on one layer's weights, on the embedding matrices and (with buckets)
-    on a bucket and on the last one; ``width``: bytes per value moved; ``tiers``: the group's
-    (crosses nodes, ranks on a node)."""
-    embed_t = np.where(ctx.vocab > 0, each[1], 0.0)
-    matrices = embedding_matrices(lay)
-    if granularity == "bucket":
-        return (buckets[0] - 1.0) * each[2] + each[3], each[3]
-    if granularity == "tensor":
-        engine = dp_protocol.DP_ENGINES[ctx.stack.dp_engine]
-        embed_t_copies = embed_t + _rank_copies(engine, lay, ctx) * matrices
-        total = lay.layers_per_stage * _per_tensor_layer_time(op, width, lay, ctx, engine, *tiers) + embed_t_copies
-        return total, embed_t_copies / matrices
-    return lay.layers_per_stage * each[0] + embed_t, np.maximum(each[0], embed_t / matrices)
 
 
 def engine_layouts(lay: StepLayouts, ctx: StepContext) -> np.ndarray:
@@ -227,24 +214,6 @@ def engine_copies(lay: StepLayouts, ctx: StepContext) -> Dict[str, np.ndarray]:
     backward = count("all_gather", "backward") * copy_out + count("reduce_scatter", "backward") * copy_in
     return {name: np.where(runs, metrics.apply_flop_vs_bw(t, ctx.flop_vs_bw), 0.0)
             for name, t in (("forward", forward), ("backward", backward))}
-
-
-def _rank_copies(engine: dp_protocol.DpEngine, lay: StepLayouts, ctx: StepContext) -> np.ndarray:
-    """Seconds one collective spends copying its ranks' parts, one kernel per rank, where the
-    engine goes through PyTorch's list API (``DpEngine.copy_per_rank``); else 0."""
-    return lay.grad_ranks * ctx.hardware.kernel_launch_us * 1e-6 if engine.copy_per_rank else np.zeros_like(lay.dp)
-
-
-def _per_tensor_layer_time(op: str, width: float, lay: StepLayouts, ctx: StepContext,
-                           engine: dp_protocol.DpEngine, crosses, local) -> np.ndarray:
-    """``op`` over one layer's weights moved one tensor per collective (``layer.layer_tensors``,
-    each 1/TP on a device, at ``width`` bytes per value), on the DP group's tiers (``crosses``,
-    ``local``: as ``_dp_times`` found them), each call with its ranks' copies (``_rank_copies``)."""
-    m = ctx.model
-    matrices, vectors = layer.layer_tensors(float(m.hidden), float(m.heads), ctx.block)
-    tensors = np.asarray(matrices + vectors)[:, None] * width / lay.tp
-    each = tier_time(op, lay.grad_ranks, tensors, crosses, ctx.hardware, local_ranks=local)
-    return each.sum(axis=0) + len(matrices + vectors) * _rank_copies(engine, lay, ctx)
 
 
 def dp_comm(lay: StepLayouts, ctx: StepContext, compute: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:

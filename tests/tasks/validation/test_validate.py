@@ -518,9 +518,9 @@ def test_a_row_says_how_its_loss_runs(tmp_path, profiles):
 
 def test_the_zero3_table_is_priced_as_deepspeed_ran_it(tmp_path, profiles):
     """Narayanan et al.'s ZeRO-3 rows ran on DeepSpeed's ZeRO-3 of early 2021: priced as that
-    engine ran (one gather per parameter, serialised, again under recomputation), every row
-    comes closer than priced as Megatron's engine (over 60 % too fast each), and the lean falls
-    to under a fifth."""
+    engine ran (one gather per parameter, serialised, again under recomputation, the small
+    ones kept gathered), every row comes closer than priced as Megatron's engine (over 60 % too
+    fast each), and the lean falls to under a third."""
     runs = read_runs(DATA / "published_runs_zero3.csv")
     assert {run.dp_engine for run in runs} == {"deepspeed-zero3-2021"}
     deepspeed = validate_runs(runs, profiles)
@@ -531,7 +531,7 @@ def test_the_zero3_table_is_priced_as_deepspeed_ran_it(tmp_path, profiles):
     def leaning(records):
         return lean([r.error for r in records], [r.unit for r in records])
 
-    assert abs(leaning(deepspeed)) < leaning(megatron) / 5
+    assert abs(leaning(deepspeed)) < leaning(megatron) / 3
     (bad,) = [_row(flash_attention="true") + ",deepspeed"]
     with pytest.raises(RowError, match="row 1: dp_engine='deepspeed' is not one of megatron, deepspeed-zero3-2021, "
                                        "pytorch-fsdp2, xla"):
