@@ -36,6 +36,7 @@ def _dp_stage(lay: StepLayouts, ctx: StepContext) -> DpStage:
     tensors = layer.layer_tensors(float(ctx.model.hidden), float(ctx.model.heads), ctx.block)
     return DpStage(lay.tp, lay.grad_ranks, lay.layers_per_stage, embedding, tensors)
 
+
 def _stage_elements(lay: StepLayouts, ctx: StepContext) -> tuple:
     """(one layer's TP-split weights, the stage's embeddings') on one device: each DP message
     carries one value per weight, at the width of what it moves (``dp_widths``). A mixture of
@@ -124,9 +125,8 @@ def _group_dp_figures(lay: StepLayouts, ctx: StepContext) -> Dict[str, Dict[DpKe
     - ``times``: the collective on all of a stage's weight tensors, split into calls as its
       granularity says (a layer's weights a call and one for the stage's embedding matrices; a
       tensor a call, or once a step the tensors the engine keeps gathered:
-      ``collectives.dp_calls``; or the
-      engine's buckets, ``bucket_calls``);
-      the routed experts' (``expert_dp_figures``) added;
+      ``collectives.dp_calls``; or the engine's buckets, ``bucket_calls``); the routed experts'
+      (``expert_dp_figures``) added;
     - ``tails``: the one call a window cannot hide: the stage's first layer or one embedding
       matrix, whichever takes longer (one embedding matrix a tensor a call), or the last bucket;
     - ``bytes``: what one device sends over the group's rings (nccl-tests' bus bytes), however
