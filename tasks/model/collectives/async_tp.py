@@ -25,6 +25,14 @@ at pytorch 006b161f):
 - ``fused_matmul_reduce_scatter`` has every rank's partial products copied into a stacked
   buffer and sums them after the pipeline (``reduce_fn`` over the stacked partials, one
   reduction kernel): the whole tensor is read and the rank's shard written.
+- Both ops compute their products block-wise along the rows ("Computing block-wise matmul
+  along the first dim of A"): ``fused_all_gather_matmul``'s ``shard_consumer`` multiplies each
+  gathered shard by every B as it arrives, ``fused_matmul_reduce_scatter``'s
+  ``chunk_producer`` each of A's TP row chunks by B. A fused product is TP products of 1/TP of
+  its rows (``chunked_products_time``): the backward's gradient all-gather feeds the output
+  projections' input-gradient products (``dY @ W^T``; their weight gradients read it as the
+  second operand and wait for the whole), a fused input-gradient reduce-scatter the input
+  projection's.
 """
 
 from __future__ import annotations
@@ -37,10 +45,10 @@ from tasks.model.kernels import layer
 from tasks.model.kernels.block import Block
 from tasks.model.kernels.layer_cost import TP_SIDE_OF_GEMM, TP_SIDES
 from tasks.model.kernels.op_checkpoint import mm_pieces
-from tasks.model.kernels.roofline import memory_bound_time
+from tasks.model.kernels.roofline import gemm_kernel_time, memory_bound_time
 from tasks.model.terms.specs import HardwareProfile
 
-__all__ = ["fused_sides", "shard_copy_time", "partials_sum_time"]
+__all__ = ["fused_sides", "shard_copy_time", "partials_sum_time", "chunked_products_time"]
 
 
 def fused_sides(h, heads, block: Block) -> Tuple[Tuple[bool, ...], Tuple[bool, ...]]:
@@ -67,3 +75,28 @@ def partials_sum_time(h, seq, micro_batch, tp, p: float, hw: HardwareProfile):
     """Seconds of a fused reduce-scatter's sum of the stacked partials: TP partial shards (the
     whole SL*B*H tensor at ``p`` bytes) read, the rank's shard written."""
     return memory_bound_time(layer.tp_allreduce_bytes(h, seq, micro_batch, p) * (1.0 + 1.0 / np.asarray(tp)), hw)
+
+
+def chunked_products_time(h, heads, sl, b, tp, block: Block, fused, hw: HardwareProfile, *, precision: str,
+                          element_bytes: float) -> Tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) seconds one layer's fused products take beyond running whole: each
+    product of a fused side (``fused``: ``fused_sides``') runs as TP products of 1/TP of its
+    ``sl`` x ``b`` rows, each ``aten.mm`` of ``mm_pieces`` apart (torchtitan's Q, K and V, a
+    gated MLP's gate and up), forward all of them, backward the input-gradient products
+    (module docstring); at the linear GEMMs' ``precision`` and ``element_bytes``. The GEMM law
+    (``roofline.gemm_kernel_time``) prices the smaller products' tile and wave quantization."""
+    tp = np.asarray(tp, dtype=np.float64)
+    pieces: dict = {}
+    for name, share in mm_pieces(h, heads, block):
+        pieces.setdefault(name, []).append(share)
+    extra = {"fwd": np.zeros(np.shape(tp)), "ig": np.zeros(np.shape(tp))}
+    for g in layer.gemm_shapes(h, heads, sl, b, tp, block):
+        if g.pass_ not in extra or g.name not in pieces or not fused[g.pass_ == "ig"][TP_SIDE_OF_GEMM[g.name]]:
+            continue
+        for share in pieces[g.name]:
+            # a piece splits the forward's output columns: the input gradient's inner dimension
+            n, k = (g.n * share, g.k) if g.pass_ == "fwd" else (g.n, g.k * share)
+            whole = gemm_kernel_time(g.m, n, k, g.batch, hw, precision, element_bytes)
+            chunks = tp * gemm_kernel_time(g.m / tp, n, k, g.batch, hw, precision, element_bytes)
+            extra[g.pass_] = extra[g.pass_] + chunks - whole
+    return extra["fwd"], extra["ig"]

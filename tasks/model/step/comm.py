@@ -70,8 +70,9 @@ def _async_tp(lay: StepLayouts, ctx: StepContext, tp):
     """((forward, backward) sides the overlap fuses, (forward, backward) seconds it adds per
     layer): every side fused and nothing added unless the ``dtensor`` engine runs async TP
     (``collectives.async_tp``): then each fused all-gather's shard copy, each fused
-    reduce-scatter's partials' sum, and each unfused reduce-scatter's DTensor copy, where
-    the layout has TP."""
+    reduce-scatter's partials' sum, each unfused reduce-scatter's DTensor copy, and the fused
+    products run block-wise, TP products of 1/TP of the rows each
+    (``async_tp.chunked_products_time``), where the layout has TP."""
     stack, m = ctx.stack, ctx.model
     every = (True,) * len(TP_SIDES)
     if stack.tp_engine != "dtensor":
@@ -82,8 +83,12 @@ def _async_tp(lay: StepLayouts, ctx: StepContext, tp):
     gather, gather_grad = (async_tp.shard_copy_time(h, seq, b, tp, width, hw) for width in (_gather_width(ctx), p))
     reduce = async_tp.partials_sum_time(h, seq, b, tp, p, hw)
     unfused = dtensor_copy(h, seq, b, p, ctx)
-    forward = 2.0 * gather + 2.0 * reduce
-    backward = 2.0 * gather_grad + sum(reduce if on else unfused for on in fused[1][0::2])
+    precision = stack.gemm_precision
+    chunks = (metrics.apply_flop_vs_bw(t, ctx.flop_vs_bw) for t in async_tp.chunked_products_time(
+        h, float(m.heads), seq, b, tp, ctx.block, fused, hw, precision=precision,
+        element_bytes=1.0 if precision == "fp8" else p))
+    forward = 2.0 * gather + 2.0 * reduce + next(chunks)
+    backward = 2.0 * gather_grad + sum(reduce if on else unfused for on in fused[1][0::2]) + next(chunks)
     split = tp > 1.0     # a layout without TP runs none of these ops
     return fused, (np.where(split, forward, 0.0), np.where(split, backward, 0.0))
 

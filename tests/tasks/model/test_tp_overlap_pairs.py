@@ -82,12 +82,15 @@ def test_async_tp_adds_its_copies_and_sums_and_leaves_unfused_ones_waiting(llama
     h, seq, b, tp = float(llama.hidden), float(llama.seq_len), 2.0, 8.0
     copy = async_tp.shard_copy_time(h, seq, b, tp, 2.0, dtensor.device)
     summed = async_tp.partials_sum_time(h, seq, b, tp, 2.0, dtensor.device)
-    assert float(fwd_d[0] - fwd_m[0]) == pytest.approx(float(2 * copy + 2 * summed))
+    fused = async_tp.fused_sides(h, float(llama.heads), dtensor.block)
+    chunks_fwd, chunks_bwd = (float(t) for t in async_tp.chunked_products_time(
+        h, float(llama.heads), seq, b, tp, dtensor.block, fused, dtensor.device, precision="bf16", element_bytes=2.0))
+    assert float(fwd_d[0] - fwd_m[0]) == pytest.approx(float(2 * copy + 2 * summed) + chunks_fwd)
     # backward: the two input-gradient reduce-scatters wait whole, with DTensor's copy each
     unfused_copy = float(async_tp.shard_copy_time(h, seq, b, 1.0, 2.0, dtensor.device))   # the whole tensor
     waiting = sum(float(one[0]) / 2.0 - float(np.maximum(one / 16.0, one / 2.0 - cost.sides_bwd[..., i])[0])
                   for i in (0, 2))
-    assert float(bwd_d[0] - bwd_m[0]) == pytest.approx(waiting + 2 * float(copy) + 2 * unfused_copy)
+    assert float(bwd_d[0] - bwd_m[0]) == pytest.approx(waiting + 2 * float(copy) + 2 * unfused_copy + chunks_bwd)
     assert float(bwd_d[0]) > float(bwd_m[0])
 
 
@@ -103,3 +106,41 @@ def test_async_tp_adds_nothing_to_a_layout_without_tp(llama, h100):
         lay = layouts(dtensor, tp=1, dp=8, sequence_parallel=sequence_parallel)
         fwd, bwd = tp_exposed_per_pass(tp_collective(lay, dtensor), lay, stage_layer_cost(lay, dtensor), dtensor)
         assert float(fwd[0]) == 0.0 and float(bwd[0]) == 0.0
+
+
+def test_async_tp_runs_each_fused_product_block_wise_tp_products_of_a_tpth_of_the_rows(llama, gpt3, h100):
+    """symm_mem's ops multiply shard by shard ("block-wise matmul along the first dim of A"):
+    forward every linear product of torchtitan's Llama layer (Q, K, V, the output projection,
+    gate and up, down: ``mm_pieces``) as 8 products of 1/8 of the rows; backward the output
+    projections' input gradients, which the gradient's all-gather feeds, and an input
+    projection's only where its reduce-scatter is fused (one product: GPT-3's first MLP GEMM,
+    not Llama's gate and up). Nothing at TP 1."""
+    from tasks.model.kernels import layer
+    from tasks.model.kernels.op_checkpoint import mm_pieces
+    from tasks.model.kernels.roofline import gemm_kernel_time
+
+    def chunked(model, block, tp=8.0, b=2.0):
+        h, heads, seq = float(model.hidden), float(model.heads), float(model.seq_len)
+        return async_tp.chunked_products_time(h, heads, seq, b, tp, block, async_tp.fused_sides(h, heads, block),
+                                              h100, precision="bf16", element_bytes=2.0)
+
+    def penalty(g, n, k, tp=8.0):
+        return float(tp * gemm_kernel_time(g.m / tp, n, k, g.batch, h100) - gemm_kernel_time(g.m, n, k, g.batch, h100))
+
+    block = model_block(llama)
+    h, heads, seq = float(llama.hidden), float(llama.heads), float(llama.seq_len)
+    gemms = {(g.name, g.pass_): g for g in layer.gemm_shapes(h, heads, seq, 2.0, 8.0, block)}
+    forward = sum(penalty(gemms[(name, "fwd")], gemms[(name, "fwd")].n * share, gemms[(name, "fwd")].k)
+                  for name, share in mm_pieces(h, heads, block))
+    backward = sum(penalty(gemms[(name, "ig")], gemms[(name, "ig")].n, gemms[(name, "ig")].k)
+                   for name in ("attn_out", "fc2"))
+    fwd, bwd = chunked(llama, block)
+    assert (float(fwd), float(bwd)) == (pytest.approx(forward), pytest.approx(backward))
+    assert float(fwd) > 0.0 and float(bwd) > 0.0      # smaller products fill fewer waves
+    gpt_block = model_block(gpt3)
+    gpt = {(g.name, g.pass_): g for g in layer.gemm_shapes(float(gpt3.hidden), float(gpt3.heads),
+                                                             float(gpt3.seq_len), 2.0, 8.0, gpt_block)}
+    with_fc1 = sum(penalty(gpt[(name, "ig")], gpt[(name, "ig")].n, gpt[(name, "ig")].k)
+                   for name in ("attn_out", "fc1", "fc2"))
+    assert float(chunked(gpt3, gpt_block)[1]) == pytest.approx(with_fc1)
+    assert [float(t) for t in chunked(llama, block, tp=1.0)] == [0.0, 0.0]
