@@ -50,7 +50,9 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     (``dp_protocol.sharding_of`` the stack: plain DP an all-reduce, ZeRO-1 a reduce-scatter and an
     all-gather, ZeRO-3 and FSDP two all-gathers and a reduce-scatter, hybrid FSDP those in the
     node and an all-reduce of the shard across nodes), each at its ``step.dp_comm.dp_widths``,
-    among the ranks of its group (``StepLayouts.dp_group``). Groups of one rank are left out."""
+    among the ranks of its group (``StepLayouts.dp_group``). Groups of one rank are left out, and
+    so is an engine's once-a-step gather of the small tensors it keeps gathered (granularity
+    "persistent": not the layer's weights)."""
     model, p, per_node = ctx.model, float(ctx.dtype_bytes), ctx.hardware.devices_per_node
     lay = _one_layout(layout, ctx)
     out: List[LayerCollective] = []
@@ -67,7 +69,7 @@ def layer_collectives(layout: Layout, ctx: StepContext) -> List[LayerCollective]
     if layout.dp > 1:
         dp_ops: Dict[tuple, int] = {}
         for c in sharding_of(ctx.stack)[layout.zero].collectives:
-            if not c.under_recompute or layout.recompute == "full":
+            if c.granularity != "persistent" and (not c.under_recompute or layout.recompute == "full"):
                 dp_ops[(c.op, c.group)] = dp_ops.get((c.op, c.group), 0) + 1
         widths = dp_widths(ctx)
         for (op, group), count in dp_ops.items():

@@ -87,3 +87,15 @@ def test_each_gather_fills_its_buffer_with_zeros_and_copies_it_out(h100):
     assert float(call_copies(engine, "reduce_scatter", message, 8.0, h100)) == pytest.approx(
         launches + float(memory_bound_time(2 * message, h100)))
     assert float(call_copies(dp_protocol.DP_ENGINES["megatron"], "all_gather", message, 8.0, h100)) == 0.0
+
+
+def test_a_winners_layer_lists_the_gathers_of_its_weights_not_the_once_a_step_one(gpt3, h100):
+    """A layer's DP collectives (``parts.layer_collectives``): under full recomputation three
+    gathers of its weights and a reduce-scatter; the once-a-step gather of the kept vectors is
+    not one of them."""
+    from tasks.model.step.parts import layer_collectives
+
+    ctx = StepContext(gpt3, h100, devices=64, global_batch=8, memory_fraction=1e6, stack=Stack(dp_engine=ENGINE))
+    listed = {c.op: c.count for c in layer_collectives(Layout(tp=8, pp=1, dp=8, micro_batch=1, zero="zero3",
+                                                              recompute="full"), ctx) if c.group == "dp"}
+    assert listed == {"all_gather": 3, "reduce_scatter": 1}
