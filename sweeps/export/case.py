@@ -173,8 +173,9 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
     the export writes (``graph_scopes_written``); a pipeline whose split counts the embedding
     or the loss as layers (``Stack.pipeline_split``) where the export does not write it
     (``split_written``); torchtitan's own per-op checkpointing (recompute ``op``), Llama block
-    (``llama_eager``, ``llama_compiled``) and DTensor tensor parallelism (``tp_engine`` dtensor at TP
-    above 1) but for torchtitan (``torchtitan_features``)."""
+    (``llama_eager``, ``llama_compiled``), input projections apart (``projections`` separate) and
+    DTensor tensor parallelism (``tp_engine`` dtensor at TP above 1) but for torchtitan
+    (``torchtitan_features``)."""
     unwritten_scopes = sorted(graph_scopes(case.stack.cuda_graph_scope) - graph_scopes_written)
     if unwritten_scopes:
         raise Unexpressible(framework, f"stack.cuda_graph_scope={case.stack.cuda_graph_scope!r}: the export does not "
@@ -195,7 +196,10 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
                        (case.stack.elementwise in ("llama_eager", "llama_compiled"),
                         f"stack.elementwise={case.stack.elementwise} is torchtitan's Llama block (run "
                         f"{'without' if case.stack.elementwise == 'llama_eager' else 'with'} torch.compile); the "
-                        "export writes fused or eager"))
+                        "export writes fused or eager"),
+                       (case.stack.projections == "separate",
+                        "stack.projections=separate is torchtitan's Llama (wq, wk, wv and w1, w3 apart); the export "
+                        "writes its framework's fused projections"))
     for applies, why in torchtitans_own:
         if applies and not torchtitan_features:
             raise Unexpressible(framework, why)

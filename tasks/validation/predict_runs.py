@@ -92,8 +92,8 @@ def run_stack(run: PublishedRun) -> Stack:
     """The run's stack: its attention and fused kernel, GEMM precision, overlap switches, element-wise
     kernels, gradient buffer (``_main_grad_bytes``), fp8 weights, offloaded layers, DP engine,
     weight-gather overlap, cross entropy, the host's launch path, whether a mixture of
-    experts' all-to-alls overlap compute, the SMs its flex dispatcher holds and the pipeline's
-    split."""
+    experts' all-to-alls overlap compute, the SMs its flex dispatcher holds, the pipeline's
+    split and the input projections."""
     return Stack(attention="flash" if run.flash_attention else "materialised", attention_impl=run.attention_impl,
                  gemm_precision=run.precision,
                  dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap, pp_overlap=run.pp_overlap,
@@ -104,7 +104,7 @@ def run_stack(run: PublishedRun) -> Stack:
                  param_gather_overlap=run.param_gather_overlap, cross_entropy=run.cross_entropy,
                  host_launch_us=run.host_launch_us, moe_a2a_overlap=run.moe_a2a_overlap,
                  cuda_graph_scope=run.cuda_graph_scope, moe_fused_mlp=run.moe_fused_mlp,
-                 dispatcher_sms=run.dispatcher_sms, pipeline_split=run.pipeline_split)
+                 dispatcher_sms=run.dispatcher_sms, pipeline_split=run.pipeline_split, projections=run.projections)
 
 
 #: Bits in a byte: a NIC's speed is given in Gb/s, a link tier's bandwidth in GB/s.

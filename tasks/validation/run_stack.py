@@ -11,21 +11,22 @@ from __future__ import annotations
 from typing import Dict
 
 from tasks.model.terms.stack import ATTENTION_IMPLS, CROSS_ENTROPY_IMPLS, DEFAULT_ATTENTION_IMPL, DP_ENGINE_NAMES, \
-    HOST_LAUNCH_US, PIPELINE_SPLITS, TP_ENGINE_NAMES, cuda_graph_scope_problem
+    HOST_LAUNCH_US, PIPELINE_SPLITS, PROJECTIONS, TP_ENGINE_NAMES, cuda_graph_scope_problem
 from tasks.validation.cells import RowCells
 
 __all__ = ["STACK_COLUMNS", "stack_fields"]
 
 #: The columns read here.
 STACK_COLUMNS = ("grad_reduce_in_fp32", "dp_engine", "tp_engine", "param_gather_overlap", "cross_entropy", "fp8_params",
-                 "offload_layers", "host_launch_us", "cuda_graph_scope", "pipeline_split", "attention_impl")
+                 "offload_layers", "host_launch_us", "cuda_graph_scope", "pipeline_split", "attention_impl",
+                 "projections")
 
 
 def stack_fields(r: RowCells, precision: str, flash: bool) -> Dict[str, object]:
     """The row's stack switches, by ``PublishedRun`` field: fp8 weights, offloaded layers, the
     DP overlap and the weight gather's, the gradient width, the DP engine, the loss, the host's
-    launch path with the parts of each layer CUDA graphs capture, the pipeline's split and the
-    fused-attention kernel; raises ``RowError`` (by ``r.fail``) naming the first cell that
+    launch path with the parts of each layer CUDA graphs capture, the pipeline's split, the
+    fused-attention kernel and the input projections; raises ``RowError`` (by ``r.fail``) naming the first cell that
     cannot be."""
     fp8_params = r.flag("fp8_params", False)
     if fp8_params and precision != "fp8":
@@ -47,7 +48,8 @@ def stack_fields(r: RowCells, precision: str, flash: bool) -> Dict[str, object]:
             "cross_entropy": r.choice("cross_entropy", CROSS_ENTROPY_IMPLS, "unfused"),
             "host_launch_us": r.number("host_launch_us", float, HOST_LAUNCH_US, minimum=0),
             "cuda_graph_scope": _graph_scope(r),
-            "pipeline_split": r.choice("pipeline_split", PIPELINE_SPLITS, "layers"), "attention_impl": impl}
+            "pipeline_split": r.choice("pipeline_split", PIPELINE_SPLITS, "layers"), "attention_impl": impl,
+            "projections": r.choice("projections", PROJECTIONS, "fused")}
 
 
 def _graph_scope(r: RowCells) -> str:

@@ -75,6 +75,9 @@ Blank cells take these documented defaults (a blank cell means the source does n
   embedding+loss count as layers in the split (``Stack.pipeline_split``, ``PIPELINE_SPLITS``);
 - ``attention_impl`` (a column ``published_runs.csv`` need not have): cudnn; the fused kernel of
   a ``flash_attention`` row (``Stack.attention_impl``: flash2, flash3);
+- ``projections`` (a column ``published_runs.csv`` need not have): fused; separate where the
+  model's code runs its input projections as products apart (``Stack.projections``:
+  torchtitan's Llama);
 - ``experts``, ``topk``, ``moe_ffn_hidden``, ``shared_experts``, ``dense_layers``, ``ep``,
   ``etp``, ``dispatcher``, ``moe_a2a_overlap``, ``dispatcher_sms``, ``expert_bias``,
   ``expert_clamp`` and ``moe_fused_mlp`` (columns ``published_runs.csv`` need not have): a
@@ -236,6 +239,7 @@ class PublishedRun:
     cuda_graph_scope: str = ""
     pipeline_split: str = "layers"
     attention_impl: str = DEFAULT_ATTENTION_IMPL
+    projections: str = "fused"
     head_dim: Optional[int] = None
     cp: int = 1
     cp_comm: str = "p2p"

@@ -239,7 +239,7 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     heads: as much work, in one kernel. Context parallelism needs fused attention (Megatron-Core
     runs it in Transformer Engine's only). ``ep``, ``etp``: EP and ETP ranks (``layer.gemm_shapes``)."""
     _check_attention(block, stack, cp)
-    gemms = layer.gemm_shapes(h, heads, sl, b, tp, block, ep=ep, etp=etp)
+    gemms, linear_whole, input_sums = _layer_gemms(h, heads, sl, b, tp, block, hw, p=p, stack=stack, ep=ep, etp=etp)
     forward_gemms = [g for g in gemms if g.pass_ == "fwd"]
     linear_fwd_gemms = [g for g in forward_gemms if g.name not in ATTENTION_CORE_GEMMS]
     op_shares = op_checkpoint.recomputed_shares(h, heads, block)
@@ -258,13 +258,13 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
         if kernel.name in layer.INSIDE_FUSED_ATTENTION:
             core = core + t
             core_kernels += kernel.fwd_count
-    elem_bwd = elem_bwd + grad_accumulation_time(layer.layer_params(h, heads, block) / tp
-                                                 + layer.expert_params(h, block) / np.multiply(ep, etp), hw, stack)
+    params = layer.layer_params(h, heads, block) / tp + layer.expert_params(h, block) / np.multiply(ep, etp)
+    elem_bwd = elem_bwd + input_sums + grad_accumulation_time(params, hw, stack)
     linear_kernels = sum(1 for g in linear_fwd_gemms if g.name not in counted_apart)
-    if stack.fp8:
-        cast_fwd, cast_bwd = _fp8_casts(linear_fwd_gemms, hw)
+    if stack.fp8:   # one cast of each input, however many products read it
+        cast_fwd, cast_bwd = _fp8_casts(linear_whole, hw)
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd
-        kernels += linear_kernels
+        kernels += sum(1 for g in linear_whole if g.name not in counted_apart)
     if block.flash:
         attn_fwd, attn_bwd = _fused_attention(block.core_width(h, heads), sl, b, tp, hw, stack, cp, heads_split,
                                               head_dim=block.kv_dim(h, heads))
@@ -283,6 +283,27 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
                      core_fwd=core, kernels_fwd=kernels, kernels_core=core_kernels, kernels_attention=attention,
                      kernels_linear=linear_kernels, op_repeat_fwd=elem_fwd + (gemm_fwd - linear_fwd) + op_linear,
                      kernels_op_repeat=op_kernels, sides_fwd=sides_fwd, sides_bwd=sides_bwd)
+
+
+def _layer_gemms(h, heads, sl, b, tp, block: Block, hw: HardwareProfile, *, p: float, stack: Stack, ep, etp):
+    """(the layer's GEMMs as the stack runs its input projections, its linear forward GEMMs with
+    each projection one product, ``layer.gemm_shapes``: one fp8 cast of each input however many
+    products read it (torchao's ``PrepareFloat8ModuleInput`` under TP; compiled, AOTAutograd's
+    ``fx_graph_cse`` merges the identical casts), and the seconds of summing the input
+    gradients of products run apart: 0
+    where they run fused; ``Stack.projections``,
+    ``op_checkpoint.separate_products``, ``input_gradient_sums``). Uncompiled (``Stack.eager``)
+    autograd adds them up, an ``add`` kernel per product past the first that reads two tensors
+    and writes one at ``p`` bytes each; compiled, Inductor fuses each add into the kernel that
+    reads the sum (the norm's backward), which reads one tensor more per product."""
+    whole = layer.gemm_shapes(h, heads, sl, b, tp, block, ep=ep, etp=etp)
+    linear = [g for g in whole if g.pass_ == "fwd" and g.name not in ATTENTION_CORE_GEMMS]
+    if stack.projections != "separate":
+        return whole, linear, 0.0
+    sums = op_checkpoint.input_gradient_sums(whole, h, heads, block)
+    seconds = sum(roofline.memory_bound_time(3.0 * p * n, hw) if stack.eager else
+                  roofline.memory_bound_time(p * n, hw, floored=False) for n in sums)
+    return op_checkpoint.separate_products(whole, h, heads, block), linear, seconds
 
 
 def _check_attention(block: Block, stack: Stack, cp) -> None:

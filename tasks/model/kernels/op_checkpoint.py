@@ -25,15 +25,17 @@ products are batched (``aten.bmm``): not counted, recomputed.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
 from tasks.model.kernels import layer
 from tasks.model.kernels.block import STUDY_BLOCK, Block, qkv_width
 
-__all__ = ["GROUPED_GEMMS", "BATCHED_GEMMS", "mm_pieces", "recomputed_shares", "kept_elements"]
+__all__ = ["GROUPED_GEMMS", "BATCHED_GEMMS", "mm_pieces", "recomputed_shares", "kept_elements", "separate_products",
+           "input_gradient_sums"]
 
 #: Forward GEMMs torchtitan runs as grouped products (its MoE experts): never kept, never counted.
 GROUPED_GEMMS: Tuple[str, ...] = ("expert_fc1", "expert_fc2")
@@ -65,6 +67,41 @@ def mm_pieces(h, heads, block: Block = STUDY_BLOCK) -> List[Tuple[str, "np.ndarr
         else:
             pieces.append((name, 1.0))
     return pieces
+
+
+def _split(h, heads, block: Block) -> Dict[str, List["np.ndarray | float"]]:
+    """The shares of each forward GEMM ``mm_pieces`` runs as more than one product, by name."""
+    shares: Dict[str, List["np.ndarray | float"]] = {}
+    for name, share in mm_pieces(h, heads, block):
+        shares.setdefault(name, []).append(share)
+    return {name: pieces for name, pieces in shares.items() if len(pieces) > 1}
+
+
+def separate_products(gemms: Sequence[layer.Gemm], h, heads, block: Block = STUDY_BLOCK) -> Tuple[layer.Gemm, ...]:
+    """``gemms`` (``layer.gemm_shapes``) with each GEMM ``mm_pieces`` splits run as its products
+    (``Stack.projections`` separate): a piece takes its share of the forward's output columns,
+    so of the input gradient's inner dimension and of the weight gradient's columns; every
+    piece keeps its GEMM's name (its TP side, its recomputed share)."""
+    split = _split(h, heads, block)
+    out: List[layer.Gemm] = []
+    for g in gemms:
+        for share in split.get(g.name, [None]):
+            if share is None:
+                out.append(g)
+            elif g.pass_ == "ig":
+                out.append(replace(g, k=g.k * share))
+            else:
+                out.append(replace(g, n=g.n * share))
+    return tuple(out)
+
+
+def input_gradient_sums(gemms: Sequence[layer.Gemm], h, heads, block: Block = STUDY_BLOCK) -> List["np.ndarray"]:
+    """Elements of each ``add`` autograd runs to sum the input gradients of products run apart
+    (``separate_products``): one per product past the first of each split GEMM, of its
+    input-gradient GEMM's output (batch x m x n of ``gemms``' whole one)."""
+    split = _split(h, heads, block)
+    return [np.asarray(g.batch * g.m * g.n, dtype=np.float64) for g in gemms if g.pass_ == "ig" and g.name in split
+            for _ in split[g.name][1:]]
 
 
 def recomputed_shares(h, heads, block: Block = STUDY_BLOCK) -> Dict[str, "np.ndarray | float"]:

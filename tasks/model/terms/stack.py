@@ -17,7 +17,7 @@ from typing import FrozenSet, Optional, Tuple
 __all__ = ["ATTENTION_KINDS", "CROSS_ENTROPY_IMPLS", "DEEPEP_SMS", "HYBRIDEP_SMS", "DP_ENGINE_NAMES",
            "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "TP_ENGINE_NAMES", "MAIN_GRAD_WIDTHS", "Stack", "offload_problem",
            "CUDA_GRAPH_SCOPES", "graph_scopes", "cuda_graph_scope_problem", "PIPELINE_SPLITS", "ATTENTION_IMPLS",
-           "DEFAULT_ATTENTION_IMPL"]
+           "DEFAULT_ATTENTION_IMPL", "PROJECTIONS"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
@@ -52,6 +52,11 @@ DP_ENGINE_NAMES: Tuple[str, ...] = ("megatron", "deepspeed-zero3-2021", "pytorch
 #: batch-first activations sharded on the sequence (``Shard(1)``), whose functional
 #: collectives move a non-leading dimension through a copy (``step.comm.tp_collective``).
 TP_ENGINE_NAMES: Tuple[str, ...] = ("megatron", "dtensor")
+#: How a layer's input projections run (``Stack.projections``): "fused", one product for the
+#: attention's query, key and value and one for a gated MLP's gate and up (Megatron-Core's
+#: ``linear_qkv`` and ``linear_fc1``); "separate", each its own product (torchtitan's Llama:
+#: ``wq``, ``wk``, ``wv``, ``w1``, ``w3``; ``kernels.op_checkpoint.mm_pieces``).
+PROJECTIONS: Tuple[str, ...] = ("fused", "separate")
 #: How the layer's memory-bound work runs. "fused": as Megatron-LM from September 2020 on
 #: and every later stack run it, biases in the GEMMs' epilogues or fused with GELU and
 #: dropout, the scores' scale and mask inside the softmax kernel, heads split without
@@ -157,6 +162,13 @@ class Stack:
     NVLink-C2C (the GB200 and GB300 recipes that set it).
     ``dp_engine``: one of ``DP_ENGINE_NAMES``, how the framework runs the sharding modes'
     collectives (``collectives.dp_protocol.DP_ENGINES``).
+    ``projections``: one of ``PROJECTIONS``. "separate" runs each input projection as its own
+    product: each reads the layer's input (and, backward, the weight gradients read it again),
+    a narrow key or value product fills its tiles worse, and autograd adds the products'
+    input gradients up, one ``add`` of the input-sized gradient per product past the first
+    (``kernels.op_checkpoint.separate_products``, ``input_gradient_sums``): torchtitan's
+    Llama (torchtitan/models/llama3/model/model.py: ``Attention`` holds ``wq``, ``wk``, ``wv``,
+    ``FeedForward`` ``w1``, ``w3``, each an ``nn.Linear``; Inductor leaves them apart).
     ``tp_engine``: one of ``TP_ENGINE_NAMES``, how the framework runs tensor parallelism's
     collectives. Under "dtensor" a sequence-parallel all-gather on the sequence dimension
     gathers into the leading one and copies the result into place, and a reduce-scatter
@@ -242,6 +254,7 @@ class Stack:
     moe_fused_mlp: bool = False
     dispatcher_sms: int = DEEPEP_SMS
     pipeline_split: str = "layers"
+    projections: str = "fused"
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KINDS:
@@ -272,6 +285,8 @@ class Stack:
             raise ValueError(f"stack.dp_engine={self.dp_engine!r}: choose one of {', '.join(DP_ENGINE_NAMES)}")
         if self.tp_engine not in TP_ENGINE_NAMES:
             raise ValueError(f"stack.tp_engine={self.tp_engine!r}: choose one of {', '.join(TP_ENGINE_NAMES)}")
+        if self.projections not in PROJECTIONS:
+            raise ValueError(f"stack.projections={self.projections!r}: choose one of {', '.join(PROJECTIONS)}")
         if self.fp8_params and self.gemm_precision != "fp8":
             raise ValueError(f"stack.fp8_params=true needs stack.gemm_precision=fp8, not {self.gemm_precision!r}: "
                              "fp8 weights feed fp8 GEMMs")
