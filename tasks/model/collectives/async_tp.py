@@ -44,7 +44,7 @@ import numpy as np
 from tasks.model.kernels import layer
 from tasks.model.kernels.block import Block
 from tasks.model.kernels.layer_cost import TP_SIDE_OF_GEMM, TP_SIDES
-from tasks.model.kernels.op_checkpoint import mm_pieces
+from tasks.model.kernels.op_checkpoint import mm_pieces, pieces_by_name, separate_products
 from tasks.model.kernels.roofline import gemm_kernel_time, memory_bound_time
 from tasks.model.terms.specs import HardwareProfile
 
@@ -86,17 +86,11 @@ def chunked_products_time(h, heads, sl, b, tp, block: Block, fused, hw: Hardware
     (module docstring); at the linear GEMMs' ``precision`` and ``element_bytes``. The GEMM law
     (``roofline.gemm_kernel_time``) prices the smaller products' tile and wave quantization."""
     tp = np.asarray(tp, dtype=np.float64)
-    pieces: dict = {}
-    for name, share in mm_pieces(h, heads, block):
-        pieces.setdefault(name, []).append(share)
+    products = pieces_by_name(h, heads, block)
     extra = {"fwd": np.zeros(np.shape(tp)), "ig": np.zeros(np.shape(tp))}
-    for g in layer.gemm_shapes(h, heads, sl, b, tp, block):
-        if g.pass_ not in extra or g.name not in pieces or not fused[g.pass_ == "ig"][TP_SIDE_OF_GEMM[g.name]]:
-            continue
-        for share in pieces[g.name]:
-            # a piece splits the forward's output columns: the input gradient's inner dimension
-            n, k = (g.n * share, g.k) if g.pass_ == "fwd" else (g.n, g.k * share)
-            whole = gemm_kernel_time(g.m, n, k, g.batch, hw, precision, element_bytes)
-            chunks = tp * gemm_kernel_time(g.m / tp, n, k, g.batch, hw, precision, element_bytes)
+    for g in separate_products(layer.gemm_shapes(h, heads, sl, b, tp, block), h, heads, block):
+        if g.pass_ in extra and g.name in products and fused[g.pass_ == "ig"][TP_SIDE_OF_GEMM[g.name]]:
+            whole = gemm_kernel_time(g.m, g.n, g.k, g.batch, hw, precision, element_bytes)
+            chunks = tp * gemm_kernel_time(g.m / tp, g.n, g.k, g.batch, hw, precision, element_bytes)
             extra[g.pass_] = extra[g.pass_] + chunks - whole
     return extra["fwd"], extra["ig"]

@@ -34,8 +34,8 @@ import numpy as np
 from tasks.model.kernels import layer
 from tasks.model.kernels.block import STUDY_BLOCK, Block, qkv_width
 
-__all__ = ["GROUPED_GEMMS", "BATCHED_GEMMS", "mm_pieces", "recomputed_shares", "kept_elements", "separate_products",
-           "input_gradient_sums"]
+__all__ = ["GROUPED_GEMMS", "BATCHED_GEMMS", "mm_pieces", "pieces_by_name", "recomputed_shares", "kept_elements",
+           "separate_products", "input_gradient_sums"]
 
 #: Forward GEMMs torchtitan runs as grouped products (its MoE experts): never kept, never counted.
 GROUPED_GEMMS: Tuple[str, ...] = ("expert_fc1", "expert_fc2")
@@ -69,19 +69,25 @@ def mm_pieces(h, heads, block: Block = STUDY_BLOCK) -> List[Tuple[str, "np.ndarr
     return pieces
 
 
-def _split(h, heads, block: Block) -> Dict[str, List["np.ndarray | float"]]:
-    """The shares of each forward GEMM ``mm_pieces`` runs as more than one product, by name."""
+def pieces_by_name(h, heads, block: Block = STUDY_BLOCK) -> Dict[str, List["np.ndarray | float"]]:
+    """The shares of ``mm_pieces``, by the forward GEMM each belongs to (in its order)."""
     shares: Dict[str, List["np.ndarray | float"]] = {}
     for name, share in mm_pieces(h, heads, block):
         shares.setdefault(name, []).append(share)
-    return {name: pieces for name, pieces in shares.items() if len(pieces) > 1}
+    return shares
+
+
+def _split(h, heads, block: Block) -> Dict[str, List["np.ndarray | float"]]:
+    """``pieces_by_name`` of the GEMMs run as more than one product."""
+    return {name: pieces for name, pieces in pieces_by_name(h, heads, block).items() if len(pieces) > 1}
 
 
 def separate_products(gemms: Sequence[layer.Gemm], h, heads, block: Block = STUDY_BLOCK) -> Tuple[layer.Gemm, ...]:
     """``gemms`` (``layer.gemm_shapes``) with each GEMM ``mm_pieces`` splits run as its products
-    (``Stack.projections`` separate): a piece takes its share of the forward's output columns,
-    so of the input gradient's inner dimension and of the weight gradient's columns; every
-    piece keeps its GEMM's name (its TP side, its recomputed share)."""
+    (``Stack.projections`` separate; async TP's products, ``collectives.async_tp``): a piece
+    takes its share of the forward's output columns, so of the input gradient's inner
+    dimension and of the weight gradient's columns; every piece keeps its GEMM's name (its TP
+    side, its recomputed share)."""
     split = _split(h, heads, block)
     out: List[layer.Gemm] = []
     for g in gemms:
