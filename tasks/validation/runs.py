@@ -77,7 +77,8 @@ Blank cells take these documented defaults (a blank cell means the source does n
   a ``flash_attention`` row (``Stack.attention_impl``: flash2, flash3);
 - ``projections`` (a column ``published_runs.csv`` need not have): fused; separate where the
   model's code runs its input projections as products apart (``Stack.projections``:
-  torchtitan's Llama);
+  torchtitan's Llama; MaxText's, whose ``fused_qkv`` and ``fused_mlp`` are off but in its GPT-3
+  configs);
 - ``experts``, ``topk``, ``moe_ffn_hidden``, ``shared_experts``, ``dense_layers``, ``ep``,
   ``etp``, ``dispatcher``, ``moe_a2a_overlap``, ``dispatcher_sms``, ``expert_bias``,
   ``expert_clamp`` and ``moe_fused_mlp`` (columns ``published_runs.csv`` need not have): a

@@ -55,7 +55,8 @@ TP_ENGINE_NAMES: Tuple[str, ...] = ("megatron", "dtensor")
 #: How a layer's input projections run (``Stack.projections``): "fused", one product for the
 #: attention's query, key and value and one for a gated MLP's gate and up (Megatron-Core's
 #: ``linear_qkv`` and ``linear_fc1``); "separate", each its own product (torchtitan's Llama:
-#: ``wq``, ``wk``, ``wv``, ``w1``, ``w3``; ``kernels.op_checkpoint.mm_pieces``).
+#: ``wq``, ``wk``, ``wv``, ``w1``, ``w3``; MaxText's ``query``, ``key``, ``value``, ``wi_0``,
+#: ``wi_1``; ``kernels.op_checkpoint.mm_pieces``).
 PROJECTIONS: Tuple[str, ...] = ("fused", "separate")
 #: How the layer's memory-bound work runs. "fused": as Megatron-LM from September 2020 on
 #: and every later stack run it, biases in the GEMMs' epilogues or fused with GELU and
@@ -168,7 +169,10 @@ class Stack:
     input gradients up, one ``add`` of the input-sized gradient per product past the first
     (``kernels.op_checkpoint.separate_products``, ``input_gradient_sums``): torchtitan's
     Llama (torchtitan/models/llama3/model/model.py: ``Attention`` holds ``wq``, ``wk``, ``wv``,
-    ``FeedForward`` ``w1``, ``w3``, each an ``nn.Linear``; Inductor leaves them apart).
+    ``FeedForward`` ``w1``, ``w3``, each an ``nn.Linear``; Inductor leaves them apart), and
+    MaxText's (``fused_qkv`` and ``fused_mlp`` off: ``DenseGeneral`` layers apart, which XLA's
+    ``DotMerger`` leaves apart above 16 MiB of a dot's input and output; the
+    ``maxtext-xla-2025`` preset).
     ``tp_engine``: one of ``TP_ENGINE_NAMES``, how the framework runs tensor parallelism's
     collectives. Under "dtensor" a sequence-parallel all-gather on the sequence dimension
     gathers into the leading one and copies the result into place, and a reduce-scatter

@@ -269,7 +269,8 @@ def test_xla_runs_every_mode_as_the_protocol_states_it_and_moves_bf16_at_the_max
                                                                                            monkeypatch):
     """XLA's partitioner gathers the cast 16-bit kernel a layer ahead and reduce-scatters the
     16-bit gradient behind the backward, no copies: every mode costs what the protocol says;
-    the MaxText preset's 16-bit gradients halve the reduce-scatter's bytes against fp32's."""
+    the MaxText preset's 16-bit gradients halve the reduce-scatter's bytes against fp32's, and its
+    input projections run as dots apart (MaxText's fused_qkv and fused_mlp off)."""
     from sweeps.config.search import load_stack
     from tasks.model.terms.stack import Stack
 
@@ -284,7 +285,8 @@ def test_xla_runs_every_mode_as_the_protocol_states_it_and_moves_bf16_at_the_max
             assert row("xla", zero) == row("megatron" if zero not in ("none", "zero1") else "pytorch-fsdp2",
                                            zero), zero
     maxtext = load_stack("maxtext-xla-2025", h100)
-    assert (maxtext.dp_engine, maxtext.main_grad_bytes, maxtext.attention) == ("xla", 2.0, "flash")
+    assert (maxtext.dp_engine, maxtext.main_grad_bytes, maxtext.attention, maxtext.projections) == \
+        ("xla", 2.0, "flash", "separate")
     bf16, fp32 = row("xla", "zero3", 2.0), row("xla", "zero3", 4.0)
     # two 16-bit gathers and one reduce-scatter of the same weights: 2 + 2 + 2 bytes against 2 + 2 + 4
     assert fp32["dp_traffic_bytes"] / bf16["dp_traffic_bytes"] == pytest.approx(8.0 / 6.0, rel=1e-9)

@@ -585,7 +585,7 @@ def test_a_latent_attention_row_is_read_and_one_without_its_head_width_refused(t
 def test_a_projections_column_runs_torchtitans_input_projections_apart(tmp_path, profiles):
     """projections: blank is fused (Megatron-Core's linear_qkv and linear_fc1); separate runs
     each as its own product (torchtitan's wq, wk, wv and w1, w3), dearer; another word is refused
-    in one line naming the column. The held-out torchtitan and Trainy rows name it."""
+    in one line naming the column. The held-out torchtitan, Trainy and MaxText rows name it."""
     llama = dict(hidden="4096", heads="32", kv_heads="8", ffn_hidden="14336", flash_attention="true", tp="8", dp="4",
                  sequence_parallel="true")
     fused, apart = read_runs(_with(tmp_path, "projections", _row(**llama) + ",", _row(**llama) + ",separate"))
@@ -596,4 +596,4 @@ def test_a_projections_column_runs_torchtitans_input_projections_apart(tmp_path,
         read_runs(_with(tmp_path, "projections", _row(**llama) + ",apart"))
     held_out = read_runs(DATA / "holdout_runs.csv")
     assert {run.source for run in held_out if run.projections == "separate"} == \
-        {"torchtitan2412", "torchtitan2506_asynctp", "trainy2506_h200"}
+        {"torchtitan2412", "torchtitan2506_asynctp", "trainy2506_h200", "maxtext2404_a3", "dgxc2502_maxtext"}
