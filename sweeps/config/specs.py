@@ -8,7 +8,7 @@ import dataclasses
 from sweeps.config.checks import check_choices, check_fraction, check_name, check_non_negative, check_positive
 from sweeps.config.limits import FRACTION, HARDWARE, LINK_TIER, MODEL, check_fields, check_range
 from sweeps.errors import ConfigError
-from tasks.model.kernels.attention import DEVICE_EFFICIENCY
+from tasks.model.kernels.attention import ROW_DEVICES
 from tasks.model.kernels.roofline import GEMM_DTYPES, MissingFigure, gemm_ceiling
 from tasks.model.kernels.sustained import power_limit_problem
 from tasks.model.kernels.model_blocks import layer_weights, mla_problem, moe_problem
@@ -38,7 +38,7 @@ def validate_hardware(hw: HardwareProfile) -> None:
                           "in-switch reduction (NVLS) is modelled inside a node only; set 0")
     check_fields("hardware", hw, HARDWARE)
     if hw.attention_kernels is not None:
-        check_choices("hardware.attention_kernels", [hw.attention_kernels], sorted(DEVICE_EFFICIENCY),
+        check_choices("hardware.attention_kernels", [hw.attention_kernels], list(ROW_DEVICES),
                       verb="names no measured attention kernels; use")
     _check_gemm_ceiling(hw)
     _check_power_limit(hw)

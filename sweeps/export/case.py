@@ -164,7 +164,8 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
                  graph_scopes_written: FrozenSet[str] = frozenset(), split_written: bool = False,
                  torchtitan_features: bool = False) -> None:
     """What no export expresses: a model that is not a decoder (each writes causal GPT-style
-    pretraining), a stack without a causal mask, the ``dots`` recomputation (JAX's), a
+    pretraining), a stack without a causal mask, FlashAttention-1's kernel, the ``dots``
+    recomputation (JAX's), a
     sharding mode run by another framework's DP engine (``dp_protocol.DP_ENGINES``,
     ``DpEngine.export``), and fp8 weights, offloaded layers, a fused MoE MLP or GPT-OSS's
     expert biases and clamp (not written yet); a fused
@@ -180,14 +181,15 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
     if unwritten_scopes:
         raise Unexpressible(framework, f"stack.cuda_graph_scope={case.stack.cuda_graph_scope!r}: the export does not "
                                        f"write {', '.join(unwritten_scopes)}")
-    if case.model.architecture != "decoder":
-        raise Unexpressible(framework, f"model {case.model.name} is an {case.model.architecture} model; the export "
-                                       "writes decoder (GPT-style) pretraining")
-    if not case.stack.causal:
-        raise Unexpressible(framework, "stack.causal=false: decoder pretraining masks attention causally")
-    if case.layout.recompute == "dots":
-        raise Unexpressible(framework, "recompute=dots is JAX's checkpoint_dots_with_no_batch_dims policy (MaxText's "
-                                       "remat_policy minimal); the export writes none, selective or full")
+    for refused, why in ((case.model.architecture != "decoder", f"model {case.model.name} is an "
+                          f"{case.model.architecture} model; the export writes decoder (GPT-style) pretraining"),
+                         (not case.stack.causal, "stack.causal=false: decoder pretraining masks attention causally"),
+                         (case.stack.attention_impl == "flash1", "stack.attention_impl=flash1 is FlashAttention-1, "
+                          "which no exported framework runs (their flash backends run FlashAttention-2 or -3)"),
+                         (case.layout.recompute == "dots", "recompute=dots is JAX's checkpoint_dots_with_no_batch_dims "
+                          "policy (MaxText's remat_policy minimal); the export writes none, selective or full")):
+        if refused:
+            raise Unexpressible(framework, why)
     torchtitans_own = ((case.layout.recompute == "op", "recompute=op is torchtitan's per-op selective "
                                                         "checkpointing; the export writes none, selective or full"),
                        (case.stack.tp_engine == "dtensor" and case.layout.tp > 1,

@@ -74,7 +74,7 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``pipeline_split`` (a column ``published_runs.csv`` need not have): layers; embedding, loss or
   embedding+loss count as layers in the split (``Stack.pipeline_split``, ``PIPELINE_SPLITS``);
 - ``attention_impl`` (a column ``published_runs.csv`` need not have): cudnn; the fused kernel of
-  a ``flash_attention`` row (``Stack.attention_impl``: flash2, flash3);
+  a ``flash_attention`` row (``Stack.attention_impl``: flash2, flash3, flash1);
 - ``projections`` (a column ``published_runs.csv`` need not have): fused; separate where the
   model's code runs its input projections as products apart (``Stack.projections``:
   torchtitan's Llama; MaxText's, whose ``fused_qkv`` and ``fused_mlp`` are off but in its GPT-3

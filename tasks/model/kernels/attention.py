@@ -32,7 +32,18 @@ and 0.50, so a fused kernel's forward and backward take 18 % longer there, 4 % a
 Beyond 32,768 tokens the measured rate falls again (6 and 13 % below its 32K rate at 64K and
 128K) where the curve keeps rising: the fit stops at 32K. Assumption: a device naming no rows
 reaches the H100 curves' fraction of its own peak (``attention_basis`` says which devices rest
-on an assumption). Vectorised; seconds.
+on an assumption).
+
+Kernels timed forward and backward together (``COMBINED_EFFICIENCY``): FlashAttention-2's
+release benchmarks FlashAttention (v1) on H100 and A100, and FlashAttention-2 on A100, as
+one fwd + bwd rate (README.md's figures at 4f285b35). Each is fitted as the same curve to
+those rows, per device, mask and head width, and both passes run at it: the pair's time is
+the figure's, its split between the passes an assumption. FlashAttention-1 predates Hopper's
+instructions: on H100 it reaches 0.11 of the peak at 2,048 tokens, 128-wide causal heads
+(108 TFLOP/s, against cuDNN's 0.47), on A100 0.22. A device with rows of its own for a
+kernel (a profile's ``attention_kernels``: A100-SXM) runs at them; any other device takes
+the H100 curve of that kernel as a fraction of its peak (or, with cuDNN rows of its own,
+that curve's relation to H100's cuDNN one). Vectorised; seconds.
 """
 
 from __future__ import annotations
@@ -45,7 +56,8 @@ from tasks.model.kernels.layer import attention_core_flops
 from tasks.model.terms.specs import HardwareProfile
 from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL
 
-__all__ = ["FUSED_EFFICIENCY", "DEVICE_EFFICIENCY", "FITTED_HEAD_DIMS", "BACKWARD_FLOP_FACTOR", "fused_efficiency",
+__all__ = ["FUSED_EFFICIENCY", "DEVICE_EFFICIENCY", "COMBINED_EFFICIENCY", "FITTED_HEAD_DIMS", "BACKWARD_FLOP_FACTOR",
+           "fused_efficiency", "ROW_DEVICES",
            "fused_attention_times", "REFERENCE_DEVICE", "ATTENTION_BASES", "attention_basis",
            "FUSED_STATS_BYTES_PER_ROW", "DEVICE_ROWS_HEAD_DIM"]
 
@@ -87,8 +99,31 @@ DEVICE_EFFICIENCY: Dict[str, Dict[str, Tuple[float, float]]] = {
     "GB200": {"fwd": (0.727, 1470.0), "bwd": (0.583, 1915.0)},
 }
 
+#: (e_max, SL_half) per device (the rows' ``gpu``, a profile's ``attention_kernels``), kernel,
+#: mask and head dimension of a kernel whose rows time the forward and backward passes together
+#: (pass ``forward+backward``): one curve for both passes (module docstring), fitted to the
+#: rows (within 7 %, but FlashAttention-1's 128-wide causal rows on H100 at 2,048 tokens, a dip
+#: 12 % under it).
+COMBINED_EFFICIENCY: Dict[Tuple[str, str, bool, int], Tuple[float, float]] = {
+    ("H100-SXM", "flash1", True, 128): (0.1355, 226.9),
+    ("H100-SXM", "flash1", False, 128): (0.1366, 44.2),
+    ("H100-SXM", "flash1", True, 64): (0.1549, 251.9),
+    ("H100-SXM", "flash1", False, 64): (0.1670, 31.3),
+    ("A100-SXM", "flash1", True, 128): (0.2633, 292.1),
+    ("A100-SXM", "flash1", False, 128): (0.2592, 56.3),
+    ("A100-SXM", "flash1", True, 64): (0.3077, 373.8),
+    ("A100-SXM", "flash1", False, 64): (0.3544, 133.2),
+    ("A100-SXM", "flash2", True, 128): (0.6202, 484.2),
+    ("A100-SXM", "flash2", False, 128): (0.6595, 204.9),
+    ("A100-SXM", "flash2", True, 64): (0.5626, 503.5),
+    ("A100-SXM", "flash2", False, 64): (0.5707, 180.9),
+}
+
 #: The accelerator whose rows ``FUSED_EFFICIENCY`` is fitted to (a profile's ``accelerator``).
 REFERENCE_DEVICE = "H100-SXM"
+
+#: The names a profile's ``attention_kernels`` may give: devices with rows of their own.
+ROW_DEVICES: Tuple[str, ...] = tuple(sorted(set(DEVICE_EFFICIENCY) | {key[0] for key in COMBINED_EFFICIENCY}))
 
 #: Where a device's fused-attention rate comes from: "measured" (rows of that device) or
 #: "assumed" (another device's rows as fractions of its peak).
@@ -111,17 +146,34 @@ def _curve(e_max: float, sl_half: float, sl: np.ndarray) -> np.ndarray:
     return e_max * sl / (sl + sl_half)
 
 
+def _has_combined(device: str, impl: str) -> bool:
+    """Whether ``COMBINED_EFFICIENCY`` holds ``impl``'s curves on ``device`` for every mask and
+    fitted head width."""
+    return all((device, impl, causal, d) in COMBINED_EFFICIENCY for causal in (True, False) for d in FITTED_HEAD_DIMS)
+
+
+def _curves(pass_: str, causal: bool, sl: np.ndarray, impl: str, device: str) -> list:
+    """``impl``'s curves on ``device``, one per fitted head width: its combined ones where the
+    device has them, else the reference device's per-pass ones."""
+    if _has_combined(device, impl):
+        return [_curve(*COMBINED_EFFICIENCY[(device, impl, bool(causal), d)], sl) for d in FITTED_HEAD_DIMS]
+    return [_curve(*FUSED_EFFICIENCY[(impl, pass_, bool(causal), d)], sl) for d in FITTED_HEAD_DIMS]
+
+
 def fused_efficiency(pass_: str, causal: bool, sl, head_dim=128.0, kernels=None, impl: str = DEFAULT_ATTENTION_IMPL):
     """Fraction of the dense 16-bit peak the fused kernel ``impl`` (``stack.ATTENTION_IMPLS``)
     reaches at ``sl`` with heads ``head_dim`` wide (module docstring: interpolated in log2
-    between the fitted widths, clamped to them), on the device whose measured cuDNN curve
-    ``kernels`` names (``DEVICE_EFFICIENCY``; None: the H100 curves)."""
+    between the fitted widths, clamped to them), on the device whose rows ``kernels`` names:
+    its own rows of ``impl`` timed forward and backward together (``COMBINED_EFFICIENCY``), else
+    its measured cuDNN curve (``DEVICE_EFFICIENCY``) and the H100 relation of ``impl``'s to
+    cuDNN's; None, or a device with neither: the H100 curves."""
     sl = np.asarray(sl, dtype=np.float64)
     narrow, wide = FITTED_HEAD_DIMS
-    curves = [_curve(*FUSED_EFFICIENCY[(impl, pass_, bool(causal), d)], sl) for d in FITTED_HEAD_DIMS]
+    own = kernels is not None and _has_combined(kernels, impl)
+    curves = _curves(pass_, causal, sl, impl, kernels if own else REFERENCE_DEVICE)
     share = np.clip(np.log2(np.asarray(head_dim, dtype=np.float64) / narrow) / np.log2(wide / narrow), 0.0, 1.0)
     efficiency = curves[0] + share * (curves[1] - curves[0])
-    if kernels is None:
+    if own or kernels not in DEVICE_EFFICIENCY:
         return efficiency
     return efficiency * _curve(*DEVICE_EFFICIENCY[kernels][pass_], sl) \
         / _curve(*FUSED_EFFICIENCY[(DEFAULT_ATTENTION_IMPL, pass_, True, wide)], sl)
@@ -154,13 +206,16 @@ DEVICE_ROWS_HEAD_DIM = 128.0
 def attention_basis(hw: HardwareProfile, impl: str = DEFAULT_ATTENTION_IMPL, head_dim=128.0) -> str:
     """One of ``ATTENTION_BASES`` for the fused kernel ``impl`` on ``hw`` with heads ``head_dim``
     wide: "measured" on the reference device without rows of its own named, for heads within
-    its rows' widths (``FITTED_HEAD_DIMS``, interpolated between), or for cuDNN's kernel with
-    heads as wide as its rows (``DEVICE_ROWS_HEAD_DIM``) on a profile naming rows whose source
-    (``sources['attention_kernels']``) is no assumption; "assumed" otherwise (another kernel,
-    or another head width, keeps its H100 relation to the rows' kernel and width)."""
+    its rows' widths (``FITTED_HEAD_DIMS``, interpolated between); on a profile naming rows
+    whose source (``sources['attention_kernels']``) is no assumption, for a kernel those rows
+    time forward and backward together (``COMBINED_EFFICIENCY``) with heads within their widths,
+    or for cuDNN's kernel with heads as wide as its cuDNN rows (``DEVICE_ROWS_HEAD_DIM``);
+    "assumed" otherwise (another kernel, or another head width, keeps its H100 relation to the
+    rows' kernel and width)."""
     width = float(head_dim)
+    within = FITTED_HEAD_DIMS[0] <= width <= FITTED_HEAD_DIMS[1]
     if hw.attention_kernels is None:
-        within = FITTED_HEAD_DIMS[0] <= width <= FITTED_HEAD_DIMS[1]
         return "measured" if hw.accelerator == REFERENCE_DEVICE and within else "assumed"
-    own_rows = impl == DEFAULT_ATTENTION_IMPL and width == DEVICE_ROWS_HEAD_DIM
+    own_rows = (_has_combined(hw.attention_kernels, impl) and within) or \
+        (impl == DEFAULT_ATTENTION_IMPL and width == DEVICE_ROWS_HEAD_DIM and hw.attention_kernels in DEVICE_EFFICIENCY)
     return "measured" if own_rows and not hw.source_is_assumption("attention_kernels") else "assumed"

@@ -155,9 +155,10 @@ class HardwareProfile:
     power-capped or lower-power variant; ``None``: ``tdp_w``). The clock the compute settles
     at follows the limit it runs at against the one it was measured at
     (``sustained.power_scale``).
-    ``attention_kernels``: the device whose cuDNN rows of conf/data/attention_kernels.csv time
-    this one's fused attention (a key of ``kernels.attention.DEVICE_EFFICIENCY``); ``None``:
-    the H100 rows' curves, as fractions of this device's peak.
+    ``attention_kernels``: the device whose rows of conf/data/attention_kernels.csv time this
+    one's fused attention (``kernels.attention.ROW_DEVICES``: its cuDNN rows,
+    ``DEVICE_EFFICIENCY``, or rows of other kernels timed forward and backward together,
+    ``COMBINED_EFFICIENCY``); ``None``: the H100 rows' curves, as fractions of this device's peak.
     """
 
     name: str = MISSING

@@ -28,8 +28,12 @@ ATTENTION_KINDS: Tuple[str, ...] = ("materialised", "flash")
 #: ``DotProductAttention.forward`` in transformer_engine/pytorch/attention.py at v1.4);
 #: "flash2", Dao's FlashAttention-2, what Transformer Engine runs when cuDNN's is switched off
 #: (NVTE_FUSED_ATTN=0; Megatron-Core's --attention-backend flash); "flash3", Shah et al.'s
-#: FlashAttention-3 for Hopper. Each has its own curves (``kernels.attention.FUSED_EFFICIENCY``).
-ATTENTION_IMPLS: Tuple[str, ...] = ("cudnn", "flash2", "flash3")
+#: FlashAttention-3 for Hopper; "flash1", Dao et al.'s FlashAttention (v1, flash-attn 1.x),
+#: which predates Hopper's instructions (2022-2023 stacks; MosaicML's llm-foundry ran its
+#: Triton port, which FlashAttention-2's release times within 10 % of it on A100 at 128-wide
+#: causal heads). Each has its own curves (``kernels.attention.FUSED_EFFICIENCY``,
+#: ``COMBINED_EFFICIENCY``).
+ATTENTION_IMPLS: Tuple[str, ...] = ("cudnn", "flash2", "flash3", "flash1")
 #: The fused kernel of a stack that names none (``Stack.attention_impl``, a runs file's blank cell).
 DEFAULT_ATTENTION_IMPL = ATTENTION_IMPLS[0]
 #: Precisions of the layer's linear GEMMs (QKV, attention output, MLP). Under "fp8" they run

@@ -245,6 +245,16 @@ def test_no_export_writes_jaxs_dots_recomputation(built_cases, framework):
         export(framework, dots)
 
 
+@pytest.mark.parametrize("framework", ["megatron", "nemo", "torchtitan"])
+def test_no_export_writes_flashattention_1(built_cases, framework):
+    """Megatron-Core's and NeMo's flash backend runs FlashAttention-2 or -3, torchtitan's SDPA
+    its own choice: none writes FlashAttention-1, so each refuses it in one line."""
+    case = next(case for _, case in built_cases if case.stack.flash)
+    fa1 = dataclasses.replace(case, stack=dataclasses.replace(case.stack, attention_impl="flash1"))
+    with pytest.raises(Unexpressible, match="stack.attention_impl=flash1 is FlashAttention-1"):
+        export(framework, fa1)
+
+
 @pytest.mark.parametrize("framework", ["megatron", "nemo"])
 def test_megatrons_exports_refuse_torchtitans_per_op_recomputation(built_cases, framework):
     """``op`` is torchtitan's own policy (every second matrix product's output kept): Megatron has
