@@ -290,8 +290,7 @@ def _layer_gemms(h, heads, sl, b, tp, block: Block, hw: HardwareProfile, *, p: f
     each projection one product, ``layer.gemm_shapes``: one fp8 cast of each input however many
     products read it (torchao's ``PrepareFloat8ModuleInput`` under TP; compiled, AOTAutograd's
     ``fx_graph_cse`` merges the identical casts), and the seconds of summing the input
-    gradients of products run apart: 0
-    where they run fused; ``Stack.projections``,
+    gradients of products run apart, 0 where they run fused; ``Stack.projections``,
     ``op_checkpoint.separate_products``, ``input_gradient_sums``). Uncompiled (``Stack.eager``)
     autograd adds them up, an ``add`` kernel per product past the first that reads two tensors
     and writes one at ``p`` bytes each; compiled, Inductor fuses each add into the kernel that

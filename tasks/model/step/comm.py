@@ -84,11 +84,11 @@ def _async_tp(lay: StepLayouts, ctx: StepContext, tp):
     reduce = async_tp.partials_sum_time(h, seq, b, tp, p, hw)
     unfused = dtensor_copy(h, seq, b, p, ctx)
     precision = stack.gemm_precision
-    chunks = (metrics.apply_flop_vs_bw(t, ctx.flop_vs_bw) for t in async_tp.chunked_products_time(
+    chunks_fwd, chunks_bwd = (metrics.apply_flop_vs_bw(t, ctx.flop_vs_bw) for t in async_tp.chunked_products_time(
         h, float(m.heads), seq, b, tp, ctx.block, fused, hw, precision=precision,
         element_bytes=1.0 if precision == "fp8" else p))
-    forward = 2.0 * gather + 2.0 * reduce + next(chunks)
-    backward = 2.0 * gather_grad + sum(reduce if on else unfused for on in fused[1][0::2]) + next(chunks)
+    forward = 2.0 * gather + 2.0 * reduce + chunks_fwd
+    backward = 2.0 * gather_grad + sum(reduce if on else unfused for on in fused[1][0::2]) + chunks_bwd
     split = tp > 1.0     # a layout without TP runs none of these ops
     return fused, (np.where(split, forward, 0.0), np.where(split, backward, 0.0))
 
