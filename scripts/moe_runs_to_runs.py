@@ -4,7 +4,7 @@ mixture-of-experts ones, ``tasks.validation.run_moe``).
 
     python scripts/moe_runs_to_runs.py [--out conf/data/moe_bridge_runs.csv]
 
-Rows on hardware a profile describes (H100, B200, GB200; B300 and GB300 have none) are kept,
+Rows on hardware a profile describes (H100, B200, GB200, B300, GB300: every row) are kept,
 each with its layout and shapes as moe_runs.csv gives them and these readings of its recipe
 columns, the same for every row (no row is special-cased):
 
@@ -61,7 +61,7 @@ from tasks.model.terms.stack import DEEPEP_SMS, HYBRIDEP_SMS
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "conf" / "data" / "moe_runs.csv"
 TARGET = ROOT / "conf" / "data" / "moe_bridge_runs.csv"
-PROFILED = ("H100", "B200", "GB200")
+PROFILED = ("H100", "B200", "GB200", "B300", "GB300")
 COLUMNS = ("source", "model", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "gated_mlp", "vocab",
            "experts", "topk", "moe_ffn_hidden", "shared_experts", "dense_layers", "seq", "global_batch", "micro_batch",
            "gpus", "tp", "pp", "vp", "cp", "ep", "etp", "dp", "zero", "recompute", "sequence_parallel",

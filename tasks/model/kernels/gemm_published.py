@@ -28,7 +28,7 @@ __all__ = ["GEMM_KINDS", "PROFILE_OF_GPU", "BEST_FOUND_SIDES", "MAMF_TOLERANCE",
 #: A100-PCIe and GH200, which have no profile. The H800 SXM is an H100 SXM with fewer
 #: NVLink links: the same 132 SMs, clocks and dense tensor peaks, so its GEMMs are the h100's.
 PROFILE_OF_GPU = {"A100-SXM": "a100-80gb", "H100-SXM": "h100", "H800-SXM": "h100", "H200-SXM": "h200",
-                  "B200-SXM": "b200", "GB200": "gb200",
+                  "B200-SXM": "b200", "GB200": "gb200", "B300-SXM": "b300",
                   "MI300X": "mi300x", "MI325X": "mi325x", "MI355X": "mi355x", "MI250X-GCD": "mi250x"}
 
 #: A 'best found' row is predicted as the best of every (m, n, k) drawn from these sides:
