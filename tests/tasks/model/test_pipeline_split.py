@@ -118,7 +118,7 @@ def test_the_split_lowers_the_busiest_devices_memory(h100):
 def test_runs_files_name_the_split_and_the_405b_rows_use_it():
     runs = read_runs(ROOT / "conf" / "data" / "holdout_runs.csv")
     split = {(run.source, run.row) for run in runs if run.pipeline_split == "embedding+loss"}
-    assert len(split) == 7 and {run.pipeline_split for run in runs} == {"layers", "embedding+loss"}
+    assert len(split) == 8 and {run.pipeline_split for run in runs} == {"layers", "embedding+loss"}
     assert all(run.layers == 126 for run in runs if (run.source, run.row) in split)
 
 

@@ -307,11 +307,11 @@ def test_every_shipped_run_is_feasible_and_table_4_holds_within_ten_percent(prof
 
 def test_every_held_out_run_names_its_source_and_is_predicted_on_a_profile(profiles):
     runs = read_runs(DATA / "holdout_runs.csv")
-    assert len(runs) == 59 and all(find_profile(run.hw, profiles) for run in runs)
+    assert len(runs) == 61 and all(find_profile(run.hw, profiles) for run in runs)
     notes = [row["notes"] for row in csv.DictReader((DATA / "holdout_runs.csv").open(encoding="utf-8"))]
     assert all(re.search(r"commit [0-9a-f]{7,}|arXiv \d{4}\.\d{5}", note) for note in notes)
     result = validate_all(profiles, DATA, runs_file=DATA / "holdout_runs.csv", datasets=("runs",))
-    assert len(result.records) == 59 and not result.skipped
+    assert len(result.records) == 61 and not result.skipped
 
 
 def test_maxtexts_minimal_flash_runs_all_but_the_linear_layers_again(profiles):
