@@ -12,7 +12,6 @@ import sys
 import pytest
 
 from conf import CONF_DIR
-from sweeps.config import load_preset
 from sweeps.jobs.validation import load_profiles
 from tasks.model.kernels import roofline
 from tasks.model.kernels.gemm_published import predict_row, read_gemm_rows
@@ -26,21 +25,12 @@ ACCELERATORS = {r["accelerator"]: r for r in csv.DictReader((DATA / "accelerator
 MAMF = {(r.gpu, r.dtype): r for r in read_gemm_rows(DATA / "gemm_efficiency.csv")}
 B200_MSMF = {r["dtype"]: float(r["msmf_tflops"])
              for r in csv.DictReader((DATA / "gemm_sustained.csv").open(encoding="utf-8")) if r["gpu"] == "B200-SXM"}
-
-
-@pytest.fixture(scope="module")
-def b300():
-    return load_preset("hardware", "b300")
-
-
-@pytest.fixture(scope="module")
-def gb300():
-    return load_preset("hardware", "gb300")
+PROFILES = load_profiles()
 
 
 @pytest.mark.parametrize("name, row", [("b300", "B300-SXM"), ("gb300", "GB300-per-GPU")])
 def test_datasheet_figures_are_the_accelerators_row(name, row):
-    hw, data = load_preset("hardware", name), ACCELERATORS[row]
+    hw, data = PROFILES[name], ACCELERATORS[row]
     assert (hw.peak_tflops, hw.peak_fp8_tflops) == (float(data["dense_bf16_fp16_tflops"]),
                                                     float(data["dense_fp8_tflops"]))
     assert (hw.hbm_gb, hw.hbm_tbps) == (float(data["hbm_gb"]), float(data["hbm_tbps"]))
@@ -50,11 +40,11 @@ def test_datasheet_figures_are_the_accelerators_row(name, row):
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8"])
-def test_the_gemm_law_gives_b300s_measured_burst_on_both_parts(b300, gb300, dtype):
+def test_the_gemm_law_gives_b300s_measured_burst_on_both_parts(dtype):
     """b300's ceiling is its MAMF row over its peak and its tile ceiling is fitted to that row;
     gb300, the same chip with no measurement of its own, bursts at that rate too (its
     fractions are of a higher peak)."""
-    row = MAMF[("B300-SXM", dtype)]
+    row, b300, gb300 = MAMF[("B300-SXM", dtype)], PROFILES["b300"], PROFILES["gb300"]
     for hw in (b300, gb300):
         peak = roofline.peak_flops(hw, dtype) / 1e12
         assert hw.gemm_ceiling[dtype] * peak == pytest.approx(row.tflops, rel=2e-4)
@@ -70,7 +60,7 @@ def test_the_gemm_law_gives_b300s_measured_burst_on_both_parts(b300, gb300, dtyp
 def test_training_runs_at_b200s_sustained_rate_moved_to_the_parts_power_limit(name, watts, dtype):
     """No Blackwell Ultra sustained measurement: the B200's MSMF at 1,000 W, moved to the
     part's limit by the power law (an assumption, so named), and never above the burst."""
-    hw = load_preset("hardware", name)
+    hw = PROFILES[name]
     assert (hw.tdp_w, hw.gemm_sustained_w) == (watts, 1000.0)
     sustained = roofline.peak_flops(training_device(hw), dtype) / 1e12 * hw.gemm_ceiling[dtype]
     assert sustained == pytest.approx(B200_MSMF[dtype] * power_scale(hw), rel=2e-4)
@@ -79,8 +69,7 @@ def test_training_runs_at_b200s_sustained_rate_moved_to_the_parts_power_limit(na
 
 
 def test_their_names_call_them_and_no_one_elses():
-    profiles = load_profiles()
-    called = {name: find_profile(name, profiles).name for name in
+    called = {name: find_profile(name, PROFILES).name for name in
               ("B300", "DGX-B300", "B300-SXM", "GB300", "DGX-GB300", "B200", "DGX-GB200", "GB200")}
     assert called == {"B300": "b300", "DGX-B300": "b300", "B300-SXM": "b300", "GB300": "gb300",
                       "DGX-GB300": "gb300", "B200": "b200", "DGX-GB200": "gb200", "GB200": "gb200"}
@@ -96,5 +85,5 @@ def test_every_published_mixture_of_experts_run_is_priced_those_on_blackwell_ult
     assert len(derived) == len(source) and [r["hw"] for r in derived] == [r["hw"] for r in source]
     ultra = [r for r in read_runs(out, skipped=[]) if r.hw in ("B300", "GB300")]
     assert len(ultra) >= 50
-    records = validate_runs(ultra, load_profiles())
+    records = validate_runs(ultra, PROFILES)
     assert len(records) == len(ultra) and {rec.hardware for rec in records} == {"b300", "gb300"}
