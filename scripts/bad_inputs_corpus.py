@@ -189,6 +189,7 @@ BAD_RUNS = {
     "dispatcher-sms-word": _row_with("dispatcher_sms", "all"),
     "pipeline-split-word": _row_with("pipeline_split", "both"),
     "attention-impl-word": _row_with("attention_impl", "xformers"),
+    "fp8-recipe-word": _row_with("fp8_recipe", "current"), "fp8-recipe-bf16": _row_with("fp8_recipe", "tensorwise"),
     "empty": b"", "header-only": HEADER, "no-columns": b"a,b\n1,2\n", "unknown-column": b"bogus," + HEADER + b"1," +
     ROW.encode(), "long-cell": lambda: _row(source="x" * 200000), "nul": HEADER + b"s\x00," + ROW.encode()[2:],
     "binary": bytes(range(256)) * 8, "latin1": _row(model="caf\xe9").decode().encode("latin-1"),
@@ -279,7 +280,8 @@ def _command_option_cases() -> Iterator[Case]:
               "tpu"], ["--storage", "d"], ["--storage", "f.txt/x"], ["--restart"], ["--exhaustive", "--ray"],
               ["space.tp=[]"], ["space.tp=[3]"], ["devices=0"], ["memory_fraction=2"], ["model.hidden=-1"],
               ["hardware.peak_tflops=nan"], ["stack.nosuch=1"], ["space.schedule=[bogus]"], ["devices=nan"],
-              ["stack.pipeline_split=both"], ["stack.attention_impl=xformers"]]
+              ["stack.pipeline_split=both"], ["stack.attention_impl=xformers"], ["stack.fp8_recipe=tensorwise"],
+              ["stack.gemm_precision=fp8", "stack.fp8_recipe=current"]]
     for args in search:
         yield _case(f"search/{' '.join(args)[:30]}", "search", "small", *args, files=(("d", None), ("f.txt", b"x")))
 

@@ -8,7 +8,9 @@ Rows on hardware a profile describes (H100, B200, GB200, B300, GB300: every row)
 each with its layout and shapes as moe_runs.csv gives them and these readings of its recipe
 columns, the same for every row (no row is special-cased):
 
-- precision: BF16 is bf16, every FP8 recipe (current scaling, MXFP8, blockwise) fp8;
+- precision: BF16 is bf16, every FP8 recipe fp8, with its scaling as fp8_recipe (Megatron-Core's
+  names, the ones Megatron-Bridge's mixed-precision recipes set: FP8-CS, per-tensor current
+  scaling, is tensorwise; FP8-MX mxfp8; FP8-blockwise blockwise);
 - sequence parallel wherever TP > 1 (Megatron-Core requires it of MoE under TP); fused
   attention, a gated MLP and no dropout (every one of these models); the distributed optimizer
   (zero1) with its gather and the gradient reduction overlapped, and the pipeline's sends
@@ -66,8 +68,8 @@ COLUMNS = ("source", "model", "layers", "hidden", "heads", "kv_heads", "head_dim
            "experts", "topk", "moe_ffn_hidden", "shared_experts", "dense_layers", "seq", "global_batch", "micro_batch",
            "gpus", "tp", "pp", "vp", "cp", "ep", "etp", "dp", "zero", "recompute", "sequence_parallel",
            "flash_attention", "dp_overlap", "pp_overlap", "param_gather_overlap", "cross_entropy", "dropout",
-           "precision", "dispatcher", "moe_a2a_overlap", "dispatcher_sms", "capacity_factor", "host_launch_us",
-           "cuda_graph_scope", "pipeline_split",
+           "precision", "fp8_recipe", "dispatcher", "moe_a2a_overlap", "dispatcher_sms", "capacity_factor",
+           "host_launch_us", "cuda_graph_scope", "pipeline_split",
            "moe_fused_mlp", "expert_bias", "expert_clamp",
            "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "hw", "metric", "value", "confidence",
            "notes")
@@ -124,6 +126,10 @@ def _dispatcher_sms(dispatch: str) -> str:
     return next((str(sms) for backend, sms in BACKEND_SMS.items() if dispatch.startswith(backend)), "")
 
 
+#: The table's fp8 precisions and their recipes (``Stack.fp8_recipe``).
+FP8_RECIPE_OF = {"FP8-CS": "tensorwise", "FP8-MX": "mxfp8", "FP8-BLOCKWISE": "blockwise"}
+
+
 def runs_row(row: dict) -> dict:
     """One moe_runs.csv row as a runs-file row (the module docstring's readings)."""
     tp, vp = int(row["tp"]), int(row["vp"] or 1)
@@ -144,6 +150,7 @@ def runs_row(row: dict) -> dict:
         "sequence_parallel": _flag(tp > 1), "flash_attention": "true", "dp_overlap": "true",
         "pp_overlap": _flag(vp > 1), "param_gather_overlap": "true", "cross_entropy": "te", "dropout": "0",
         "precision": "bf16" if row["precision"].upper() == "BF16" else "fp8",
+        "fp8_recipe": FP8_RECIPE_OF.get(row["precision"].upper(), ""),
         "dispatcher": "flex" if dispatch.startswith("flex") else "alltoall",
         "moe_a2a_overlap": _flag("a2a_overlap" in dispatch), "dispatcher_sms": _dispatcher_sms(dispatch),
         "capacity_factor": drop.group(1) if drop else "",

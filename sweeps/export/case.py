@@ -23,7 +23,7 @@ from tasks.model.collectives.dp_protocol import DP_ENGINES, dp_ranks_per_node
 from tasks.model.step.context import split_shortfall
 from tasks.model.terms.layout import Layout
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
-from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL, Stack, graph_scopes
+from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL, FP8_RECIPES, Stack, graph_scopes
 
 __all__ = ["Source", "ExportCase", "Unexpressible", "header", "chunk_split", "check_common", "attention_backend"]
 
@@ -162,17 +162,15 @@ def attention_backend(stack: Stack) -> str:
 
 def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
                  graph_scopes_written: FrozenSet[str] = frozenset(), split_written: bool = False,
-                 torchtitan_features: bool = False) -> None:
+                 torchtitan_features: bool = False, recipe_written: bool = False) -> None:
     """What no export expresses: a model that is not a decoder (each writes causal GPT-style
     pretraining), a stack without a causal mask, FlashAttention-1's kernel, the ``dots``
-    recomputation (JAX's), a
-    sharding mode run by another framework's DP engine (``dp_protocol.DP_ENGINES``,
-    ``DpEngine.export``), and fp8 weights, offloaded layers, a fused MoE MLP or GPT-OSS's
-    expert biases and clamp (not written yet); a fused
-    cross entropy (``Stack.cross_entropy``) where the export does not write it
-    (``fused_loss``); CUDA-graphed parts of a layer (``Stack.cuda_graph_scope``) beyond those
-    the export writes (``graph_scopes_written``); a pipeline whose split counts the embedding
-    or the loss as layers (``Stack.pipeline_split``) where the export does not write it
+    recomputation (JAX's), a sharding mode run by another framework's DP engine
+    (``dp_protocol.DP_ENGINES``, ``DpEngine.export``), and the switches ``_unwritten_switches``
+    names (``fused_loss``, ``recipe_written``: the export writes that switch); CUDA-graphed parts
+    of a layer (``Stack.cuda_graph_scope``) beyond those the export writes
+    (``graph_scopes_written``); a pipeline whose split counts the
+    embedding or the loss as layers (``Stack.pipeline_split``) where the export does not write it
     (``split_written``); torchtitan's own per-op checkpointing (recompute ``op``), Llama block
     (``llama_eager``, ``llama_compiled``), input projections apart (``projections`` separate) and
     DTensor tensor parallelism (``tp_engine`` dtensor at TP above 1) but for torchtitan
@@ -209,14 +207,23 @@ def check_common(case: ExportCase, framework: str, *, fused_loss: bool = False,
     if case.layout.zero in engine.modes and engine.export != framework:
         raise Unexpressible(framework, f"stack.dp_engine={engine.name} with zero={case.layout.zero}: that engine is "
                                        f"another framework's; the export writes {framework}'s own")
-    fused = case.stack.cross_entropy != "unfused" and not fused_loss
-    unwritten = (("stack.fp8_params", case.stack.fp8_params), ("stack.offload_layers", case.stack.offload_layers),
-                 ("stack.cross_entropy", case.stack.cross_entropy if fused else None),
-                 ("stack.moe_fused_mlp", case.stack.moe_fused_mlp), ("model.expert_bias", case.model.expert_bias),
-                 ("model.expert_clamp", case.model.expert_clamp))
     if case.stack.pipeline_split != "layers" and case.layout.pp > 1 and not split_written:
         raise Unexpressible(framework, f"stack.pipeline_split={case.stack.pipeline_split!r}: the export does not "
                                        "write it yet")
-    for field, value in unwritten:
+    for field, value in _unwritten_switches(case, fused_loss=fused_loss, recipe_written=recipe_written):
         if value:
             raise Unexpressible(framework, f"{field}={value!r}: the export does not write it yet")
+
+
+def _unwritten_switches(case: ExportCase, *, fused_loss: bool, recipe_written: bool):
+    """(field, value) of each switch no export writes yet, a value that is not falsy where the
+    case sets it: fp8 weights, offloaded layers, a fused MoE MLP, GPT-OSS's expert biases and
+    clamp; a fused cross entropy unless ``fused_loss`` and an fp8 recipe other than delayed
+    scaling unless ``recipe_written`` (the export writes them)."""
+    stack = case.stack
+    return (("stack.fp8_params", stack.fp8_params), ("stack.offload_layers", stack.offload_layers),
+            ("stack.fp8_recipe", None if recipe_written or stack.fp8_recipe == FP8_RECIPES[0] else stack.fp8_recipe),
+            ("stack.cross_entropy", stack.cross_entropy if stack.cross_entropy != "unfused" and not fused_loss
+             else None),
+            ("stack.moe_fused_mlp", stack.moe_fused_mlp), ("model.expert_bias", case.model.expert_bias),
+            ("model.expert_clamp", case.model.expert_clamp))

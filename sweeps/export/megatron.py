@@ -28,7 +28,8 @@ before its arguments were generated from config dataclasses); the constraints qu
   ``--recompute-modules core_attn``, the attention core of Korthikanti et al.); full is
   ``--recompute-granularity full --recompute-method uniform --recompute-num-layers 1``
   (every layer), or ``block`` with N for the first N layers of each chunk.
-- Stack: ``--bf16``/``--fp16`` (``--fp8-format hybrid`` for fp8 GEMMs); materialised
+- Stack: ``--bf16``/``--fp16`` (``--fp8-format hybrid`` for fp8 GEMMs, with ``--fp8-recipe``
+  where the stack's ``fp8_recipe`` is not the parser's default, delayed); materialised
   attention is ``--attention-backend unfused``, cuDNN's fused kernel ``fused`` (Transformer
   Engine's), FlashAttention ``flash`` (``case.attention_backend``);
   ``--overlap-grad-reduce`` where DP traffic hides behind the backward pass (and
@@ -65,7 +66,7 @@ from typing import List, Optional, Tuple
 
 from sweeps.export.case import ExportCase, Source, Unexpressible, attention_backend, check_common, chunk_split, \
     header
-from tasks.model.terms.stack import DEEPEP_SMS
+from tasks.model.terms.stack import DEEPEP_SMS, FP8_RECIPES
 
 __all__ = ["NAME", "SOURCE", "check_core", "pipeline_layout", "recompute_setting", "flags", "moe_flags", "render"]
 
@@ -188,6 +189,8 @@ def _stack(case: ExportCase) -> List[Flag]:
     out: List[Flag] = [("--fp16", None)] if stack.gemm_precision == "fp16" else [("--bf16", None)]
     if stack.fp8:
         out.append(("--fp8-format", "hybrid"))
+        if stack.fp8_recipe != FP8_RECIPES[0]:
+            out.append(("--fp8-recipe", stack.fp8_recipe))
     if stack.main_grad_bytes == 4 and stack.gemm_precision == "fp16":
         out.append(("--accumulate-allreduce-grads-in-fp32", None))
     elif stack.main_grad_bytes == 2 and stack.gemm_precision != "fp16":
@@ -212,7 +215,8 @@ def _stack(case: ExportCase) -> List[Flag]:
 
 def flags(case: ExportCase) -> List[Flag]:
     """The flags of ``case``, in order (name, value; None for a switch), or ``Unexpressible``."""
-    check_common(case, NAME, fused_loss=True, graph_scopes_written=GRAPH_SCOPES, split_written=True)
+    check_common(case, NAME, fused_loss=True, graph_scopes_written=GRAPH_SCOPES, split_written=True,
+                 recipe_written=True)
     check_core(case, NAME)
     return _model(case) + moe_flags(case) + _layout(case) + _stack(case)
 

@@ -90,7 +90,7 @@ def _main_grad_bytes(run: PublishedRun) -> float:
 
 def run_stack(run: PublishedRun) -> Stack:
     """The run's stack: its attention and fused kernel, GEMM precision, overlap switches, element-wise
-    kernels, gradient buffer (``_main_grad_bytes``), fp8 weights, offloaded layers, DP engine,
+    kernels, gradient buffer (``_main_grad_bytes``), fp8 weights and recipe, offloaded layers, DP engine,
     weight-gather overlap, cross entropy, the host's launch path, whether a mixture of
     experts' all-to-alls overlap compute, the SMs its flex dispatcher holds, the pipeline's
     split and the input projections."""
@@ -99,7 +99,8 @@ def run_stack(run: PublishedRun) -> Stack:
                  dp_overlap=run.dp_overlap, tp_overlap=run.tp_overlap, pp_overlap=run.pp_overlap,
                  elementwise=run.elementwise,
                  main_grad_bytes=_main_grad_bytes(run),
-                 fp8_params=run.fp8_params, offload_layers=run.offload_layers, dp_engine=run.dp_engine,
+                 fp8_params=run.fp8_params, fp8_recipe=run.fp8_recipe, offload_layers=run.offload_layers,
+                 dp_engine=run.dp_engine,
                  tp_engine=run.tp_engine,
                  param_gather_overlap=run.param_gather_overlap, cross_entropy=run.cross_entropy,
                  host_launch_us=run.host_launch_us, moe_a2a_overlap=run.moe_a2a_overlap,

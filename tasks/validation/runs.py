@@ -57,6 +57,9 @@ Blank cells take these documented defaults (a blank cell means the source does n
 - ``fp8_params`` (a column ``published_runs.csv`` need not have): false; true keeps the linear
   weights in fp8 only and gathers them in fp8 (``Stack.fp8_params``, Megatron-Core's
   fp8_param_gather), and asks for ``precision`` fp8;
+- ``fp8_recipe`` (a column ``published_runs.csv`` need not have): delayed; how an fp8 run
+  scales its GEMMs' inputs (``Stack.fp8_recipe``: tensorwise for per-tensor current scaling,
+  Megatron-Bridge's FP8-CS; mxfp8; blockwise);
 - ``offload_layers`` (a column ``published_runs.csv`` need not have): 0; N > 0 offloads N
   layers' activations to host memory (``Stack.offload_layers``, Megatron-Core's
   cpu_offloading_num_layers), which Megatron-Core allows with PP 1, no recomputation and
@@ -230,6 +233,7 @@ class PublishedRun:
     flops_formula: str
     value: float
     fp8_params: bool = False
+    fp8_recipe: str = "delayed"
     offload_layers: int = 0
     grad_reduce_in_fp32: Optional[bool] = None
     dp_engine: str = "megatron"

@@ -153,19 +153,46 @@ def _gemm_times(gemms, shape, hw: HardwareProfile, *, stack: Stack, p: float, re
 #: Bytes per element of Transformer Engine's fused cast-transpose into fp8: it reads a 16-bit
 #: operand (2) and writes it in fp8, once as it is and once transposed for the other gradient (1 + 1).
 FP8_CAST_TRANSPOSE_BYTES = 4.0
+#: Bytes per element of per-tensor current scaling's amax pass (``Stack.fp8_recipe`` tensorwise):
+#: the 16-bit operand read once more before the cast, since its scale is its own maximum.
+#: Transformer Engine's ``Float8CurrentScalingQuantizer::quantize`` runs ``nvte_compute_amax``
+#: over the input, then the scale, then the cast (transformer_engine/pytorch/csrc/quantizer.cpp
+#: at v2.9); ``grad_output_preprocess`` quantizes an incoming gradient so wherever no bias
+#: gradient is fused with it (pytorch/module/base.py). The other recipes find their scales
+#: without it: delayed scaling from earlier steps' amax history, MXFP8 and blockwise scaling
+#: per block inside the quantizing kernel.
+FP8_AMAX_PASS_BYTES = 2.0
+#: The linear GEMMs whose input a Transformer Engine norm writes with its amax: under current
+#: scaling the norm of a ``LayerNormLinear`` keeps the amax as it writes its 16-bit output
+#: (``FUSED_NORM_AMAX_FP8``, transformer_engine/pytorch/csrc/extensions/normalization.cpp from
+#: v2.8 on), so that input's cast needs no amax pass. Megatron-Core's Transformer Engine layer
+#: spec fuses the input norm with ``linear_qkv``, in a dense layer the pre-MLP norm with
+#: ``linear_fc1``, and under latent attention with ``qk_layernorm`` (Megatron-Bridge's
+#: DeepSeek-V3 bridge sets it) the latents' norms with ``linear_q_up_proj`` and
+#: ``linear_kv_up_proj`` (``column_parallel_layer_norm_linear``; a MoE layer's pre-MLP norm is a
+#: module of its own, which the router reads too, and so is latent attention's input norm while
+#: ``mla_down_proj_fusion`` is off, its default: megatron/core/models/gpt/gpt_layer_specs.py at
+#: d98e8a64dd). Every other input (the attention's output, Megatron-Core's own activation, an
+#: expert's dispatched tokens) and every incoming gradient takes the pass.
+NORM_FED_GEMMS = ("qkv", "fc1", "q_up", "kv_up")
 
 
-def _fp8_casts(linear_fwd_gemms, hw: HardwareProfile):
+def _fp8_casts(linear_fwd_gemms, hw: HardwareProfile, recipe: str):
     """(forward, backward) seconds of the fp8 casts the linear GEMMs need: the forward casts
     each GEMM's activation input (batch x m x k), the backward its incoming gradient
     (batch x m x n), each with its transpose (Transformer Engine's cast_transpose; Micikevicius
-    et al. 2022, FP8 formats for deep learning). A grouped GEMM's batch is the device's local
+    et al. 2022, FP8 formats for deep learning), under ``recipe`` (``Stack.fp8_recipe``)
+    tensorwise with the amax pass (``FP8_AMAX_PASS_BYTES``) where no norm fused it
+    (``NORM_FED_GEMMS``). A grouped GEMM's batch is the device's local
     experts: Transformer Engine's ``GroupedLinear`` quantizes the inputs of all of them, every
     routed row the device holds (``tex.split_quantize`` of the input over ``m_splits`` forward,
     of the output gradient backward: transformer_engine/pytorch/module/grouped_linear.py at
     v2.9). Weights are cast once per step and left out."""
-    fwd = sum(roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * g.batch * g.m * g.k, hw) for g in linear_fwd_gemms)
-    bwd = sum(roofline.memory_bound_time(FP8_CAST_TRANSPOSE_BYTES * g.batch * g.m * g.n, hw) for g in linear_fwd_gemms)
+    amax = FP8_AMAX_PASS_BYTES if recipe == "tensorwise" else 0.0
+    fwd = sum(roofline.memory_bound_time((FP8_CAST_TRANSPOSE_BYTES + (0.0 if g.name in NORM_FED_GEMMS else amax))
+                                         * g.batch * g.m * g.k, hw) for g in linear_fwd_gemms)
+    bwd = sum(roofline.memory_bound_time((FP8_CAST_TRANSPOSE_BYTES + amax) * g.batch * g.m * g.n, hw)
+              for g in linear_fwd_gemms)
     return fwd, bwd
 
 
@@ -262,7 +289,7 @@ def layer_cost(h, heads, sl, b, tp, hw: HardwareProfile, *, p: float = 2.0, bloc
     elem_bwd = elem_bwd + input_sums + grad_accumulation_time(params, hw, stack)
     linear_kernels = sum(1 for g in linear_fwd_gemms if g.name not in counted_apart)
     if stack.fp8:   # one cast of each input, however many products read it
-        cast_fwd, cast_bwd = _fp8_casts(linear_whole, hw)
+        cast_fwd, cast_bwd = _fp8_casts(linear_whole, hw, stack.fp8_recipe)
         elem_fwd, elem_bwd = elem_fwd + cast_fwd, elem_bwd + cast_bwd
         kernels += sum(1 for g in linear_whole if g.name not in counted_apart)
     if block.flash:

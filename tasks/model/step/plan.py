@@ -70,7 +70,7 @@ __all__ = ["STEP_MODEL_VERSION", "StepContext", "STATUS_CODES", "StepPlan", "ste
 #: Bumped whenever the step model's formulas change its numbers (with projection's
 #: ``COST_MODEL_VERSION``, part of a study's identity and of scaling keys).
 #: What each version changed, and which numbers moved: docs/changelog.md.
-STEP_MODEL_VERSION = "step-48"
+STEP_MODEL_VERSION = "step-49"
 
 #: Status codes of ``step_columns``: 0 feasible, then each structural constraint, then memory.
 STATUS_CODES: List[str] = ["ok", *STRUCTURAL_CONSTRAINTS, "fits_memory"]

@@ -17,7 +17,7 @@ from typing import FrozenSet, Optional, Tuple
 __all__ = ["ATTENTION_KINDS", "CROSS_ENTROPY_IMPLS", "DEEPEP_SMS", "HYBRIDEP_SMS", "DP_ENGINE_NAMES",
            "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "TP_ENGINE_NAMES", "MAIN_GRAD_WIDTHS", "Stack", "offload_problem",
            "CUDA_GRAPH_SCOPES", "graph_scopes", "cuda_graph_scope_problem", "PIPELINE_SPLITS", "ATTENTION_IMPLS",
-           "DEFAULT_ATTENTION_IMPL", "PROJECTIONS"]
+           "DEFAULT_ATTENTION_IMPL", "PROJECTIONS", "FP8_RECIPES"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
@@ -40,6 +40,14 @@ DEFAULT_ATTENTION_IMPL = ATTENTION_IMPLS[0]
 #: at the device's fp8 rate, as Transformer Engine runs them (Micikevicius et al. 2022, FP8
 #: formats); attention, element-wise kernels, communication and master weights keep 16/32 bits.
 GEMM_PRECISIONS: Tuple[str, ...] = ("bf16", "fp16", "fp8")
+#: How an fp8 run scales its GEMMs' inputs (``Stack.fp8_recipe``), by Megatron-Core's names
+#: (``Fp8Recipe`` in megatron/core/enums.py at d98e8a64dd): "delayed", a tensor's scale from
+#: the amax history of earlier steps (Transformer Engine's ``DelayedScaling``, the only recipe
+#: before 2025); "tensorwise", from the tensor's own amax, read before the cast
+#: (``Float8CurrentScaling``; Megatron-Bridge's FP8-CS recipes); "mxfp8" and "blockwise", a
+#: scale per block of 32 or 128 values found inside the quantizing kernel. Their bytes:
+#: ``tasks.model.kernels.layer_cost.FP8_AMAX_PASS_BYTES``.
+FP8_RECIPES: Tuple[str, ...] = ("delayed", "tensorwise", "mxfp8", "blockwise")
 #: Bytes per element of the buffer a step's weight gradients are accumulated in, micro-batch
 #: after micro-batch: fp32 main gradients (4: Megatron-LM forces them for bf16, Megatron-Core
 #: and Transformer Engine keep them, PyTorch AMP's gradients of fp32 weights are fp32), or
@@ -148,6 +156,8 @@ class Stack:
     DDP: --accumulate-allreduce-grads-in-fp32, forced for bf16 since April 2021; Megatron-Core's
     grad_reduce_in_fp32, which Megatron-Bridge's bf16 recipes set).
     ``elementwise``: one of ``ELEMENTWISE_STYLES``.
+    ``fp8_recipe``: one of ``FP8_RECIPES``, how an fp8 run scales its GEMMs' inputs (delayed
+    where the GEMMs are 16-bit).
     ``fp8_params``: the linear layers' weights are kept in fp8 only, with no 16-bit copy, and
     gathered over DP in fp8 (Megatron-Core's ``fp8_param_gather``: "keep the compute param in
     fp8 (do not use any other intermediate dtype) and perform the param all-gather in fp8",
@@ -251,6 +261,7 @@ class Stack:
     main_grad_bytes: float = 4.0
     elementwise: str = "fused"
     fp8_params: bool = False
+    fp8_recipe: str = "delayed"
     offload_layers: int = 0
     dp_engine: str = "megatron"
     tp_engine: str = "megatron"
@@ -298,6 +309,11 @@ class Stack:
         if self.fp8_params and self.gemm_precision != "fp8":
             raise ValueError(f"stack.fp8_params=true needs stack.gemm_precision=fp8, not {self.gemm_precision!r}: "
                              "fp8 weights feed fp8 GEMMs")
+        if self.fp8_recipe not in FP8_RECIPES:
+            raise ValueError(f"stack.fp8_recipe={self.fp8_recipe!r}: choose one of {', '.join(FP8_RECIPES)}")
+        if self.fp8_recipe != FP8_RECIPES[0] and self.gemm_precision != "fp8":
+            raise ValueError(f"stack.fp8_recipe={self.fp8_recipe!r} needs stack.gemm_precision=fp8, not "
+                             f"{self.gemm_precision!r}: it scales fp8 GEMMs' inputs")
         if self.param_gather_overlap and not self.dp_overlap:
             raise ValueError("stack.param_gather_overlap=true needs stack.dp_overlap=true: Megatron-LM overlaps the "
                              "weight gather only with the gradient reduction (--overlap-grad-reduce)")

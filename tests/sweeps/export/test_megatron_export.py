@@ -60,6 +60,7 @@ ARGUMENTS: Dict[str, object] = {
     "--bf16": "switch",  # line 2520
     "--fp16": "switch",  # line 2518
     "--fp8-format": ("e4m3", "hybrid"),  # line 1313
+    "--fp8-recipe": ("tensorwise", "delayed", "mxfp8", "blockwise"),  # line 1318
     "--accumulate-allreduce-grads-in-fp32": "switch",  # line 2543
     "--grad-reduce-in-bf16": "switch",  # line 2522
     "--attention-backend": ATTN_BACKEND,  # line 1562: type AttnBackend[name], choices list(AttnBackend)
@@ -186,8 +187,9 @@ def test_tp_overlap_without_sequence_parallelism_and_an_uneven_split_are_told_ap
 @pytest.mark.parametrize("framework", ["megatron", "nemo", "torchtitan"])
 def test_another_frameworks_dp_engine_and_unwritten_switches_are_refused_naming_them(cases, framework):
     """A ZeRO-3 layout costed on DeepSpeed's engine is not what any of these frameworks runs;
-    fp8 weights and offloaded layers are not written yet, nor CUDA-graphed parts of a layer
-    but Megatron-LM's attention sublayer: each refused, never dropped."""
+    fp8 weights and offloaded layers are not written yet, nor an fp8 recipe other than delayed
+    scaling or CUDA-graphed parts of a layer but by Megatron-LM (its --fp8-recipe, its attention
+    sublayer's graphs): each refused, never dropped."""
     zero3 = next(case for label, case in cases if case.layout.zero == "zero3")
     deepspeed = dataclasses.replace(zero3, stack=dataclasses.replace(zero3.stack, dp_engine="deepspeed-zero3-2021"))
     with pytest.raises(Unexpressible, match="stack.dp_engine=deepspeed-zero3-2021 with zero=zero3"):
@@ -204,6 +206,13 @@ def test_another_frameworks_dp_engine_and_unwritten_switches_are_refused_naming_
         stack = dataclasses.replace(zero3.stack, gemm_precision="fp8", **{field: value})
         with pytest.raises(Unexpressible, match=f"stack.{field}="):
             export(framework, dataclasses.replace(zero3, stack=stack))
+    current = dataclasses.replace(zero3, stack=dataclasses.replace(zero3.stack, gemm_precision="fp8",
+                                                                   fp8_recipe="tensorwise"))
+    if framework == "megatron":   # core_v0.15.3's --fp8-recipe (line 1318) takes Megatron-Core's recipe names
+        assert parse(export(framework, current))[0]["--fp8-recipe"] == "tensorwise"
+    else:
+        with pytest.raises(Unexpressible, match="stack.fp8_recipe='tensorwise'"):
+            export(framework, current)
     for field, value in (("expert_bias", True), ("expert_clamp", 7.0)):   # GPT-OSS's experts: not written yet
         with pytest.raises(Unexpressible, match=f"model.{field}="):
             export(framework, dataclasses.replace(zero3, model=dataclasses.replace(zero3.model, **{field: value})))

@@ -96,18 +96,20 @@ def test_the_moe_exports_write_the_expert_flags_or_say_why_not(tmp_path):
                  "--overlap-moe-expert-parallel-comm", "--multi-latent-attention", "--q-lora-rank 1536",
                  "--kv-lora-rank 512", "--qk-head-dim 128", "--qk-pos-emb-head-dim 64", "--v-head-dim 128"):
         assert flag in text, flag
-    unfused = "stack.cross_entropy=unfused"      # the NeMo export does not write Transformer Engine's loss
-    nemo = CliRunner().invoke(main, ["search", "moe", unfused, "--exhaustive", "--lake", str(tmp_path / "lake"),
+    assert "--fp8-recipe tensorwise" in text     # the preset's per-tensor current scaling
+    # the NeMo export writes neither Transformer Engine's loss nor a recipe but delayed scaling
+    unfused = ["stack.cross_entropy=unfused", "stack.fp8_recipe=delayed"]
+    nemo = CliRunner().invoke(main, ["search", "moe", *unfused, "--exhaustive", "--lake", str(tmp_path / "lake"),
                                      "--export", "nemo"])
     assert nemo.exit_code != 0 and "latent attention" in nemo.output
     plain_heads = ["model.kv_lora_rank=0", "model.q_lora_rank=0", "model.qk_rope_head_dim=0", "model.v_head_dim=null"]
-    overlapped = CliRunner().invoke(main, ["search", "moe", unfused, *plain_heads, "--exhaustive", "--lake",
+    overlapped = CliRunner().invoke(main, ["search", "moe", *unfused, *plain_heads, "--exhaustive", "--lake",
                                            str(tmp_path / "lake"), "--export", "nemo"])
     assert overlapped.exit_code != 0 and "overlap_moe_expert_parallel_comm" in overlapped.output
-    plain = CliRunner().invoke(main, ["search", "moe", unfused, *plain_heads, "stack.moe_a2a_overlap=false",
+    plain = CliRunner().invoke(main, ["search", "moe", *unfused, *plain_heads, "stack.moe_a2a_overlap=false",
                                       "--exhaustive", "--lake", str(tmp_path / "lake"), "--export", "nemo"])
     assert plain.exit_code == 0 and "recipe.model.config.num_moe_experts = 256" in plain.output
-    titan = CliRunner().invoke(main, ["search", "moe", unfused, "--exhaustive", "--lake", str(tmp_path / "lake"),
+    titan = CliRunner().invoke(main, ["search", "moe", *unfused, "--exhaustive", "--lake", str(tmp_path / "lake"),
                                       "--export", "torchtitan"])
     assert titan.exit_code != 0 and "mixture of 256 experts" in titan.output
 

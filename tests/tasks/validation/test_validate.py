@@ -597,3 +597,15 @@ def test_a_projections_column_runs_torchtitans_input_projections_apart(tmp_path,
     held_out = read_runs(DATA / "holdout_runs.csv")
     assert {run.source for run in held_out if run.projections == "separate"} == \
         {"torchtitan2412", "torchtitan2506_asynctp", "trainy2506_h200", "maxtext2404_a3", "dgxc2502_maxtext"}
+
+
+def test_an_fp8_recipe_is_read_and_refused_where_it_cannot_be(tmp_path):
+    h100 = dict(hw="H100-SXM5-80GB", flash_attention="true")
+    blank, stated = read_runs(_with(tmp_path, "fp8_recipe", _row(precision="fp8", **h100) + ",",
+                                    _row(precision="fp8", **h100) + ",tensorwise"))
+    assert (run_stack(blank).fp8_recipe, run_stack(stated).fp8_recipe) == ("delayed", "tensorwise")
+    refused = {"fp8_recipe='tensorwise' needs precision fp8, not bf16": _row(**h100) + ",tensorwise",
+               "fp8_recipe='current'": _row(precision="fp8", **h100) + ",current"}
+    for why, row in refused.items():
+        with pytest.raises(RowError, match=f"row 1: {re.escape(why)}"):
+            read_runs(_with(tmp_path, "fp8_recipe", row))
