@@ -10,6 +10,7 @@ import csv
 import pytest
 
 from conf import CONF_DIR
+from sweeps.config import load_preset
 from tasks.model.kernels import layer
 from tasks.model.kernels.layer_cost import FP8_AMAX_PASS_BYTES, NORM_FED_GEMMS, layer_cost
 from tasks.model.kernels.model_blocks import model_block
@@ -44,8 +45,27 @@ def test_current_scaling_reads_the_unnormed_inputs_and_every_incoming_gradient_o
         _amax_time(unnormed, lambda g: g.batch * g.m * g.k, h100), rel=1e-9)
     assert float(current.elementwise_bwd - delayed.elementwise_bwd) == pytest.approx(
         _amax_time(forward, lambda g: g.batch * g.m * g.n, h100), rel=1e-9)
-    # the GEMMs themselves and the kernel count are the recipe's business no more than before
+    # the recipe moves bytes only: the GEMMs and the kernels counted stay as they were
     assert float(current.gemm_fwd) == float(delayed.gemm_fwd) and current.kernels_fwd == delayed.kernels_fwd
+
+
+def test_latent_attentions_normed_latents_are_spared_the_pass_its_other_inputs_are_not(h100):
+    """DeepSeek-V3's layer: the up-projections read the latents a fused norm wrote
+    (``qk_layernorm``); the down-projections, the router, the experts and the shared expert
+    read inputs no norm of theirs wrote (a MoE layer's pre-MLP norm is a module of its own)."""
+    block = model_block(load_preset("model", "deepseek-v3"), flash=True)
+    h, heads, tp, ep = 7168.0, 128.0, 1.0, 8.0
+
+    def forward_casts(recipe: str) -> float:
+        stack = Stack(attention="flash", gemm_precision="fp8", fp8_recipe=recipe)
+        return float(layer_cost(h, heads, 4096.0, 1.0, tp, h100, block=block, stack=stack, ep=ep).elementwise_fwd)
+
+    forward = [g for g in layer.gemm_shapes(h, heads, 4096.0, 1.0, tp, block, ep=ep) if g.pass_ == "fwd"]
+    spared = {g.name for g in forward if g.name in NORM_FED_GEMMS}
+    assert spared == {"q_up", "kv_up"} and {"q_down", "kv_down", "expert_fc1", "shared_fc1"} <= \
+        {g.name for g in forward} - spared
+    assert forward_casts("tensorwise") - forward_casts("delayed") == pytest.approx(
+        _amax_time([g for g in forward if g.name not in spared], lambda g: g.batch * g.m * g.k, h100), rel=1e-9)
 
 
 def test_recipes_that_find_their_scales_in_the_quantizing_kernel_cost_as_delayed_scaling(llama, h100):
