@@ -23,7 +23,7 @@ from tasks.model.collectives.dp_protocol import DP_ENGINES, dp_ranks_per_node
 from tasks.model.step.context import split_shortfall
 from tasks.model.terms.layout import Layout
 from tasks.model.terms.specs import HardwareProfile, TransformerModel
-from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL, FP8_RECIPES, Stack, graph_scopes
+from tasks.model.terms.stack import DEFAULT_ATTENTION_IMPL, DEFAULT_FP8_RECIPE, Stack, graph_scopes
 
 __all__ = ["Source", "ExportCase", "Unexpressible", "header", "chunk_split", "check_common", "attention_backend"]
 
@@ -221,9 +221,8 @@ def _unwritten_switches(case: ExportCase, *, fused_loss: bool, recipe_written: b
     clamp; a fused cross entropy unless ``fused_loss`` and an fp8 recipe other than delayed
     scaling unless ``recipe_written`` (the export writes them)."""
     stack = case.stack
+    recipe = None if recipe_written or stack.fp8_recipe == DEFAULT_FP8_RECIPE else stack.fp8_recipe
+    loss = None if fused_loss or stack.cross_entropy == "unfused" else stack.cross_entropy
     return (("stack.fp8_params", stack.fp8_params), ("stack.offload_layers", stack.offload_layers),
-            ("stack.fp8_recipe", None if recipe_written or stack.fp8_recipe == FP8_RECIPES[0] else stack.fp8_recipe),
-            ("stack.cross_entropy", stack.cross_entropy if stack.cross_entropy != "unfused" and not fused_loss
-             else None),
-            ("stack.moe_fused_mlp", stack.moe_fused_mlp), ("model.expert_bias", case.model.expert_bias),
-            ("model.expert_clamp", case.model.expert_clamp))
+            ("stack.fp8_recipe", recipe), ("stack.cross_entropy", loss), ("stack.moe_fused_mlp", stack.moe_fused_mlp),
+            ("model.expert_bias", case.model.expert_bias), ("model.expert_clamp", case.model.expert_clamp))

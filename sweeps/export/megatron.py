@@ -66,7 +66,7 @@ from typing import List, Optional, Tuple
 
 from sweeps.export.case import ExportCase, Source, Unexpressible, attention_backend, check_common, chunk_split, \
     header
-from tasks.model.terms.stack import DEEPEP_SMS, FP8_RECIPES
+from tasks.model.terms.stack import DEEPEP_SMS, DEFAULT_FP8_RECIPE
 
 __all__ = ["NAME", "SOURCE", "check_core", "pipeline_layout", "recompute_setting", "flags", "moe_flags", "render"]
 
@@ -189,7 +189,7 @@ def _stack(case: ExportCase) -> List[Flag]:
     out: List[Flag] = [("--fp16", None)] if stack.gemm_precision == "fp16" else [("--bf16", None)]
     if stack.fp8:
         out.append(("--fp8-format", "hybrid"))
-        if stack.fp8_recipe != FP8_RECIPES[0]:
+        if stack.fp8_recipe != DEFAULT_FP8_RECIPE:
             out.append(("--fp8-recipe", stack.fp8_recipe))
     if stack.main_grad_bytes == 4 and stack.gemm_precision == "fp16":
         out.append(("--accumulate-allreduce-grads-in-fp32", None))

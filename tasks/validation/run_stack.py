@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Dict
 
-from tasks.model.terms.stack import ATTENTION_IMPLS, CROSS_ENTROPY_IMPLS, DEFAULT_ATTENTION_IMPL, DP_ENGINE_NAMES, \
-    FP8_RECIPES, HOST_LAUNCH_US, PIPELINE_SPLITS, PROJECTIONS, TP_ENGINE_NAMES, cuda_graph_scope_problem
+from tasks.model.terms.stack import ATTENTION_IMPLS, CROSS_ENTROPY_IMPLS, DEFAULT_ATTENTION_IMPL, \
+    DEFAULT_FP8_RECIPE, DP_ENGINE_NAMES, FP8_RECIPES, HOST_LAUNCH_US, PIPELINE_SPLITS, PROJECTIONS, TP_ENGINE_NAMES, \
+    cuda_graph_scope_problem
 from tasks.validation.cells import RowCells
 
 __all__ = ["STACK_COLUMNS", "stack_fields"]
@@ -33,8 +34,8 @@ def stack_fields(r: RowCells, precision: str, flash: bool) -> Dict[str, object]:
     if fp8_params and precision != "fp8":
         raise r.fail("fp8_params", r.text("fp8_params"), f"needs precision fp8, not {precision}: fp8 weights feed "
                                                           "fp8 GEMMs")
-    recipe = r.choice("fp8_recipe", FP8_RECIPES, FP8_RECIPES[0])
-    if recipe != FP8_RECIPES[0] and precision != "fp8":
+    recipe = r.choice("fp8_recipe", FP8_RECIPES, DEFAULT_FP8_RECIPE)
+    if recipe != DEFAULT_FP8_RECIPE and precision != "fp8":
         raise r.fail("fp8_recipe", recipe, f"needs precision fp8, not {precision}: it scales fp8 GEMMs' inputs")
     dp_overlap, param_gather_overlap = r.flag("dp_overlap", flash), r.flag("param_gather_overlap", False)
     if param_gather_overlap and not dp_overlap:

@@ -134,8 +134,8 @@ from typing import Dict, List, Optional
 
 from tasks.model.terms.layout import RECOMPUTE_MODES, ZERO_MODES, recompute_layers_problem
 from tasks.model.terms.specs import DEFAULT_DROPOUT, heads_problem
-from tasks.model.terms.stack import DEEPEP_SMS, DEFAULT_ATTENTION_IMPL, ELEMENTWISE_STYLES, HOST_LAUNCH_US, \
-    offload_problem
+from tasks.model.terms.stack import DEEPEP_SMS, DEFAULT_ATTENTION_IMPL, DEFAULT_FP8_RECIPE, ELEMENTWISE_STYLES, \
+    HOST_LAUNCH_US, offload_problem
 from tasks.validation.cells import MAX_NUMBER, RowCells, row_error
 from tasks.validation.records import RowError
 from tasks.validation.run_layout import LAYOUT_COLUMNS, parallel_degrees
@@ -233,7 +233,7 @@ class PublishedRun:
     flops_formula: str
     value: float
     fp8_params: bool = False
-    fp8_recipe: str = "delayed"
+    fp8_recipe: str = DEFAULT_FP8_RECIPE
     offload_layers: int = 0
     grad_reduce_in_fp32: Optional[bool] = None
     dp_engine: str = "megatron"

@@ -17,7 +17,8 @@ from typing import FrozenSet, Optional, Tuple
 __all__ = ["ATTENTION_KINDS", "CROSS_ENTROPY_IMPLS", "DEEPEP_SMS", "HYBRIDEP_SMS", "DP_ENGINE_NAMES",
            "ELEMENTWISE_STYLES", "GEMM_PRECISIONS", "TP_ENGINE_NAMES", "MAIN_GRAD_WIDTHS", "Stack", "offload_problem",
            "CUDA_GRAPH_SCOPES", "graph_scopes", "cuda_graph_scope_problem", "PIPELINE_SPLITS", "ATTENTION_IMPLS",
-           "DEFAULT_ATTENTION_IMPL", "PROJECTIONS", "FP8_RECIPES"]
+           "DEFAULT_ATTENTION_IMPL", "PROJECTIONS", "FP8_RECIPES",
+           "DEFAULT_FP8_RECIPE"]
 
 #: "materialised": the SL x SL scores are GEMM outputs, softmax and dropout are kernels of
 #: their own and their outputs are stored; "flash": one fused kernel (``tasks.model.kernels.attention``).
@@ -48,6 +49,8 @@ GEMM_PRECISIONS: Tuple[str, ...] = ("bf16", "fp16", "fp8")
 #: scale per block of 32 or 128 values found inside the quantizing kernel. Their bytes:
 #: ``tasks.model.kernels.layer_cost.FP8_AMAX_PASS_BYTES``.
 FP8_RECIPES: Tuple[str, ...] = ("delayed", "tensorwise", "mxfp8", "blockwise")
+#: The recipe of a stack or runs-file row that names none (Megatron-Core's default, ``--fp8-recipe``'s).
+DEFAULT_FP8_RECIPE = FP8_RECIPES[0]
 #: Bytes per element of the buffer a step's weight gradients are accumulated in, micro-batch
 #: after micro-batch: fp32 main gradients (4: Megatron-LM forces them for bf16, Megatron-Core
 #: and Transformer Engine keep them, PyTorch AMP's gradients of fp32 weights are fp32), or
@@ -261,7 +264,7 @@ class Stack:
     main_grad_bytes: float = 4.0
     elementwise: str = "fused"
     fp8_params: bool = False
-    fp8_recipe: str = "delayed"
+    fp8_recipe: str = DEFAULT_FP8_RECIPE
     offload_layers: int = 0
     dp_engine: str = "megatron"
     tp_engine: str = "megatron"
@@ -311,7 +314,7 @@ class Stack:
                              "fp8 weights feed fp8 GEMMs")
         if self.fp8_recipe not in FP8_RECIPES:
             raise ValueError(f"stack.fp8_recipe={self.fp8_recipe!r}: choose one of {', '.join(FP8_RECIPES)}")
-        if self.fp8_recipe != FP8_RECIPES[0] and self.gemm_precision != "fp8":
+        if self.fp8_recipe != DEFAULT_FP8_RECIPE and self.gemm_precision != "fp8":
             raise ValueError(f"stack.fp8_recipe={self.fp8_recipe!r} needs stack.gemm_precision=fp8, not "
                              f"{self.gemm_precision!r}: it scales fp8 GEMMs' inputs")
         if self.param_gather_overlap and not self.dp_overlap:
